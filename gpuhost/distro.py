@@ -1,0 +1,144 @@
+"""Which NVIDIA build a host takes, and which kernel headers it needs (pure, no I/O).
+
+``identify(os_release)`` maps ``/etc/os-release`` data to NVIDIA's distro tag.
+``kernel_flavour`` / ``headers_packages`` / ``needs_gcc_toolset`` decide the kernel
+development packages for the *running* kernel (nvidia-facts.md, "Kernel headers").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+DISTRO_TAGS = ("debian12", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9")
+
+# os-release ID -> (family, {major or VERSION_ID: tag}). NVIDIA ships no Oracle, Rocky or
+# Alma build: its RHEL packages are used there (same row in NVIDIA's install tables).
+_SUPPORTED = {
+    "debian": ("debian", {"12": "debian12"}),
+    "ubuntu": ("debian", {"22.04": "ubuntu2204", "24.04": "ubuntu2404"}),
+    "rhel": ("rhel", {"8": "rhel8", "9": "rhel9"}),
+    "ol": ("rhel", {"8": "rhel8", "9": "rhel9"}),
+    "rocky": ("rhel", {"8": "rhel8", "9": "rhel9"}),
+    "almalinux": ("rhel", {"8": "rhel8", "9": "rhel9"}),
+}
+SUPPORTED_TEXT = (
+    "Debian 12, Ubuntu 22.04, Ubuntu 24.04, RHEL 8/9, Oracle Linux 8/9, Rocky Linux 8/9, "
+    "AlmaLinux 8/9"
+)
+
+# UEK release -> kernel base version (uname -r prefix).
+_UEK_BASES = {"4.14": 5, "5.4": 6, "5.15": 7, "6.12": 8}
+_SAFE_RELEASE = re.compile(r"^[A-Za-z0-9._+~-]+$")
+
+
+def identify(os_release: Mapping[str, str], kernel_release: str | None = None) -> dict:
+    """``{"family", "distro_tag", "os_id", "version_id", "major"}`` for a host.
+
+    ``os_release`` is /etc/os-release as a dict (keys ID, VERSION_ID, as pyinfra's
+    ``server.OsRelease`` fact or ``parse_os_release`` give them; lower-case keys work
+    too). Adds ``kernel_release`` and ``kernel_flavour`` when ``kernel_release`` is given.
+    Raises ValueError naming the supported systems for anything else.
+    """
+    data = {str(k).upper(): str(v).strip().strip('"') for k, v in os_release.items()}
+    os_id = data.get("ID", "").lower()
+    version_id = data.get("VERSION_ID", "")
+    major = version_id.split(".")[0]
+    entry = _SUPPORTED.get(os_id)
+    tag = None
+    if entry:
+        tag = entry[1].get(version_id if os_id == "ubuntu" else major)
+    if tag is None:
+        name = data.get("PRETTY_NAME") or f"{os_id or 'unknown'} {version_id}".strip()
+        raise ValueError(f"unsupported operating system {name!r}: gpuhost supports {SUPPORTED_TEXT}")
+    result = {"family": entry[0], "distro_tag": tag, "os_id": os_id, "version_id": version_id,
+              "major": int(major)}
+    if kernel_release is not None:
+        result["kernel_release"] = kernel_release
+        result["kernel_flavour"] = kernel_flavour(kernel_release, entry[0])
+    return result
+
+
+def _check_release(kernel_release: str) -> str:
+    rel = str(kernel_release).strip()
+    if not rel or not _SAFE_RELEASE.match(rel):
+        raise ValueError(f"{kernel_release!r} is not a kernel release (as `uname -r` prints it)")
+    return rel
+
+
+def kernel_flavour(kernel_release: str, family: str | None = None) -> str:
+    """"uek" (``...el8uek...``/``...el9uek...``), "rhck" (``.el8``/``.el9_N`` without uek)
+    or "generic" (Debian/Ubuntu). A non-EL kernel on an EL host raises ValueError."""
+    rel = _check_release(kernel_release)
+    if family == "debian":
+        return "generic"
+    if re.search(r"\.el\d+(_\d+)?uek", rel) or "uek" in rel:
+        return "uek"
+    if re.search(r"\.el\d+(_\d+)?(\.|$)", rel):
+        return "rhck"
+    if family == "rhel":
+        raise ValueError(
+            f"kernel {rel!r} is neither an EL kernel (.el8/.el9) nor UEK: gpuhost cannot name its "
+            "development package; install the headers for it yourself before running gpuhost"
+        )
+    return "generic"
+
+
+def uek_major(kernel_release: str) -> int | None:
+    """UEK release number (5, 6, 7, 8) of a UEK kernel, None for any other kernel.
+
+    UEK 6 is 5.4.17-*, UEK 7 is 5.15.0-*, UEK 8 is 6.12.0-*; an unknown UEK base raises
+    ValueError so that a new UEK is noticed instead of being built with the wrong gcc.
+    """
+    rel = _check_release(kernel_release)
+    if kernel_flavour(rel) != "uek":
+        return None
+    base = ".".join(rel.split("-")[0].split(".")[:2])
+    if base not in _UEK_BASES:
+        raise ValueError(f"UEK kernel {rel!r} has an unknown base {base} (known: {', '.join(_UEK_BASES)})")
+    return _UEK_BASES[base]
+
+
+def _distro(distro) -> dict:
+    if isinstance(distro, Mapping):
+        return dict(distro)
+    if distro in DISTRO_TAGS:
+        family = "debian" if distro.startswith(("debian", "ubuntu")) else "rhel"
+        return {"family": family, "distro_tag": distro, "major": int(re.sub(r"\D", "", distro)[:1] or 0)}
+    raise ValueError(f"unknown distro {distro!r} (known tags: {', '.join(DISTRO_TAGS)})")
+
+
+def headers_packages(distro, kernel_release: str, flavour: str | None = None) -> list[str]:
+    """Packages with the development files of exactly the running kernel.
+
+    ``distro`` is ``identify()``'s dict or a distro tag. Debian/Ubuntu:
+    ``linux-headers-<rel>``; UEK: ``kernel-uek-devel-<rel>``; RHCK on EL8:
+    ``kernel-devel-<rel>``; RHCK on EL9: ``kernel-devel-matched-<rel>`` (NVIDIA names
+    ``kernel-devel-matched``; its version is pinned to the running kernel so that dnf does
+    not pull in a newer kernel). EL hosts also get ``kernel-headers`` (userspace headers).
+    """
+    d = _distro(distro)
+    rel = _check_release(kernel_release)
+    flavour = flavour or kernel_flavour(rel, d["family"])
+    if d["family"] == "debian":
+        return [f"linux-headers-{rel}"]
+    if flavour == "uek":
+        return [f"kernel-uek-devel-{rel}", "kernel-headers"]
+    if flavour == "rhck":
+        if int(d["major"]) >= 9:
+            return [f"kernel-devel-matched-{rel}", "kernel-headers"]
+        return [f"kernel-devel-{rel}", "kernel-headers"]
+    raise ValueError(f"kernel flavour {flavour!r} is not valid on {d['distro_tag']} (want uek or rhck)")
+
+
+def needs_gcc_toolset(distro, kernel_release: str) -> str | None:
+    """The gcc toolset DKMS must use for this kernel, or None for the system gcc.
+
+    UEK 8 (OL9 only) is built with gcc 14 while OL9's gcc is 11: "gcc-toolset-14".
+    """
+    d = _distro(distro)
+    if d["family"] != "rhel":
+        return None
+    if uek_major(kernel_release) == 8 and int(d["major"]) == 9:
+        return "gcc-toolset-14"
+    return None
