@@ -200,7 +200,7 @@ def parse_smi_list(text):
 
 @_contract("`nvidia-smi --query-gpu/--query-compute-apps --format=csv` output")
 def parse_query_csv(text, fields=None):
-    fmt = "`nvidia-smi --query-...  --format=csv` output"
+    fmt = "`nvidia-smi --query-... --format=csv` output"
     if "is not a valid field to query" in text or classify_smi_error(text):
         raise ValueError(f"expected {fmt}, nvidia-smi printed an error: {text.strip()[:200]!r}")
     lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
@@ -461,7 +461,7 @@ def split_sections(text, marker="@@gpuhost@@ "):
             raise ValueError(f"expected a section line '{marker}NAME rc=N', got "
                              f"{text[match.start():match.end()].strip()[:120]!r}")
         if name in sections:
-            raise ValueError(f"composite fact output has section {name!r} twice; names must be unique")
+            raise ValueError(f"composite fact output has '{marker}{name}' twice; names must be unique")
         end = matches[number + 1].start() if number + 1 < len(matches) else len(text)
         sections[name] = {"rc": int(rc), "out": text[match.end():end]}
     return sections
