@@ -1,0 +1,35 @@
+"""Kernel facts: headers for the running kernel, nouveau, DKMS, Secure Boot.
+
+``pyinfra INVENTORY fact facts.kernel.KernelHeaders --json``
+"""
+
+from __future__ import annotations
+
+from facts import state
+from facts.base import SectionFact
+
+
+class KernelHeaders(SectionFact):
+    """
+    What building the NVIDIA module needs from the running kernel.
+
+    .. code:: python
+
+        {"kernel_release": "6.1.0-56-amd64",
+         "flavour": "generic" | "uek" | "rhck",
+         "distro_tag": "debian12" | "ubuntu2204" | "ubuntu2404" | "rhel8" | "rhel9" | None,
+         "headers_packages": ["linux-headers-6.1.0-56-amd64"],   # what the kernel needs
+         "headers_packages_missing": [...],                      # of those, not installed
+         "headers_installed": bool,     # /lib/modules/$(uname -r)/build has a Makefile
+         "build_dir": "/usr/src/linux-headers-6.1.0-56-amd64" | None,
+         "gcc_toolset": "gcc-toolset-14" | None,   # UEK 8 is built with it
+         "gcc_toolset_installed": bool,
+         "nouveau": {"loaded": bool, "blacklisted": bool},
+         "dkms": [{"module": "nvidia", "version": ..., "kernel": ..., "status": "installed"}],
+         "dkms_installed": bool,
+         "secure_boot": "enabled" | "disabled" | None}   # None: no mokutil
+    """
+
+    sections = ("os_release", "kernel", "dpkg", "rpm", "headers_build", "nouveau", "dkms",
+                "secure_boot")
+    assemble = staticmethod(state.kernel_state)

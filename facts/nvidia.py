@@ -1,0 +1,68 @@
+"""NVIDIA driver and GPU facts.
+
+``pyinfra INVENTORY fact facts.nvidia.NvidiaDriver facts.nvidia.NvidiaGpus --json``
+"""
+
+from __future__ import annotations
+
+from facts import state
+from facts.base import SectionFact
+
+
+class NvidiaDriver(SectionFact):
+    """
+    The NVIDIA driver on the host: loaded kernel module, user-space, packages, state.
+
+    Reads ``/proc/driver/nvidia/version`` (the loaded module), ``nvidia-smi -q -x`` (the
+    user-space) and the installed driver packages (dpkg or rpm). Returns:
+
+    .. code:: python
+
+        {
+            "state": "not_installed" | "installed_not_loaded" | "loaded" | "library_mismatch",
+            "loaded": {"version": "570.172.08", "flavor": "open", "arch": "x86_64",
+                       "gcc": "12.2.0"} | None,
+            "loaded_version": "570.172.08" | None,
+            "installed_version": "570.172.08" | None,   # newest driver version among packages
+            "installed_versions": ["570.172.08"],        # more than one: a half-done change
+            "installed_flavor": "open" | "proprietary" | None,
+            "userspace_version": "570.172.08" | None,    # what nvidia-smi reports
+            "packages": {"nvidia-open-570": "570.172.08-1", ...},
+            "held_packages": [...],                      # apt holds
+            "local_repos": [{"package": ..., "distro": "debian12", "version": ...}],
+            "cuda_version": "12.8" | None,               # as nvidia-smi prints it
+            "newest_cuda": "12.8.1" | None,              # from gpuhost.policy for the loaded module
+            "smi_error": None | "driver_not_loaded" | "library_mismatch" | "no_devices"
+                         | "timed_out" | "failed",
+            "reboot_required": bool,  # packages differ from the module, or module not loaded
+        }
+
+    ``library_mismatch``: the installed packages differ from the loaded module (a reboot or a
+    module reload is due).
+    """
+
+    sections = ("dpkg", "rpm", "proc_version", "smi_xml")
+    assemble = staticmethod(state.driver_state)
+
+
+class NvidiaGpus(SectionFact):
+    """
+    The host's GPUs, one dict each, from ``nvidia-smi -q -x``; when the driver does not answer,
+    from ``lspci`` (``source: "lspci"``, fewer fields) so a bare host still shows its GPUs.
+
+    .. code:: python
+
+        [{"index": 0, "name": "NVIDIA A100-SXM4-40GB", "model": "A100-SXM4-40GB",
+          "architecture": "ampere", "uuid": "GPU-..." | None,
+          "pci_bus_id": "00000000:07:00.0", "memory_total_mib": 40960,
+          "persistence_mode": "enabled" | "disabled" | None,
+          "mig_current": "enabled" | "disabled" | None,
+          "mig_pending": "enabled" | "disabled" | None,
+          "mig_capable": bool | None,
+          "compute_capability": "8.0" | None,  # the driver's, else gpuhost.policy's model table
+          "processes": [{"pid": 4242, "name": "python3", ...}],
+          "source": "nvidia-smi" | "lspci"}]
+    """
+
+    sections = ("smi_xml", "lspci")
+    assemble = staticmethod(state.gpus_state)

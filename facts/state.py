@@ -1,0 +1,435 @@
+"""Turn the sections of ``facts.script`` into gpuhost's fact values (pure, no pyinfra).
+
+Each ``*_state`` function takes the dict returned by ``facts.parsers.split_sections``
+(name -> {"rc": int, "out": str}) and returns plain data. A section that is missing or whose
+tool is absent is a normal state (nothing installed), never an error. Output that a tool
+printed successfully but that cannot be parsed raises ``ValueError``; the fact classes turn
+that into pyinfra's ``FactProcessError`` so only that host fails.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from facts import parsers
+from gpuhost import distro, policy
+
+Sections = dict[str, dict[str, Any]]
+
+ABSENT = 3  # section exit status: file absent
+NOT_INSTALLED = 127  # section exit status: tool absent
+TIMED_OUT = 124
+
+TOOLKIT_PACKAGES = (
+    "nvidia-container-toolkit",
+    "nvidia-container-toolkit-base",
+    "libnvidia-container-tools",
+    "libnvidia-container1",
+)
+
+# Packages that carry the driver itself (not the local repo, not the container toolkit).
+_DRIVER_PACKAGE = re.compile(
+    r"^(cuda-drivers(-\d+)?|nvidia-open(-\d+)?|nvidia-driver(-\d+)?(-open)?|nvidia-dkms-\d+(-open)?"
+    r"|nvidia-utils-\d+|nvidia-kernel-common-\d+|nvidia-driver-cuda|kmod-nvidia-[a-z-]+"
+    r"|nvidia-kmod-common|nvidia-fabricmanager-\d+|nvidia-fabric-manager)$"
+)
+_LOCAL_REPO = re.compile(r"^nvidia-driver-local-repo-(?P<distro>[a-z]+\d+)-(?P<version>[\d.]+)$")
+
+
+def _section(sections: Sections, name: str) -> tuple[int | None, str]:
+    entry = sections.get(name)
+    if entry is None:
+        return None, ""
+    return entry["rc"], entry["out"]
+
+
+def _ok(sections: Sections, name: str) -> str | None:
+    """The section's output when it ran and succeeded, else None."""
+    rc, out = _section(sections, name)
+    return out if rc == 0 else None
+
+
+def upstream_version(package_version: str) -> str:
+    """``570.172.08-0ubuntu1`` / ``3:570.172.08-1.el9`` -> ``570.172.08``."""
+    version = package_version.split(":", 1)[-1]
+    return version.split("-", 1)[0]
+
+
+def packages(sections: Sections) -> dict[str, dict[str, Any]]:
+    """Installed packages of interest, from dpkg or rpm: name -> {version, held}."""
+    found: dict[str, dict[str, Any]] = {}
+    dpkg = _ok(sections, "dpkg")
+    if dpkg:
+        found.update(parsers.parse_dpkg_query(dpkg))
+    rpm = _ok(sections, "rpm")
+    if rpm:
+        found.update(parsers.parse_rpm_query(rpm))
+    return found
+
+
+_RPM_ARCH = re.compile(r"\.(x86_64|aarch64|noarch|i686)$")
+
+
+def installed_specs(sections: Sections) -> set[str]:
+    """Every installed package as ``name`` and, for rpm, ``name-version-release`` too.
+
+    rpm keeps several versions of kernel packages side by side, so the headers of exactly
+    the running kernel are looked up by their full name-version-release.
+    """
+    specs = set(packages(sections))
+    for line in (_ok(sections, "rpm") or "").splitlines():
+        name, _, evr = line.partition("\t")
+        if name and evr:
+            specs.add(f"{name.strip()}-{evr.strip().split(':', 1)[-1]}")
+    return specs
+
+
+def is_installed(package: str, specs: set[str]) -> bool:
+    return package in specs or _RPM_ARCH.sub("", package) in specs
+
+
+def os_state(sections: Sections) -> dict[str, Any]:
+    """``{"id", "version_id", "pretty_name", "family", "distro_tag", "supported", "error"}``."""
+    text = _ok(sections, "os_release") or ""
+    release = parsers.parse_os_release(text) if text.strip() else {}
+    kernel_out = (_ok(sections, "kernel") or "").split()
+    result: dict[str, Any] = {
+        "id": release.get("ID", ""),
+        "version_id": release.get("VERSION_ID", ""),
+        "pretty_name": release.get("PRETTY_NAME", ""),
+        "kernel_release": kernel_out[0] if kernel_out else "",
+        "arch": kernel_out[1] if len(kernel_out) > 1 else "",
+        "family": None,
+        "distro_tag": None,
+        "supported": False,
+        "error": None,
+    }
+    try:
+        info = distro.identify(release)
+    except ValueError as error:
+        result["error"] = str(error)
+    else:
+        result.update(family=info["family"], distro_tag=info["distro_tag"], supported=True)
+    return result
+
+
+def kernel_state(sections: Sections) -> dict[str, Any]:
+    """See ``facts.kernel.KernelHeaders``."""
+    os_info = os_state(sections)
+    release = os_info["kernel_release"]
+    flavour = distro.kernel_flavour(release) if release else None
+    specs = installed_specs(sections)
+    wanted: list[str] = []
+    toolset = None
+    if os_info["distro_tag"] and release:
+        wanted = distro.headers_packages(os_info["distro_tag"], release, flavour)
+        toolset = distro.needs_gcc_toolset(os_info["distro_tag"], release)
+    build_rc, build_out = _section(sections, "headers_build")
+    nouveau_out = _ok(sections, "nouveau") or ""
+    dkms_out = _ok(sections, "dkms")
+    sb_out = _ok(sections, "secure_boot")
+    secure_boot = None
+    if sb_out is not None:
+        lowered = sb_out.lower()
+        secure_boot = "enabled" if "enabled" in lowered else "disabled" if "disabled" in lowered else None
+    return {
+        "kernel_release": release,
+        "flavour": flavour,
+        "distro_tag": os_info["distro_tag"],
+        "headers_packages": wanted,
+        "headers_packages_missing": [name for name in wanted if not is_installed(name, specs)],
+        "headers_installed": build_rc == 0,
+        "build_dir": build_out.strip() if build_rc == 0 else None,
+        "gcc_toolset": toolset,
+        "gcc_toolset_installed": bool(toolset) and toolset in specs,
+        "nouveau": {
+            "loaded": "loaded" in nouveau_out.splitlines(),
+            "blacklisted": any(
+                line.startswith(("modprobe:", "cmdline:")) for line in nouveau_out.splitlines()
+            ),
+        },
+        "dkms": parsers.parse_dkms_status(dkms_out) if dkms_out else [],
+        "dkms_installed": _section(sections, "dkms")[0] not in (None, NOT_INSTALLED),
+        "secure_boot": secure_boot,
+    }
+
+
+def _smi_xml(sections: Sections) -> tuple[dict[str, Any] | None, str | None]:
+    """Parsed ``nvidia-smi -q -x`` and the classified error, if nvidia-smi ran at all."""
+    rc, out = _section(sections, "smi_xml")
+    if rc in (None, NOT_INSTALLED):
+        return None, None
+    if rc == TIMED_OUT:
+        return None, "timed_out"
+    if rc != 0:
+        return None, parsers.classify_smi_error(out) or "failed"
+    return parsers.parse_smi_xml(out), None
+
+
+def driver_state(sections: Sections) -> dict[str, Any]:
+    """See ``facts.nvidia.NvidiaDriver``."""
+    installed = packages(sections)
+    driver_packages = {
+        name: info["version"] for name, info in installed.items() if _DRIVER_PACKAGE.match(name)
+    }
+    held = sorted(name for name in driver_packages if installed[name].get("held"))
+    versions = sorted({upstream_version(v) for v in driver_packages.values()})
+    installed_version = versions[-1] if versions else None
+    installed_flavor = None
+    if driver_packages:
+        installed_flavor = (
+            "open" if any("open" in name for name in driver_packages) else "proprietary"
+        )
+    local_repos = []
+    for name in installed:
+        match = _LOCAL_REPO.match(name)
+        if match:
+            local_repos.append({"package": name, **match.groupdict()})
+    proc_out = _ok(sections, "proc_version")
+    loaded = parsers.parse_driver_version_file(proc_out) if proc_out else None
+    smi, smi_error = _smi_xml(sections)
+    userspace = smi["driver_version"] if smi else None
+    if not installed_version and not loaded and smi_error is None and smi is None:
+        state = "not_installed"
+    elif smi_error == "library_mismatch" or (
+        loaded and installed_version and loaded["version"] != installed_version
+    ):
+        state = "library_mismatch"
+    elif loaded:
+        state = "loaded"
+    else:
+        state = "installed_not_loaded"
+    loaded_version = loaded["version"] if loaded else None
+    return {
+        "state": state,
+        "loaded": loaded,
+        "loaded_version": loaded_version,
+        "installed_version": installed_version,
+        "installed_versions": versions,
+        "installed_flavor": installed_flavor,
+        "userspace_version": userspace,
+        "packages": driver_packages,
+        "held_packages": held,
+        "local_repos": sorted(local_repos, key=lambda repo: repo["package"]),
+        "cuda_version": smi["cuda_version"] if smi else None,
+        "newest_cuda": policy.newest_cuda(loaded_version) if loaded_version else None,
+        "smi_error": smi_error,
+        "reboot_required": state in ("installed_not_loaded", "library_mismatch"),
+    }
+
+
+def gpus_state(sections: Sections) -> list[dict[str, Any]]:
+    """See ``facts.nvidia.NvidiaGpus``."""
+    smi, _error = _smi_xml(sections)
+    result = []
+    if smi and smi["gpus"]:
+        for gpu in smi["gpus"]:
+            model = policy.lookup_model(name=gpu["name"])
+            capability = gpu.get("compute_capability") or (model or {}).get("compute_capability")
+            mig_capable = gpu.get("mig_capable")
+            if mig_capable is None and model is not None:
+                mig_capable = bool(model.get("mig_capable"))
+            result.append(
+                {
+                    "index": gpu["index"],
+                    "name": gpu["name"],
+                    "model": model["key"] if model else None,
+                    "architecture": gpu.get("architecture") or (model or {}).get("architecture"),
+                    "uuid": gpu["uuid"],
+                    "pci_bus_id": gpu["pci_bus_id"],
+                    "memory_total_mib": gpu["memory_total_mib"],
+                    "persistence_mode": gpu["persistence_mode"],
+                    "mig_current": gpu["mig_current"],
+                    "mig_pending": gpu["mig_pending"],
+                    "mig_capable": mig_capable,
+                    "compute_capability": capability,
+                    "processes": gpu.get("processes") or [],
+                    "source": "nvidia-smi",
+                }
+            )
+        return result
+    lspci = _ok(sections, "lspci")
+    for index, device in enumerate(parsers.parse_lspci_nvidia(lspci) if lspci else []):
+        if not device.get("class", "").startswith(("3D controller", "VGA")):
+            continue  # NVSwitch bridges and audio functions are not GPUs
+        model = policy.lookup_model(pci_device_id=device["device_id"])
+        result.append(
+            {
+                "index": index,
+                "name": (model or {}).get("names", [device.get("device_name")])[0],
+                "model": model["key"] if model else None,
+                "architecture": (model or {}).get("architecture"),
+                "uuid": None,
+                "pci_bus_id": device["slot"],
+                "memory_total_mib": (model or {}).get("memory_mib"),
+                "persistence_mode": None,
+                "mig_current": None,
+                "mig_pending": None,
+                "mig_capable": bool((model or {}).get("mig_capable")) if model else None,
+                "compute_capability": (model or {}).get("compute_capability"),
+                "processes": [],
+                "source": "lspci",
+            }
+        )
+    return result
+
+
+def _mig_table(sections: Sections, name: str, parse) -> list[dict[str, Any]]:
+    out = _ok(sections, name)
+    if not out:
+        return []
+    try:
+        return parse(out)
+    except ValueError:
+        # nvidia-smi prints "No MIG-enabled devices found" and similar with rc 0 on some
+        # drivers; a real table that fails to parse is caught by the structure tests.
+        if "|" in out and "GPU" in out and "instance" in out.lower():
+            raise
+        return []
+
+
+def mig_state(sections: Sections) -> dict[str, Any]:
+    """See ``facts.mig.MigState``."""
+    gpus = [gpu for gpu in gpus_state(sections) if gpu["source"] == "nvidia-smi"]
+    listing = _ok(sections, "smi_list")
+    devices_by_index = {}
+    if listing:
+        for entry in parsers.parse_smi_list(listing):
+            devices_by_index[entry["index"]] = entry.get("mig_devices") or []
+    any_enabled = any(gpu["mig_current"] == "enabled" for gpu in gpus)
+    instances = _mig_table(sections, "mig_lgi", parsers.parse_mig_gpu_instances) if any_enabled else []
+    computes = (
+        _mig_table(sections, "mig_lci", parsers.parse_mig_compute_instances) if any_enabled else []
+    )
+    result = []
+    for gpu in gpus:
+        index = gpu["index"]
+        result.append(
+            {
+                "index": index,
+                "name": gpu["name"],
+                "uuid": gpu["uuid"],
+                "mig_capable": gpu["mig_capable"],
+                "mode_current": gpu["mig_current"],
+                "mode_pending": gpu["mig_pending"],
+                "pending_change": gpu["mig_pending"] is not None
+                and gpu["mig_current"] != gpu["mig_pending"],
+                "gpu_instances": [i for i in instances if i["gpu"] == index],
+                "compute_instances": [c for c in computes if c["gpu"] == index],
+                "devices": devices_by_index.get(index, []),
+            }
+        )
+    return {
+        "gpus": result,
+        "enabled_gpus": [g["index"] for g in result if g["mode_current"] == "enabled"],
+        "layout": {
+            str(g["index"]): sorted(i["profile"] for i in g["gpu_instances"]) for g in result
+        },
+    }
+
+
+def _nvidia_runtime(config: dict[str, Any]) -> dict[str, Any]:
+    runtimes = config.get("runtimes")
+    entry = runtimes.get("nvidia") if isinstance(runtimes, dict) else None
+    if not isinstance(entry, dict):
+        return {"defined": False, "path": None, "style": None, "args": []}
+    style = "runtimeArgs" if "runtimeArgs" in entry else "args" if "args" in entry else None
+    args = entry.get("runtimeArgs", entry.get("args", [])) or []
+    path = entry.get("path")
+    return {
+        "defined": isinstance(path, str) and path.rsplit("/", 1)[-1] == "nvidia-container-runtime",
+        "path": path,
+        "style": style,
+        "args": args if isinstance(args, list) else [],
+    }
+
+
+def docker_state(sections: Sections) -> dict[str, Any]:
+    """See ``facts.container.DockerDaemonConfig``."""
+    rc, text = _section(sections, "daemon_json")
+    exists = rc == 0
+    config: dict[str, Any] = {}
+    error = None
+    if exists:
+        try:
+            config = parsers.parse_daemon_json(text)
+        except ValueError as problem:
+            error = str(problem)
+    runtime = _nvidia_runtime(config)
+    default_runtime = config.get("default-runtime") if isinstance(config, dict) else None
+    version_out = _ok(sections, "docker_version")
+    version_match = re.search(r"version ([0-9][^\s,]*)", version_out or "")
+    info_rc, info_out = _section(sections, "docker_info")
+    daemon: dict[str, Any] = {"running": False, "runtimes": [], "default_runtime": None}
+    if info_rc == 0 and info_out.strip():
+        runtimes_json, _, rest = info_out.strip().partition("\t")
+        default, _, server_version = rest.partition("\t")
+        try:
+            runtimes = json.loads(runtimes_json) or {}
+        except ValueError:
+            runtimes = {}
+        daemon = {
+            "running": True,
+            "runtimes": sorted(runtimes) if isinstance(runtimes, dict) else [],
+            "default_runtime": default or None,
+            "version": server_version or None,
+        }
+    return {
+        "path": "/etc/docker/daemon.json",
+        "exists": exists,
+        "valid": error is None,
+        "error": error,
+        "config": config,
+        "nvidia_runtime": runtime,
+        "default_runtime": default_runtime,
+        "nvidia_is_default": default_runtime == "nvidia" and runtime["defined"],
+        "docker_installed": version_out is not None,
+        "docker_version": version_match.group(1) if version_match else None,
+        "daemon": daemon,
+    }
+
+
+def toolkit_state(sections: Sections) -> dict[str, Any]:
+    """See ``facts.container.ContainerToolkit``."""
+    installed = packages(sections)
+    versions = {
+        name: upstream_version(installed[name]["version"]) if name in installed else None
+        for name in TOOLKIT_PACKAGES
+    }
+    ctk_out = _ok(sections, "nvidia_ctk")
+    cli_out = _ok(sections, "nvidia_container_cli")
+    ctk = parsers.parse_tool_version(ctk_out) if ctk_out else None
+    cli = parsers.parse_tool_version(cli_out) if cli_out else None
+    seen = sorted({v for v in versions.values() if v} | {v for v in (ctk, cli) if v})
+    any_installed = bool(seen)
+    return {
+        "installed": any_installed,
+        "packages": versions,
+        "nvidia_ctk": ctk,
+        "nvidia_container_cli": cli,
+        "version": seen[0] if len(seen) == 1 else None,
+        "versions_seen": seen,
+        "consistent": len(seen) <= 1 and (not any_installed or all(versions.values())),
+        "held_packages": sorted(
+            name for name in TOOLKIT_PACKAGES if installed.get(name, {}).get("held")
+        ),
+    }
+
+
+SCHEMA_VERSION = 1
+
+
+def host_state(sections: Sections) -> dict[str, Any]:
+    """See ``facts.host.GpuHostState``."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "os": os_state(sections),
+        "kernel": kernel_state(sections),
+        "driver": driver_state(sections),
+        "gpus": gpus_state(sections),
+        "mig": mig_state(sections),
+        "docker": docker_state(sections),
+        "toolkit": toolkit_state(sections),
+    }

@@ -1,0 +1,190 @@
+"""Which packages, files and pins a host gets, per distribution family (pure, no pyinfra).
+
+Names follow NVIDIA's packaging (see docs/architecture.md and nvidia-facts.md):
+
+- apt (Debian 12, Ubuntu 22.04/24.04): before branch 590 the branch is in the package name
+  (``nvidia-open-570``, ``cuda-drivers-570``); from 590 the branch is chosen by
+  ``nvidia-driver-pinning-<branch>`` and the driver packages are unversioned.
+- dnf (Oracle Linux 8/9 via NVIDIA's rhel8/rhel9 builds): the branch is a module stream
+  ``nvidia-driver:<branch>-open`` or ``<branch>-dkms``; the packages are ``nvidia-open`` or
+  ``cuda-drivers``.
+"""
+
+from __future__ import annotations
+
+import re
+
+DEB_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
+RPM_DISTROS = ("rhel8", "rhel9")
+
+TOOLKIT_PACKAGES = (
+    "nvidia-container-toolkit",
+    "nvidia-container-toolkit-base",
+    "libnvidia-container-tools",
+    "libnvidia-container1",
+)
+
+# The driver's own packages, for apt pinning. The container toolkit (nvidia-container-*,
+# libnvidia-container*) must NOT match: it has its own version line.
+DRIVER_PACKAGE_REGEX = (
+    "^(cuda-drivers|nvidia-open|nvidia-driver|nvidia-dkms|nvidia-utils|nvidia-kernel"
+    "|nvidia-compute-utils|nvidia-fabricmanager|nvidia-persistenced|nvidia-settings"
+    "|nvidia-modprobe|nvidia-firmware|libnvidia-(compute|decode|encode|extra|fbc1|gl|cfg1"
+    "|common|fabric|gpucomp|nscq)|xserver-xorg-video-nvidia)"
+)
+
+
+def family(distro_tag: str) -> str:
+    if distro_tag in DEB_DISTROS:
+        return "debian"
+    if distro_tag in RPM_DISTROS:
+        return "rhel"
+    raise ValueError(f"unsupported distribution {distro_tag!r}")
+
+
+def branch(version: str) -> str:
+    return version.split(".", 1)[0]
+
+
+def local_repo_package(distro_tag: str, version: str) -> str:
+    """``nvidia-driver-local-repo-debian12-570.172.08``."""
+    return f"nvidia-driver-local-repo-{distro_tag}-{version}"
+
+
+def local_repo_filename(distro_tag: str, version: str) -> str:
+    """NVIDIA's file name of the local repo package for this distribution."""
+    if family(distro_tag) == "debian":
+        return f"{local_repo_package(distro_tag, version)}_1.0-1_amd64.deb"
+    return f"{local_repo_package(distro_tag, version)}-1.0-1.x86_64.rpm"
+
+
+def local_repo_dir(distro_tag: str, version: str) -> str:
+    """Where the local repo package unpacks its repository."""
+    return f"/var/nvidia-driver-local-repo-{distro_tag}-{version}"
+
+
+def module_stream(version: str, flavor: str) -> str:
+    """The EL8/EL9 dnf module stream of a driver branch and flavour."""
+    return f"{branch(version)}-{'open' if flavor == 'open' else 'dkms'}"
+
+
+def driver_packages(distro_tag: str, version: str, flavor: str, fabricmanager: bool) -> list[str]:
+    """The packages to install for this driver (the pin or stream chooses the version)."""
+    br = branch(version)
+    if family(distro_tag) == "rhel":
+        names = ["nvidia-open" if flavor == "open" else "cuda-drivers"]
+        if fabricmanager:
+            names.append("nvidia-fabric-manager")
+        return names
+    if int(br) >= 590:
+        names = [f"nvidia-driver-pinning-{br}", "nvidia-open" if flavor == "open" else "cuda-drivers"]
+    else:
+        names = [f"nvidia-open-{br}" if flavor == "open" else f"cuda-drivers-{br}"]
+    if fabricmanager:
+        names.append(f"nvidia-fabricmanager-{br}")
+    return names
+
+
+def apt_pin(version: str) -> str:
+    """apt preferences pinning the driver's packages to exactly this version (priority 1000)."""
+    return (
+        "# Managed by gpuhost: keeps the NVIDIA driver at the version gpuhost installed.\n"
+        "# A newer driver from any repository would cause 'Driver/library version mismatch'\n"
+        "# until the next reboot. Change nvidia_driver_version in the inventory instead.\n"
+        f"Package: /{DRIVER_PACKAGE_REGEX}/\n"
+        f"Pin: version {version}-*\n"
+        "Pin-Priority: 1000\n"
+    )
+
+
+def unattended_upgrades_blacklist() -> str:
+    """apt.conf snippet keeping unattended-upgrades away from the driver and the toolkit."""
+    return (
+        "// Managed by gpuhost: driver upgrades are done by deploys/upgrade_driver.py, never\n"
+        "// unattended (an unattended driver upgrade causes 'Driver/library version mismatch').\n"
+        "Unattended-Upgrade::Package-Blacklist {\n"
+        '    "nvidia-";\n'
+        '    "libnvidia-";\n'
+        '    "cuda-drivers";\n'
+        "};\n"
+    )
+
+
+def toolkit_version(version: str, distro_tag: str) -> str:
+    """``1.17.8`` -> the package version ``1.17.8-1`` (a given ``-N`` release is kept)."""
+    del distro_tag  # same release scheme on apt and dnf
+    return version if re.search(r"-\d+$", version) else f"{version}-1"
+
+
+def toolkit_packages(distro_tag: str, version: str) -> list[str]:
+    """The four toolkit packages pinned to one version, in the package manager's syntax."""
+    full = toolkit_version(version, distro_tag)
+    separator = "=" if family(distro_tag) == "debian" else "-"
+    return [f"{name}{separator}{full}" for name in TOOLKIT_PACKAGES]
+
+
+DOCKER_CE_PACKAGES = ["docker-ce", "docker-ce-cli", "containerd.io", "docker-buildx-plugin",
+                      "docker-compose-plugin"]
+
+
+def docker_packages(distro_tag: str, source: str) -> list[str]:
+    """Docker's packages for a source: Docker's repository or the distribution's."""
+    if source == "docker":
+        return list(DOCKER_CE_PACKAGES)
+    if source == "distro":
+        if family(distro_tag) == "rhel":
+            raise ValueError(
+                "Oracle Linux has no Docker Engine package of its own: set docker_source to "
+                "'docker' (Docker's RHEL repository) or 'local'"
+            )
+        return ["docker.io"]
+    raise ValueError(f"no package list for docker_source {source!r}")
+
+
+def docker_apt_suite(distro_tag: str) -> str:
+    return {"debian12": "bookworm", "ubuntu2204": "jammy", "ubuntu2404": "noble"}[distro_tag]
+
+
+def docker_apt_sources(distro_tag: str, url: str) -> str:
+    """deb822 sources for Docker's apt repository (docker.sources, as Docker documents)."""
+    return (
+        "# Managed by gpuhost\n"
+        "Types: deb\n"
+        f"URIs: {url}\n"
+        f"Suites: {docker_apt_suite(distro_tag)}\n"
+        "Components: stable\n"
+        "Signed-By: /etc/apt/keyrings/docker.asc\n"
+    )
+
+
+def docker_rpm_repo(url: str) -> str:
+    """Docker's RHEL repository, as ``dnf config-manager --add-repo`` would write it."""
+    return (
+        "# Managed by gpuhost\n"
+        "[docker-ce-stable]\n"
+        "name=Docker CE Stable - $basearch\n"
+        f"baseurl={url}/$releasever/$basearch/stable\n"
+        "enabled=1\n"
+        "gpgcheck=1\n"
+        "gpgkey=file:///etc/pki/rpm-gpg/docker-ce.asc\n"
+    )
+
+
+def toolkit_apt_sources(url: str) -> str:
+    return (
+        "# Managed by gpuhost\n"
+        f"deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] {url} /\n"
+    )
+
+
+def toolkit_rpm_repo(url: str) -> str:
+    return (
+        "# Managed by gpuhost\n"
+        "[nvidia-container-toolkit]\n"
+        "name=nvidia-container-toolkit\n"
+        f"baseurl={url}\n"
+        "enabled=1\n"
+        "gpgcheck=1\n"
+        "repo_gpgcheck=0\n"
+        "gpgkey=file:///etc/pki/rpm-gpg/nvidia-container-toolkit.asc\n"
+    )

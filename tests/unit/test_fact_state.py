@@ -1,0 +1,269 @@
+"""The facts' assembly from section outputs (hand-written host outputs, no pyinfra run)."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+
+import pytest
+from pyinfra.api.exceptions import FactProcessError
+
+from facts import parsers, state
+from facts.container import ContainerToolkit, DockerDaemonConfig
+from facts.host import GpuHostState
+from facts.kernel import KernelHeaders
+from facts.mig import MigState
+from facts.nvidia import NvidiaDriver, NvidiaGpus
+from facts.script import ALL_SECTIONS, MARKER, build_script
+
+DEBIAN_OS = textwrap.dedent(
+    """\
+    PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"
+    NAME="Debian GNU/Linux"
+    VERSION_ID="12"
+    ID=debian
+    """
+)
+OL9_OS = textwrap.dedent(
+    """\
+    NAME="Oracle Linux Server"
+    VERSION="9.5"
+    ID="ol"
+    ID_LIKE="fedora"
+    VERSION_ID="9.5"
+    PRETTY_NAME="Oracle Linux Server 9.5"
+    """
+)
+UBUNTU_OS = 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\nID_LIKE=debian\nPRETTY_NAME="Ubuntu 22.04.5 LTS"\n'
+
+OPEN_570 = (
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  "
+    "(dvs-builder@U16-I1-N07-12-3)  Tue Jul  8 18:44:13 UTC 2025\n"
+    "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1)\n"
+)
+PROP_550 = (
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.163.01  Thu Apr 24 21:42:20 UTC 2025\n"
+    "GCC version:  gcc version 11.4.0 (Ubuntu 11.4.0-1ubuntu1~22.04)\n"
+)
+
+
+def smi_xml(gpus: list[tuple[str, str]], driver: str = "570.172.08", cuda: str = "12.8") -> str:
+    """A small but well-formed ``nvidia-smi -q -x`` document: (product name, mig mode)."""
+    body = []
+    for index, (name, mig) in enumerate(gpus):
+        body.append(
+            f"""
+  <gpu id="00000000:{7 + index:02X}:00.0">
+    <product_name>{name}</product_name>
+    <product_architecture>Ampere</product_architecture>
+    <persistence_mode>Enabled</persistence_mode>
+    <mig_mode><current_mig>{mig}</current_mig><pending_mig>{mig}</pending_mig></mig_mode>
+    <uuid>GPU-1111111{index}-2222-3333-4444-555555555555</uuid>
+    <pci><pci_bus_id>00000000:{7 + index:02X}:00.0</pci_bus_id></pci>
+    <fb_memory_usage><total>40960 MiB</total><used>0 MiB</used><free>40960 MiB</free></fb_memory_usage>
+    <processes></processes>
+  </gpu>"""
+        )
+    return (
+        '<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n'
+        f"<nvidia_smi_log>\n  <driver_version>{driver}</driver_version>\n"
+        f"  <cuda_version>{cuda}</cuda_version>\n  <attached_gpus>{len(gpus)}</attached_gpus>"
+        + "".join(body)
+        + "\n</nvidia_smi_log>\n"
+    )
+
+
+def host(**sections: tuple[int, str]) -> dict:
+    """Sections as ``split_sections`` returns them; absent tools by default."""
+    result = {name: {"rc": 127, "out": ""} for name in ALL_SECTIONS}
+    result["proc_version"] = {"rc": 3, "out": ""}
+    result["daemon_json"] = {"rc": 3, "out": ""}
+    result["headers_build"] = {"rc": 3, "out": ""}
+    for name, (rc, out) in sections.items():
+        result[name] = {"rc": rc, "out": out}
+    return result
+
+
+def as_output(sections: dict) -> list[str]:
+    """What the remote script prints for these sections, as pyinfra hands it to process()."""
+    text = "".join(f"{MARKER}{name} rc={s['rc']}\n{s['out']}\n" for name, s in sections.items())
+    return text.splitlines()
+
+
+BARE = host(os_release=(0, DEBIAN_OS), kernel=(0, "6.1.0-56-amd64\nx86_64"), dpkg=(0, ""))
+
+LOADED = host(
+    os_release=(0, DEBIAN_OS),
+    kernel=(0, "6.1.0-56-amd64\nx86_64"),
+    dpkg=(
+        0,
+        "nvidia-open-570\t570.172.08-1\tii \n"
+        "nvidia-dkms-570-open\t570.172.08-1\thi \n"
+        "nvidia-utils-570\t570.172.08-1\tii \n"
+        "nvidia-driver-local-repo-debian12-570.172.08\t1.0-1\tii \n"
+        "linux-headers-6.1.0-56-amd64\t6.1.158-1\tii \n"
+        "nvidia-container-toolkit\t1.17.8-1\tii \n"
+        "nvidia-container-toolkit-base\t1.17.8-1\tii \n"
+        "libnvidia-container-tools\t1.17.8-1\tii \n"
+        "libnvidia-container1\t1.17.8-1\tii \n",
+    ),
+    proc_version=(0, OPEN_570),
+    smi_xml=(0, smi_xml([("NVIDIA A100-SXM4-40GB", "Disabled")] * 2)),
+    headers_build=(0, "/usr/src/linux-headers-6.1.0-56-amd64"),
+    daemon_json=(
+        0,
+        '{"log-driver": "json-file", "runtimes": {"nvidia": '
+        '{"path": "/usr/bin/nvidia-container-runtime", "runtimeArgs": []}},'
+        ' "default-runtime": "nvidia"}',
+    ),
+    nvidia_ctk=(0, "NVIDIA Container Toolkit CLI version 1.17.8\ncommit: abc"),
+    nvidia_container_cli=(0, "cli-version: 1.17.8\nlib-version: 1.17.8"),
+)
+
+
+def test_bare_host_is_a_normal_not_installed_state():
+    value = state.host_state(BARE)
+    assert value["os"]["distro_tag"] == "debian12"
+    assert value["driver"]["state"] == "not_installed"
+    assert value["driver"]["reboot_required"] is False
+    assert value["gpus"] == []
+    assert value["mig"] == {"gpus": [], "enabled_gpus": [], "layout": {}}
+    assert value["docker"]["exists"] is False and value["docker"]["valid"] is True
+    assert value["toolkit"]["installed"] is False and value["toolkit"]["consistent"] is True
+    assert value["kernel"]["headers_packages"] == ["linux-headers-6.1.0-56-amd64"]
+    assert value["kernel"]["headers_installed"] is False
+
+
+def test_loaded_driver_and_configured_runtime():
+    value = state.host_state(LOADED)
+    driver = value["driver"]
+    assert driver["state"] == "loaded"
+    assert driver["loaded"]["flavor"] == "open"
+    assert driver["installed_version"] == "570.172.08"
+    assert driver["installed_flavor"] == "open"
+    assert driver["held_packages"] == ["nvidia-dkms-570-open"]
+    assert driver["local_repos"][0]["distro"] == "debian12"
+    assert driver["newest_cuda"] is not None and driver["newest_cuda"].startswith("12.")
+    assert [gpu["model"] for gpu in value["gpus"]] == ["A100-SXM4-40GB"] * 2
+    assert value["gpus"][0]["compute_capability"] == "8.0"
+    docker = value["docker"]
+    assert docker["nvidia_runtime"] == {
+        "defined": True,
+        "path": "/usr/bin/nvidia-container-runtime",
+        "style": "runtimeArgs",
+        "args": [],
+    }
+    assert docker["nvidia_is_default"] is True
+    assert value["toolkit"]["version"] == "1.17.8" and value["toolkit"]["consistent"] is True
+    assert value["kernel"]["headers_installed"] is True
+    assert value["kernel"]["headers_packages_missing"] == []
+
+
+def test_packages_newer_than_the_loaded_module_is_a_mismatch():
+    sections = host(
+        os_release=(0, UBUNTU_OS),
+        kernel=(0, "5.15.0-130-generic\nx86_64"),
+        dpkg=(0, "cuda-drivers-570\t570.172.08-0ubuntu1\tii \n"),
+        proc_version=(0, PROP_550),
+        smi_xml=(18, "Failed to initialize NVML: Driver/library version mismatch\n"
+                     "NVML library version: 570.172"),
+    )
+    driver = state.driver_state(sections)
+    assert driver["state"] == "library_mismatch"
+    assert driver["smi_error"] == "library_mismatch"
+    assert driver["loaded_version"] == "550.163.01"
+    assert driver["installed_flavor"] == "proprietary"
+    assert driver["reboot_required"] is True
+
+
+def test_installed_but_not_loaded():
+    sections = host(dpkg=(0, "nvidia-open-570\t570.172.08-1\tii \n"),
+                    smi_xml=(9, "NVIDIA-SMI has failed because it couldn't communicate with the "
+                                "NVIDIA driver. Make sure that the latest NVIDIA driver is "
+                                "installed and running."))
+    driver = state.driver_state(sections)
+    assert driver["state"] == "installed_not_loaded"
+    assert driver["smi_error"] == "driver_not_loaded"
+
+
+def test_oracle_uek8_needs_uek_devel_and_the_gcc_toolset():
+    sections = host(
+        os_release=(0, OL9_OS),
+        kernel=(0, "6.12.0-100.28.2.2.el9uek.x86_64\nx86_64"),
+        rpm=(0, "kernel-headers\t(none):5.14.0-503.11.1.el9_5\n"),
+    )
+    kernel = state.kernel_state(sections)
+    assert kernel["distro_tag"] == "rhel9"
+    assert kernel["flavour"] == "uek"
+    assert "kernel-uek-devel-6.12.0-100.28.2.2.el9uek.x86_64" in kernel["headers_packages"]
+    assert kernel["gcc_toolset"] == "gcc-toolset-14"
+    assert kernel["gcc_toolset_installed"] is False
+    assert "kernel-uek-devel-6.12.0-100.28.2.2.el9uek.x86_64" in kernel["headers_packages_missing"]
+
+
+def test_invalid_daemon_json_is_a_state_not_an_exception():
+    sections = host(daemon_json=(0, '{\n  "log-driver": "json-file",\n  "runtimes": {\n}'))
+    docker = state.docker_state(sections)
+    assert docker["exists"] is True and docker["valid"] is False
+    assert "line" in docker["error"] and "column" in docker["error"]
+    assert docker["config"] == {}
+
+
+def test_args_style_and_relative_path_count_as_the_nvidia_runtime():
+    sections = host(daemon_json=(0, '{"runtimes": {"nvidia": {"args": [], "path": '
+                                    '"nvidia-container-runtime"}}}'))
+    docker = state.docker_state(sections)
+    assert docker["nvidia_runtime"]["defined"] is True
+    assert docker["nvidia_runtime"]["style"] == "args"
+    assert docker["nvidia_is_default"] is False
+
+
+def test_toolkit_versions_that_disagree_are_inconsistent():
+    sections = host(
+        dpkg=(0, "nvidia-container-toolkit\t1.17.8-1\tii \n"
+                 "nvidia-container-toolkit-base\t1.17.8-1\tii \n"
+                 "libnvidia-container-tools\t1.16.2-1\tii \n"
+                 "libnvidia-container1\t1.16.2-1\tii \n"),
+        nvidia_ctk=(0, "NVIDIA Container Toolkit CLI version 1.17.8"),
+    )
+    toolkit = state.toolkit_state(sections)
+    assert toolkit["consistent"] is False and toolkit["version"] is None
+    assert toolkit["versions_seen"] == ["1.16.2", "1.17.8"]
+
+
+def test_gpus_come_from_lspci_when_the_driver_does_not_answer():
+    sections = host(lspci=(0, '0000:07:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" '
+                              '"GH100 [H100 SXM5 80GB] [2330]" -ra1 "NVIDIA Corporation [10de]" '
+                              '"Device [16c1]"\n'))
+    gpus = state.gpus_state(sections)
+    assert len(gpus) == 1 and gpus[0]["source"] == "lspci"
+    assert gpus[0]["model"] == "H100-80GB-HBM3" and gpus[0]["architecture"] == "hopper"
+
+
+@pytest.mark.parametrize(
+    "fact_class", [NvidiaDriver, NvidiaGpus, MigState, KernelHeaders, DockerDaemonConfig,
+                   ContainerToolkit, GpuHostState],
+)
+def test_every_fact_reads_a_bare_host_without_nulls(fact_class):
+    fact = fact_class()
+    value = fact.process(as_output(BARE))
+    assert value is not None
+    assert value == fact.default() or fact_class in (KernelHeaders, GpuHostState)
+
+
+def test_unparsable_output_fails_only_that_host():
+    sections = dict(LOADED, smi_xml={"rc": 0, "out": "<nvidia_smi_log><gpu>truncated"})
+    with pytest.raises(FactProcessError):
+        NvidiaGpus().process(as_output(sections))
+
+
+def test_the_composite_fact_is_one_shell_command_that_always_succeeds(tmp_path):
+    script = GpuHostState().command()
+    assert script == build_script(ALL_SECTIONS)
+    # run it here, on a machine without NVIDIA software: it exits 0 and prints every section
+    run = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0
+    sections = parsers.split_sections(run.stdout)
+    assert set(sections) == set(ALL_SECTIONS)
+    value = state.host_state(sections)
+    assert value["driver"]["state"] == "not_installed"
