@@ -1,0 +1,131 @@
+"""Build the sandbox's fake NVIDIA artifacts into /var/cache/gpuhost/nvidia/.
+
+    python -m sandbox.nvidia.build [--only PART ...] [--force]
+
+Idempotent and incremental: each artifact is rebuilt only when its inputs (templates,
+simulator sources, versions, signing key) changed. Writes manifest.json as described in
+docs/architecture.md ("Sandbox interfaces"). Run as root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from sandbox.nvidia.pkg import common
+from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DRIVER_VERSIONS, OUT_DIR,
+                                       RPM_DISTROS, TEMPLATES, TOOLKIT_VERSION, BuildError,
+                                       inputs_digest, log, mark_done, need_tools, sha256_file,
+                                       tree_digest, up_to_date)
+from sandbox.nvidia.pkg.localrepo import build_apt_local_repo, build_rpm_local_repo
+from sandbox.nvidia.pkg.signing import SigningKey
+
+PARTS = ("local-repos", "toolkit", "ol-repos", "verify-image")
+CODE = common.HERE
+
+
+def local_repo_filename(version: str, distro: str) -> str:
+    if distro.startswith("rhel"):
+        return f"nvidia-driver-local-repo-{distro}-{version}-1.0-1.x86_64.rpm"
+    return f"nvidia-driver-local-repo-{distro}-{version}_1.0-1_amd64.deb"
+
+
+def simulator_digest() -> str:
+    src = os.environ.get("GPUHOST_GPUSIM_SRC", str(common.GPUSIM_SRC))
+    from pathlib import Path
+    return tree_digest(Path(src))
+
+
+def build_local_repos(key: SigningKey, force: bool) -> None:
+    code = tree_digest(CODE, TEMPLATES)
+    sim = simulator_digest()
+    for version in DRIVER_VERSIONS:
+        outdir = OUT_DIR / "local-repos" / version
+        for distro in APT_DISTROS + RPM_DISTROS:
+            out = outdir / local_repo_filename(version, distro)
+            digest = inputs_digest(code=code, sim=sim, key=key.fingerprint, v=version, d=distro)
+            name = f"local-repo-{distro}-{version}"
+            if not force and up_to_date(name, digest, [out]):
+                log(f"{out.name}: up to date")
+                continue
+            t = time.monotonic()
+            if distro.startswith("rhel"):
+                built = build_rpm_local_repo(version, distro, key, outdir)
+            else:
+                built = build_apt_local_repo(version, distro, key, outdir)
+            if built != out:
+                raise BuildError(f"built {built.name}, expected {out.name}")
+            mark_done(name, digest)
+            log(f"{out.name}: built in {time.monotonic() - t:.1f}s "
+                f"({out.stat().st_size // 1024} KiB)")
+
+
+def manifest() -> dict:
+    local = {}
+    for version in DRIVER_VERSIONS:
+        local[version] = {}
+        for distro in APT_DISTROS + RPM_DISTROS:
+            fname = local_repo_filename(version, distro)
+            path = OUT_DIR / "local-repos" / version / fname
+            local[version][distro] = {
+                "file": fname, "url": f"{BASE_URL}/local-repos/{version}/{fname}",
+                "sha256": sha256_file(path) if path.exists() else None}
+    return {
+        "driver_versions": list(DRIVER_VERSIONS),
+        "local_repos": local,
+        "toolkit": {"version": TOOLKIT_VERSION,
+                    "apt": {"url": f"{BASE_URL}/toolkit/deb", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"},
+                    "rpm": {"url": f"{BASE_URL}/toolkit/rpm", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"}},
+        "ol_repos": {ol: {"url": f"{BASE_URL}/ol/{ol}", "gpgkey": f"{BASE_URL}/ol/gpgkey"}
+                     for ol in ("ol8", "ol9")},
+        "verify_image": {"name": "gpuhost/verify:sandbox",
+                         "archive": str(OUT_DIR / "verify-image.tar")},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sandbox.nvidia.build", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", action="append", choices=PARTS, help="build only this part")
+    ap.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("error: run as root (the build writes /var/cache/gpuhost/nvidia and chroots "
+              "for the verify image)", file=sys.stderr)
+        return 1
+    parts = args.only or list(PARTS)
+    t0 = time.monotonic()
+    try:
+        need_tools("gpg", "dpkg-deb", "apt-ftparchive", "rpmbuild", "rpmsign", "createrepo_c",
+                   "modifyrepo_c")
+        OUT_DIR.mkdir(parents=True, exist_ok=True)
+        key = SigningKey().ensure()
+        key.export_armored(OUT_DIR / "gpgkey")
+        log(f"signing key {key.fingerprint} (public key: {OUT_DIR / 'gpgkey'})")
+        if "local-repos" in parts:
+            build_local_repos(key, args.force)
+        if "toolkit" in parts:
+            from sandbox.nvidia.pkg import toolkit
+            toolkit.build(key, args.force)
+        if "ol-repos" in parts:
+            from sandbox.nvidia.pkg import oracle
+            oracle.build(key, args.force)
+        if "verify-image" in parts:
+            from sandbox.nvidia.pkg import image
+            image.build(args.force)
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    path = OUT_DIR / "manifest.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(manifest(), indent=2) + "\n")
+    tmp.replace(path)
+    log(f"wrote {path}; done in {time.monotonic() - t0:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

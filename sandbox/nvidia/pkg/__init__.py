@@ -1,0 +1,1 @@
+"""Builders for the sandbox's fake NVIDIA artifacts (see sandbox/nvidia/build.py)."""

@@ -1,0 +1,138 @@
+"""Paths, command runner, progress lines and the incremental-build stamps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OUT_DIR = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+# Private state lives beside the served directory, never inside it.
+WORK_DIR = Path(os.environ.get("GPUHOST_NVIDIA_WORK", "/var/cache/gpuhost/nvidia-build"))
+GNUPG_DIR = Path(os.environ.get("GPUHOST_NVIDIA_GNUPG", "/var/cache/gpuhost/nvidia-gnupg"))
+BASE_URL = os.environ.get("GPUHOST_NVIDIA_URL", "http://127.77.0.1:8000/nvidia")
+
+HERE = Path(__file__).resolve().parent
+TEMPLATES = HERE.parent / "templates"
+GPUSIM_SRC = HERE.parent / "gpusim"
+
+DRIVER_VERSIONS = ("550.163.01", "570.172.08")
+APT_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
+RPM_DISTROS = ("rhel8", "rhel9")
+TOOLKIT_VERSION = "1.17.8"
+TOOLKIT_COMMIT = "f202b80a9b9d0db00d9b1d73c0128c8962c55f4d"
+DEB_EPOCH_NOTE = "NVIDIA's apt packages carry no epoch; its EL packages carry epoch 3"
+
+_T0 = time.monotonic()
+
+
+class BuildError(RuntimeError):
+    """A build step failed; the message says what and what to do."""
+
+
+def log(msg: str) -> None:
+    print(f"[{time.monotonic() - _T0:6.1f}s] {msg}", flush=True)
+
+
+def run(cmd: list[str], *, cwd: Path | None = None, env: dict | None = None,
+        input: str | None = None, capture: bool = True) -> str:
+    """Run a command; raise BuildError with its output when it fails."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(cmd, cwd=cwd, env=full_env, input=input, text=True,
+                          stdout=subprocess.PIPE if capture else None,
+                          stderr=subprocess.STDOUT if capture else None)
+    if proc.returncode != 0:
+        out = (proc.stdout or "").strip()[-3000:]
+        raise BuildError(f"command failed (rc={proc.returncode}): {shlex.join(cmd)}\n{out}")
+    return proc.stdout or ""
+
+
+def need_tools(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        raise BuildError(
+            f"missing build tools: {', '.join(missing)}. Install them with "
+            "`make deps` (mk/nvidia.mk lists the Debian packages) and run again.")
+
+
+def template(name: str, **subst: str) -> str:
+    """Read templates/NAME and replace every @KEY@ with subst[KEY]."""
+    text = (TEMPLATES / name).read_text()
+    for key, value in subst.items():
+        text = text.replace(f"@{key}@", value)
+    if "@" in text:
+        import re
+        left = set(re.findall(r"@([A-Z_]+)@", text))
+        if left:
+            raise BuildError(f"template {name}: unreplaced placeholders {sorted(left)}")
+    return text
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def tree_digest(*paths: Path) -> str:
+    """Digest of file names and contents under the given files/directories."""
+    h = hashlib.sha256()
+    for root in paths:
+        if not root.exists():
+            h.update(f"missing:{root}".encode())
+            continue
+        files = [root] if root.is_file() else sorted(
+            p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        for p in files:
+            h.update(str(p.relative_to(root.parent)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def inputs_digest(**parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def up_to_date(name: str, digest: str, outputs: list[Path]) -> bool:
+    stamp = WORK_DIR / "stamps" / f"{name}.json"
+    if not stamp.exists() or not all(p.exists() for p in outputs):
+        return False
+    return json.loads(stamp.read_text()).get("digest") == digest
+
+
+def mark_done(name: str, digest: str) -> None:
+    stamp = WORK_DIR / "stamps" / f"{name}.json"
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps({"digest": digest, "at": time.time()}))
+
+
+def fresh_dir(path: Path) -> Path:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def write(path: Path, content: str | bytes, mode: int = 0o644) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    os.chmod(path, mode)
+    return path
+
+
+def die(msg: str) -> None:
+    print(f"error: {msg}", file=sys.stderr)
+    raise SystemExit(1)
