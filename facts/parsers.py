@@ -11,7 +11,6 @@ import xml.etree.ElementTree as ET
 
 _NA = {"n/a", "not supported", "unknown error", "insufficient permissions",
        "requested functionality has been deprecated", "not available"}
-_VERSION = re.compile(r"\d+(?:\.\d+)+")
 
 
 def _contract(fmt):
@@ -28,8 +27,9 @@ def _contract(fmt):
             except ValueError:
                 raise
             except Exception as error:  # noqa: BLE001 - the contract allows only ValueError
-                raise ValueError(f"could not parse {fmt} (internal error {type(error).__name__}: "
-                                 f"{error}); report this output to the gpuhost maintainers") from error
+                raise ValueError(f"could not parse {fmt} (internal error "
+                                 f"{type(error).__name__}: {error}); report this output "
+                                 "to gpuhost's maintainers") from error
         return inner
     return wrap
 
@@ -71,7 +71,8 @@ def _clean_version(value):
 
 @_contract("/proc/driver/nvidia/version text")
 def parse_driver_version_file(text):
-    line = next((ln.strip() for ln in text.split("\n") if ln.strip().startswith("NVRM version:")), None)
+    lines = [ln.strip() for ln in text.split("\n")]
+    line = next((ln for ln in lines if ln.startswith("NVRM version:")), None)
     if line is None:
         return None  # module not loaded
     open_form = re.search(r"NVIDIA UNIX Open Kernel Module for (\S+)\s+(\d+(?:\.\d+)+)\b", line)
@@ -84,7 +85,7 @@ def parse_driver_version_file(text):
         raise ValueError("expected /proc/driver/nvidia/version: an 'NVRM version: NVIDIA UNIX "
                          f"[Open ]Kernel Module ... <version>' line, got {line[:120]!r}")
     gcc = None
-    gcc_line = next((ln for ln in text.split("\n") if ln.strip().startswith("GCC version:")), "")
+    gcc_line = next((ln for ln in lines if ln.startswith("GCC version:")), "")
     match = (re.search(r"gcc version (\d+(?:\.\d+)+)", gcc_line)
              or re.search(r"(?<![\w-])(\d+\.\d+(?:\.\d+)?)", gcc_line.split(":", 1)[-1]))
     if match:
@@ -158,10 +159,20 @@ def _xml_gpu(index, gpu):
 
 @_contract("`nvidia-smi -q -x` XML")
 def parse_smi_xml(text):
+    """The contract's keys, plus ``attached_gpus`` (int|None) and per GPU:
+    ``mig_capable`` (True when <mig_mode> has values, False when N/A, None when the driver
+    prints no <mig_mode>), ``compute_capability`` (<compute_cap>; no driver up to 590 prints
+    it in the XML, use ``--query-gpu=compute_cap``), ``architecture``,
+    ``mig_devices`` [{index, gpu_instance_id, compute_instance_id, memory_total_mib}]
+    (a list; [] when MIG is off) and ``processes`` [{pid, name, type, used_memory_mib,
+    gpu_instance_id, compute_instance_id}].
+    """
     root = _xml_root(text)
-    driver = _clean_version(_xtext(root, "kmd_version")) or _clean_version(_xtext(root, "driver_version"))
-    cuda = (_clean_version(_xtext(root, "cuda_umd_version"))
-            or _clean_version(_xtext(root, "cuda_version")))
+    # 610+ add <kmd_version>/<cuda_umd_version> and mark the old fields deprecated
+    driver = _clean_version(_xtext(root, "kmd_version")) or _clean_version(
+        _xtext(root, "driver_version"))
+    cuda = _clean_version(_xtext(root, "cuda_umd_version")) or _clean_version(
+        _xtext(root, "cuda_version"))
     return {"driver_version": driver, "cuda_version": cuda,
             "attached_gpus": _int(_xtext(root, "attached_gpus")),
             "gpus": [_xml_gpu(i, gpu) for i, gpu in enumerate(root.findall("gpu"))]}
@@ -181,16 +192,17 @@ def parse_smi_list(text):
         if line.startswith("GPU "):
             match = _L_GPU.fullmatch(line)
             if not match or ("(UUID:" in line and not match.group(3)):
-                raise ValueError(f"expected `nvidia-smi -L` 'GPU N: NAME (UUID: ...)' line, got {line[:120]!r}")
+                raise ValueError("expected `nvidia-smi -L` 'GPU N: NAME (UUID: ...)' line, "
+                                 f"got {line[:120]!r}")
             gpus.append({"index": int(match.group(1)), "name": match.group(2),
                          "uuid": match.group(3), "mig_devices": []})
         elif line.startswith("MIG "):
             match = _L_MIG.fullmatch(line)
             if not match or not gpus:
-                raise ValueError("expected `nvidia-smi -L` 'MIG PROFILE Device N: (UUID: ...)' line "
-                                 f"after a GPU line, got {line[:120]!r}")
-            gpus[-1]["mig_devices"].append({"profile": match.group(1), "device": int(match.group(2)),
-                                            "uuid": match.group(3)})
+                raise ValueError("expected `nvidia-smi -L` 'MIG PROFILE Device N: (UUID: ...)' "
+                                 f"line after a GPU line, got {line[:120]!r}")
+            gpus[-1]["mig_devices"].append(
+                {"profile": match.group(1), "device": int(match.group(2)), "uuid": match.group(3)})
     if not gpus:
         raise ValueError("expected `nvidia-smi -L` output with 'GPU N: ...' lines; found none")
     return gpus
@@ -204,25 +216,21 @@ def parse_query_csv(text, fields=None):
     if "is not a valid field to query" in text or classify_smi_error(text):
         raise ValueError(f"expected {fmt}, nvidia-smi printed an error: {text.strip()[:200]!r}")
     lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
-    name_re = re.compile(r"[A-Za-z_][\w.]*")
+    header = [re.sub(r"\s*\[[^\]]*\]$", "", c.strip()) for c in (lines or [""])[0].split(",")]
     if fields is None:
-        if not lines:
-            raise ValueError(f"expected {fmt} with a header line; got empty text "
-                             "(pass fields=[...] for --format=csv,noheader)")
-        fields = [re.sub(r"\s*\[[^\]]*\]$", "", cell.strip()) for cell in lines.pop(0).split(",")]
-        if not all(name_re.fullmatch(f) for f in fields):
+        if not lines or not all(re.fullmatch(r"[A-Za-z_][\w.]*", f) for f in header):
             raise ValueError(f"expected {fmt}: the first line is not a header of field names "
                              "(pass fields=[...] for --format=csv,noheader)")
-    else:
-        if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
-            raise ValueError(f"fields for {fmt} must be a list of field names")
-        fields = list(fields)
-        if lines and [re.sub(r"\s*\[[^\]]*\]$", "", c.strip()) for c in lines[0].split(",")] == fields:
-            lines.pop(0)  # a header although fields were given
+        fields = header
+        lines.pop(0)
+    elif isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
+        raise ValueError(f"fields for {fmt} must be a list of field names")
+    elif lines and header == list(fields):
+        lines.pop(0)  # a header although fields were given
     rows = []
     for number, line in enumerate(lines, 1):
         cells = [cell.strip() for cell in line.split(",")]
-        if len(cells) != len(fields):
+        if len(cells) != len(fields):  # also a comma inside a value: refuse rather than guess
             raise ValueError(f"expected {fmt}: row {number} has {len(cells)} cells for "
                              f"{len(fields)} fields: {line[:120]!r}")
         rows.append({field: _na(cell) for field, cell in zip(fields, cells)})
@@ -260,6 +268,7 @@ def _placement(start, size):
 
 @_contract("`nvidia-smi mig -lgi` table")
 def parse_mig_gpu_instances(text):
+    """'No GPU instances found' -> []; 'No MIG-enabled devices found' is a ValueError."""
     row = re.compile(r"\|\s*(\d+)\s+(?:MIG\s+)?(\S+)\s+(\d+)\s+(\d+)\s+(?:(\d+):(\d+)\s*)?\|")
     return [{"gpu": int(m[1]), "profile": m[2], "profile_id": int(m[3]), "instance_id": int(m[4]),
              "placement": _placement(m[5], m[6])}
@@ -268,7 +277,8 @@ def parse_mig_gpu_instances(text):
 
 @_contract("`nvidia-smi mig -lci` table")
 def parse_mig_compute_instances(text):
-    row = re.compile(r"\|\s*(\d+)\s+(\d+)\s+(?:MIG\s+)?(\S+)\s+(\d+)\*?\s+(\d+)\s+(?:(\d+):(\d+)\s*)?\|")
+    row = re.compile(r"\|\s*(\d+)\s+(\d+)\s+(?:MIG\s+)?(\S+)\s+(\d+)\*?\s+(\d+)\s+"
+                     r"(?:(\d+):(\d+)\s*)?\|")
     return [{"gpu": int(m[1]), "gpu_instance_id": int(m[2]), "profile": m[3],
              "profile_id": int(m[4]), "instance_id": int(m[5]), "placement": _placement(m[6], m[7])}
             for m in _mig_table(text, "Compute instances:", row, "No compute instances found")]
@@ -280,14 +290,16 @@ def parse_mig_gpu_instance_profiles(text):
     second_line = re.compile(r"\|[\s\d]*\|")
     return [{"gpu": int(m[1]), "profile": m[2], "profile_id": int(m[3]), "free": int(m[4]),
              "total": int(m[5]), "memory_gib": float(m[6])}
-            for m in _mig_table(text, "GPU instance profiles:", row, "No GPU instance profiles found",
-                                second_line)]
+            for m in _mig_table(text, "GPU instance profiles:", row,
+                                "No GPU instance profiles found", second_line)]
 
 
 # --- dkms status -----------------------------------------------------------------------------
 
-_DKMS = re.compile(r"(?P<module>[^\s,/:]+)(?:/|,\s*)(?P<version>[^\s,:]+)(?:,\s*(?P<kernel>[^\s,:]+))?"
-                   r"(?:,\s*(?P<arch>[^\s,:]+))?:\s*(?P<status>[A-Za-z-]+)\s*(?:\((?P<note>[^)]*)\))?.*")
+# new 'nvidia/1.2, KERNEL, ARCH: status' and old 'nvidia, 1.2, KERNEL, ARCH: status'
+_DKMS = re.compile(r"(?P<module>[^\s,/:]+)(?:/|,\s*)(?P<version>[^\s,:]+)"
+                   r"(?:,\s*(?P<kernel>[^\s,:]+))?(?:,\s*(?P<arch>[^\s,:]+))?"
+                   r":\s*(?P<status>[A-Za-z-]+)\s*(?:\((?P<note>[^)]*)\))?.*")
 
 
 @_contract("`dkms status` output")
@@ -345,8 +357,7 @@ def parse_daemon_json(text):
 @_contract("nvidia-ctk / nvidia-container-cli / nvidia-container-runtime --version output")
 def parse_tool_version(text):
     version = r"(\d+\.\d+(?:\.\d+)?(?:[-~+][0-9A-Za-z.~+-]*)?)"
-    for pattern in (rf"NVIDIA Container Toolkit CLI version {version}",
-                    rf"NVIDIA Container Runtime version {version}",
+    for pattern in (rf"NVIDIA Container (?:Toolkit CLI|Runtime(?: Hook)?) version {version}",
                     rf"^\s*cli-version:\s*{version}", rf"^\s*version:\s*{version}"):
         match = re.search(pattern, text, re.MULTILINE)
         if match:
@@ -370,7 +381,7 @@ def parse_os_release(text):
             value = value[1:-1]
         result[key] = value
     if not result:
-        raise ValueError("expected /etc/os-release text: KEY=value lines such as ID=debian; found none")
+        raise ValueError("expected /etc/os-release text: KEY=value lines such as ID=debian")
     return result
 
 
@@ -381,45 +392,48 @@ def _name_and_id(field):
 
 @_contract("`lspci -mm -nn -d 10de:` output")
 def parse_lspci_nvidia(text):
+    """NVIDIA (10de) functions; also ``revision`` and ``subsystem_{vendor,device}_id``."""
     devices = []
     for raw in text.split("\n"):
         if not raw.strip():
             continue
+        error = ValueError("expected `lspci -mm -nn` line 'SLOT \"CLASS [cccc]\" \"VENDOR [vvvv]\" "
+                           f"\"DEVICE [dddd]\" ...', got {raw[:120]!r}")
         try:
-            tokens = shlex.split(raw)
+            slot, *tokens = shlex.split(raw)
         except ValueError:
-            raise ValueError(f"expected `lspci -mm -nn` line, unbalanced quotes in {raw[:120]!r}") from None
-        options = [t for t in tokens[1:] if re.fullmatch(r"-[a-z]\S*", t)]
-        fields = [t for t in tokens[1:] if t not in options]
-        if (not tokens or len(fields) < 3
-                or not re.fullmatch(r"(?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]", tokens[0])):
-            raise ValueError(f"expected `lspci -mm -nn` line 'SLOT \"CLASS [cccc]\" \"VENDOR [vvvv]\" "
-                             f"\"DEVICE [dddd]\" ...', got {raw[:120]!r}")
-        class_name, _ = _name_and_id(fields[0])
-        _, vendor_id = _name_and_id(fields[1])
-        device_name, device_id = _name_and_id(fields[2])
-        if vendor_id is None or device_id is None:
-            raise ValueError(f"expected `lspci -mm -nn` output (with -nn ids in brackets), got {raw[:120]!r}")
-        if vendor_id != "10de":
-            continue
-        revision = next((o[2:] for o in options if o.startswith("-r")), None)
-        devices.append({"slot": tokens[0], "class": class_name, "vendor_id": vendor_id,
-                        "device_id": device_id, "device_name": device_name, "revision": revision,
-                        "subsystem_vendor_id": _name_and_id(fields[3])[1] if len(fields) > 3 else None,
-                        "subsystem_device_id": _name_and_id(fields[4])[1] if len(fields) > 4 else None})
+            raise error from None
+        options = [t for t in tokens if re.fullmatch(r"-[a-z]\S*", t)]
+        fields = [_name_and_id(t) for t in tokens if t not in options] + [(None, None)] * 2
+        slot_re = r"([0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+        if len(fields) < 5 or not re.fullmatch(slot_re, slot) or None in (
+                fields[1][1], fields[2][1]):
+            raise error
+        if fields[1][1] == "10de":
+            devices.append({"slot": slot, "class": fields[0][0], "vendor_id": fields[1][1],
+                            "device_id": fields[2][1], "device_name": fields[2][0],
+                            "revision": next((o[2:] for o in options if o.startswith("-r")), None),
+                            "subsystem_vendor_id": fields[3][1],
+                            "subsystem_device_id": fields[4][1]})
     return devices
 
 
-@_contract("`rpm -qa --qf '%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n'` output")
+_RPM = "`rpm -qa --qf '%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n'` output"
+_DPKG = "`dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'` output"
+
+
+@_contract(_RPM)
 def parse_rpm_query(text):
+    """{name: {version, held: False, versions}}; ``version`` keeps a real epoch ('3:570...')
+    and drops '(none):'; ``versions`` lists every installed version (kernels), in order."""
     packages = {}
     for raw in text.split("\n"):
         if not raw.strip():
             continue
         match = re.fullmatch(r"([^\s\t]+)\t(\(none\)|\d+):(\S+-\S+)", raw.strip())
         if not match:
-            raise ValueError("expected `rpm -qa --qf '%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n'` "
-                             f"line 'NAME<TAB>EPOCH:VERSION-RELEASE', got {raw[:120]!r}")
+            raise ValueError(f"expected {_RPM}: 'NAME<TAB>EPOCH:VERSION-RELEASE' lines, "
+                             f"got {raw[:120]!r}")
         name, epoch, version = match.groups()
         version = version if epoch == "(none)" else f"{epoch}:{version}"
         entry = packages.setdefault(name, {"version": version, "held": False, "versions": []})
@@ -427,8 +441,9 @@ def parse_rpm_query(text):
     return packages
 
 
-@_contract("`dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'` output")
+@_contract(_DPKG)
 def parse_dpkg_query(text):
+    """{name: {version, held}} for installed rows only ('ii', 'hi'); held is the 'h' flag."""
     packages = {}
     for raw in text.split("\n"):
         if not raw.strip():
@@ -437,8 +452,8 @@ def parse_dpkg_query(text):
         status = parts[2].strip() if len(parts) == 3 else ""
         if (len(parts) != 3 or not re.fullmatch(r"[^\s]+", parts[0])
                 or not re.fullmatch(r"[uihrp][ncHUFWti]R?", status)):
-            raise ValueError("expected `dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'` "
-                             f"line 'PACKAGE<TAB>VERSION<TAB>ii', got {raw[:120]!r}")
+            raise ValueError(f"expected {_DPKG}: 'PACKAGE<TAB>VERSION<TAB>ii' lines, "
+                             f"got {raw[:120]!r}")
         if status[1] == "i" and status[0] in "ih" and parts[1].strip():
             packages[parts[0]] = {"version": parts[1].strip(), "held": status[0] == "h"}
     return packages
@@ -448,20 +463,23 @@ def parse_dpkg_query(text):
 
 @_contract("gpuhost composite fact output ('@@gpuhost@@ NAME rc=N' sections)")
 def split_sections(text, marker="@@gpuhost@@ "):
+    """{NAME: {rc, out}}; ``out`` is the text between the marker line and the next marker
+    line. A marker counts only at the start of a line (output may mention it mid-line)."""
     if not isinstance(marker, str) or not marker.strip():
         raise ValueError("split_sections: marker must be a non-empty string")
-    header = re.compile(re.escape(marker) + r"(\S*)(?: rc=(\S*))?[ \t]*(?:\n|$)")
-    matches = list(header.finditer(text))
+    matches = list(re.finditer(r"(?m)^" + re.escape(marker) + r"([^\n]*)(?:\n|$)", text))
     if not matches:
-        raise ValueError(f"expected composite fact output with '{marker}NAME rc=N' lines; found none")
+        raise ValueError(f"expected composite fact output with '{marker}NAME rc=N' lines")
     sections = {}
     for number, match in enumerate(matches):
-        name, rc = match.group(1), match.group(2)
-        if not name or rc is None or not re.fullmatch(r"-?\d+", rc):
-            raise ValueError(f"expected a section line '{marker}NAME rc=N', got "
-                             f"{text[match.start():match.end()].strip()[:120]!r}")
+        header = re.fullmatch(r"(\S+) rc=(-?\d+)\s*", match.group(1))
+        if not header:
+            raise ValueError(f"expected a section line '{marker}NAME rc=N', "
+                             f"got {match.group(0).strip()[:120]!r}")
+        name, rc = header.groups()
         if name in sections:
-            raise ValueError(f"composite fact output has '{marker}{name}' twice; names must be unique")
+            raise ValueError(f"composite fact output has '{marker}{name}' twice; "
+                             "section names must be unique")
         end = matches[number + 1].start() if number + 1 < len(matches) else len(text)
         sections[name] = {"rc": int(rc), "out": text[match.end():end]}
     return sections

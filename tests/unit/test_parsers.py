@@ -311,6 +311,7 @@ def test_daemon_json():
     ("tool_version__nvidia-container-cli__1.0.7-old.txt", "1.0.7"),
     ("tool_version__nvidia-container-runtime__1.17.8.txt", "1.17.8"),
     ("tool_version__nvidia-container-runtime__3.x-runc-fork.txt", None),
+    ("tool_version__nvidia-container-runtime-hook__1.17.8.txt", "1.17.8"),
     ("smi_error__no-devices.txt", None),
 ])
 def test_tool_version(name, expected):
@@ -370,9 +371,11 @@ def test_split_sections():
     assert (got["smi_xml"]["rc"], got["dkms"]["rc"]) == (9, 127)
     assert p.classify_smi_error(got["smi_xml"]["out"]) == "driver_not_loaded"
     assert p.parse_driver_version_file(got["proc_version"]["out"])["flavor"] == "open"
-    # output without a final newline, glued to the next marker line, still splits
-    assert got["ctk_version"]["out"] == "NVIDIA Container Toolkit CLI version 1.17.8"
+    assert got["ctk_version"]["out"] == "NVIDIA Container Toolkit CLI version 1.17.8\n"
     assert got["empty"] == {"rc": 0, "out": ""}
+    # a marker inside a line (a process list showing the script) is output, not a section
+    mid = "@@gpuhost@@ ps rc=0\n  42 sh -c printf '@@gpuhost@@ %s rc=%d'\n"
+    assert p.split_sections(mid) == {"ps": {"rc": 0, "out": mid.split("\n", 1)[1]}}
     assert p.split_sections("## a rc=1\nx\n", marker="## ") == {"a": {"rc": 1, "out": "x\n"}}
     for bad in ("no marker here\n", "@@gpuhost@@ a rc=x\n", "@@gpuhost@@ a\n",
                 "@@gpuhost@@ a rc=0\n@@gpuhost@@ a rc=0\n"):
