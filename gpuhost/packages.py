@@ -158,22 +158,36 @@ def docker_apt_sources(distro_tag: str, url: str) -> str:
 
 
 def docker_rpm_repo(url: str) -> str:
-    """Docker's RHEL repository, as ``dnf config-manager --add-repo`` would write it."""
+    """Docker's RHEL repository, as ``dnf config-manager --add-repo`` would write it.
+
+    ``url`` is the baseurl; a bare repository root gets Docker's ``$releasever/$basearch/stable``.
+    """
+    if "$basearch" not in url:
+        url = f"{url.rstrip('/')}/$releasever/$basearch/stable"
     return (
         "# Managed by gpuhost\n"
         "[docker-ce-stable]\n"
         "name=Docker CE Stable - $basearch\n"
-        f"baseurl={url}/$releasever/$basearch/stable\n"
+        f"baseurl={url}\n"
         "enabled=1\n"
         "gpgcheck=1\n"
         "gpgkey=file:///etc/pki/rpm-gpg/docker-ce.asc\n"
     )
 
 
-def toolkit_apt_sources(url: str) -> str:
+def toolkit_apt_sources(url: str, keyring: str) -> str:
+    """NVIDIA's flat apt repository line (``$(ARCH)`` in the URL is apt's own variable)."""
+    return f"# Managed by gpuhost\ndeb [signed-by={keyring}] {url} /\n"
+
+
+def toolkit_apt_pin(distro_tag: str, version: str) -> str:
+    """apt preferences keeping the four toolkit packages at one version."""
     return (
-        "# Managed by gpuhost\n"
-        f"deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] {url} /\n"
+        "# Managed by gpuhost: the four NVIDIA Container Toolkit packages must share one\n"
+        "# version. Change container_toolkit_version in the inventory instead.\n"
+        f"Package: {' '.join(TOOLKIT_PACKAGES)}\n"
+        f"Pin: version {toolkit_version(version, distro_tag)}\n"
+        "Pin-Priority: 1000\n"
     )
 
 

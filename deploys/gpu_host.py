@@ -1,0 +1,29 @@
+"""Provision an NVIDIA GPU host end to end (Oracle Linux 8/9, Ubuntu 22.04/24.04, Debian 12).
+
+    pyinfra inventories/prod.py deploys/gpu_host.py           # plan, confirm, apply
+    pyinfra inventories/prod.py deploys/gpu_host.py --dry     # show the plan only
+    pyinfra -y inventories/prod.py deploys/gpu_host.py        # apply without asking
+
+Kernel headers of the running kernel -> NVIDIA driver from NVIDIA's local repo package ->
+Docker -> NVIDIA Container Toolkit -> nvidia runtime merged into /etc/docker/daemon.json ->
+verification with facts. Every key it reads is documented in docs/settings.md; bad values
+stop the run before any host is changed. A second run on a converged host changes nothing.
+"""
+
+from roles import (
+    common,
+    container_toolkit,
+    daemon_json,
+    docker_engine,
+    kernel_headers,
+    nvidia_driver,
+    verify,
+)
+
+common.check_inventory()
+kernel_headers.install()
+nvidia_driver.install()
+docker_engine.install()
+container_toolkit.install()
+daemon_json.configure()
+verify.run()

@@ -1,0 +1,180 @@
+"""What every role needs: validated settings, the host's immutable facts, controller artifacts."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from pyinfra import host, logger
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.context import inventory
+
+from facts.host import GpuHostState
+from gpuhost import artifacts, packages, policy, settings
+
+REMOTE_CACHE = "/var/cache/gpuhost"
+
+
+class GpuhostError(PyinfraError):
+    """A problem gpuhost found before changing anything; the message says what to do."""
+
+
+_settings_cache: dict[str, dict[str, Any]] = {}
+_checked_inventory = False
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    return dict(value)
+
+
+def check_inventory() -> None:
+    """Validate every host's settings once, before any operation runs anywhere.
+
+    pyinfra runs deploy code host by host while it prepares, and executes nothing until all
+    hosts are prepared: raising here stops the whole run with no host changed, and lists
+    every problem of every host (not just the first).
+    """
+    global _checked_inventory
+    if _checked_inventory:
+        return
+    problems = []
+    for other in inventory:
+        for problem in settings.validate(other.data.dict(), host_name=other.name):
+            problems.append(f"{other.name}: {problem}")
+    _checked_inventory = True
+    if problems:
+        raise GpuhostError(
+            "inventory data is invalid, nothing was changed on any host:\n  "
+            + "\n  ".join(problems)
+        )
+
+
+def host_settings() -> dict[str, Any]:
+    """The current host's settings, validated, with defaults applied."""
+    check_inventory()
+    if host.name not in _settings_cache:
+        try:
+            _settings_cache[host.name] = _as_dict(settings.resolve(host.data.dict()))
+        except settings.SettingsError as error:  # already reported by check_inventory
+            raise GpuhostError(f"{host.name}: {error}") from error
+    return _settings_cache[host.name]
+
+
+def host_state() -> dict[str, Any]:
+    """The host as it is before the deploy (one remote command). Only immutable parts (OS,
+    kernel release, GPU models) may steer deploy code; changing state is read by operations
+    at execute time."""
+    return host.get_fact(GpuHostState)
+
+
+def distro_tag(state: dict[str, Any]) -> str:
+    tag = state["os"]["distro_tag"]
+    if not tag:
+        raise GpuhostError(
+            f"{host.name}: unsupported operating system "
+            f"{state['os']['pretty_name'] or state['os']['id'] or 'unknown'}: "
+            f"{state['os']['error'] or 'no /etc/os-release'}"
+        )
+    return tag
+
+
+def choose_flavor(config: dict[str, Any], state: dict[str, Any]) -> str:
+    """open or proprietary for this host's GPUs (auto follows NVIDIA's recommendation)."""
+    architectures = sorted({gpu["architecture"] for gpu in state["gpus"] if gpu["architecture"]})
+    try:
+        return policy.choose_flavor(
+            config["nvidia_driver_flavor"], architectures, config["nvidia_driver_version"]
+        )
+    except ValueError as error:
+        raise GpuhostError(f"{host.name}: {error}") from error
+
+
+_fetched: dict[tuple[str, str], Path] = {}
+
+
+def local_repo_artifact(config: dict[str, Any], tag: str) -> Path:
+    """The verified local repo package for this distribution, on the controller.
+
+    Downloaded once per run (and cached across runs), its sha256 checked before it can be
+    sent to any host: a wrong checksum stops the run while nothing has been sent.
+    """
+    version = config["nvidia_driver_version"]
+    key = (tag, version)
+    if key not in _fetched:
+        source = (config.get("nvidia_local_repo") or {}).get(tag)
+        if not source:
+            raise GpuhostError(
+                f"{host.name}: nvidia_local_repo has no entry for {tag!r}; add "
+                f"{tag}: {{url: ..., sha256: ...}} for "
+                f"{packages.local_repo_filename(tag, version)}"
+            )
+        cache = Path(os.path.expanduser(config["nvidia_artifact_cache"]))
+        try:
+            path = artifacts.fetch(
+                dict(source),
+                cache,
+                proxy=config.get("http_proxy"),
+                offline=bool(config.get("offline")),
+                progress=True,
+            )
+        except artifacts.ArtifactError as error:
+            raise GpuhostError(f"{tag} local repo package: {error}") from error
+        expected = packages.local_repo_filename(tag, version)
+        if path.name != expected:
+            logger.warning(
+                f"{tag} local repo package is named {path.name}, NVIDIA names it {expected}"
+            )
+        _fetched[key] = path
+    return _fetched[key]
+
+
+# Signing-key fingerprints that Docker documents; a key fetched from Docker's default URL
+# must carry one of them.
+KNOWN_KEY_FINGERPRINTS = {
+    "https://download.docker.com/linux/debian/gpg": {"9DC858229FC7DD38854AE2D88D81803C0EBFCD88"},
+    "https://download.docker.com/linux/ubuntu/gpg": {"9DC858229FC7DD38854AE2D88D81803C0EBFCD88"},
+    "https://download.docker.com/linux/rhel/gpg": {"060A61C51B558A7F742B77AAC52FEB6B621E9F35"},
+}
+
+_keys: dict[str, bytes] = {}
+
+
+def fetch_key(location: str, config: dict[str, Any]) -> bytes:
+    """A repository signing key, fetched on the controller (URL or path), checked against
+    the fingerprint its vendor documents when it comes from the vendor's default URL."""
+    if location in _keys:
+        return _keys[location]
+    if location.startswith("file://") or location.startswith("/"):
+        data = Path(location.removeprefix("file://")).read_bytes()
+    else:
+        session = artifacts.make_session(proxy=config.get("http_proxy"))
+        try:
+            response = session.get(location, timeout=30)
+            response.raise_for_status()
+        except Exception as error:  # requests raises many types; report one line
+            raise GpuhostError(
+                f"cannot fetch the signing key {settings.mask_url(location)}: {error}"
+            ) from error
+        data = response.content
+    expected = KNOWN_KEY_FINGERPRINTS.get(location)
+    if expected:
+        shown = subprocess.run(
+            ["gpg", "--show-keys", "--with-colons"], input=data, capture_output=True, check=False
+        ).stdout.decode(errors="replace")
+        fingerprints = {line.split(":")[9] for line in shown.splitlines() if line.startswith("fpr:")}
+        if not fingerprints & expected:
+            raise GpuhostError(
+                f"the signing key from {location} has fingerprint(s) {sorted(fingerprints)}, "
+                f"not the documented {sorted(expected)}: refusing to trust it"
+            )
+    _keys[location] = data
+    return data
+
+
+def is_armored(key: bytes) -> bool:
+    return key.lstrip().startswith(b"-----BEGIN PGP")

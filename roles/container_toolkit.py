@@ -1,0 +1,59 @@
+"""The NVIDIA Container Toolkit: its four packages at one pinned version."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from pyinfra.api import deploy
+from pyinfra.operations import apt, dnf, files
+
+from gpuhost import packages, settings
+from roles.common import distro_tag, fetch_key, host_settings, host_state, is_armored
+from roles.repos import apt_repository, local_packages, rpm_repository
+
+APT_PIN = "/etc/apt/preferences.d/gpuhost-nvidia-container-toolkit"
+
+
+@deploy("NVIDIA Container Toolkit")
+def install() -> None:
+    config = host_settings()
+    state = host_state()
+    tag = distro_tag(state)
+    family = packages.family(tag)
+    version = config["container_toolkit_version"]
+    source = config["container_toolkit_source"]
+    kind = "apt" if family == "debian" else "rpm"
+
+    if source in ("nvidia", "mirror"):
+        url = config.get("container_toolkit_repo_url") or settings.TOOLKIT_REPO_URL[kind]
+        key_location = config.get("container_toolkit_gpgkey") or settings.TOOLKIT_GPGKEY[kind]
+        key = fetch_key(key_location, config)
+        if family == "debian":
+            keyring = "/usr/share/keyrings/nvidia-container-toolkit-keyring." + (
+                "asc" if is_armored(key) else "gpg"
+            )
+            apt_repository(
+                "NVIDIA Container Toolkit", key, keyring,
+                packages.toolkit_apt_sources(url, keyring),
+                "/etc/apt/sources.list.d/nvidia-container-toolkit.list",
+            )
+        else:
+            rpm_repository(
+                "NVIDIA Container Toolkit", key, "/etc/pki/rpm-gpg/nvidia-container-toolkit.asc",
+                packages.toolkit_rpm_repo(url), "/etc/yum.repos.d/nvidia-container-toolkit.repo",
+            )
+        wanted = packages.toolkit_packages(tag, version)
+        if family == "debian":
+            files.put(
+                name=f"Pin the toolkit packages at {version}",
+                src=StringIO(packages.toolkit_apt_pin(tag, version)),
+                dest=APT_PIN,
+                mode="644",
+            )
+            apt.packages(name=f"Install the NVIDIA Container Toolkit {version}",
+                         packages=wanted, no_recommends=True)
+        else:
+            dnf.packages(name=f"Install the NVIDIA Container Toolkit {version}", packages=wanted)
+    else:
+        local_packages("the NVIDIA Container Toolkit",
+                       list(config["container_toolkit_local_packages"]), family)

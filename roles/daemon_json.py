@@ -1,0 +1,129 @@
+"""Merge the nvidia runtime into /etc/docker/daemon.json, keeping everything the user had.
+
+``daemon_json`` is an idempotent operation: it reads the file at execute time, merges with
+``gpuhost.daemon_json.merge`` and compares parsed structures, so a converged host gets no
+change and Docker is restarted only when the parsed content changed. A file that is not
+valid JSON is refused with its line and column and left untouched (that host fails, the
+others go on). Writes are atomic: the new content is uploaded beside the file, validated with
+``dockerd --validate`` when the installed Docker has it, a timestamped backup of the old file
+is kept, and the new file is renamed into place.
+"""
+
+from __future__ import annotations
+
+import time
+from io import StringIO
+from typing import Any
+
+from pyinfra import host, logger, state
+from pyinfra.api import FactBase, FileUploadCommand, OperationError, StringCommand, deploy, operation
+from pyinfra.api import QuoteString
+from pyinfra.operations import server
+from pyinfra.operations.util.files import generate_color_diff
+from typing_extensions import override
+
+from facts import parsers
+from gpuhost import daemon_json as merge_rules
+from roles.common import host_settings
+
+PATH = "/etc/docker/daemon.json"
+
+
+class RawFile(FactBase):
+    """A file's exact text (``None`` when it does not exist); keeps line numbers intact."""
+
+    @override
+    def command(self, path: str) -> StringCommand:
+        return StringCommand(
+            "if test -e", QuoteString(path), "; then echo present; cat", QuoteString(path),
+            "; fi",
+        )
+
+    @override
+    def process(self, output: list[str]) -> str | None:
+        if not output or output[0] != "present":
+            return None
+        return "\n".join(output[1:])
+
+
+class DockerdValidates(FactBase):
+    """Whether the installed dockerd has ``--validate`` (Docker 23 and newer)."""
+
+    @override
+    def command(self) -> str:
+        return (
+            "if command -v dockerd >/dev/null 2>&1 && dockerd --help 2>/dev/null "
+            "| grep -q -- '--validate'; then echo yes; else echo no; fi"
+        )
+
+    @override
+    def process(self, output: list[str]) -> bool:
+        return bool(output) and output[0].strip() == "yes"
+
+
+@operation()
+def daemon_json(
+    default_runtime: bool = False,
+    extra: dict[str, Any] | None = None,
+    path: str = PATH,
+):
+    """
+    Merge the nvidia runtime (and optional extra settings) into Docker's daemon.json.
+
+    + default_runtime: make ``nvidia`` Docker's default runtime
+    + extra: more daemon.json keys to set (dicts merge one level deep)
+    + path: the daemon.json to manage
+
+    Keeps every key already in the file; an nvidia runtime written in ``args`` or
+    ``runtimeArgs`` style, with a relative or absolute path, is left as it is.
+    """
+    text = host.get_fact(RawFile, path=path)
+    try:
+        existing = parsers.parse_daemon_json(text or "")
+    except ValueError as error:
+        raise OperationError(
+            f"{path} is not valid JSON ({error}); gpuhost left it untouched. Fix the file "
+            "(or move it away) and run again."
+        ) from error
+    merged = merge_rules.merge(existing, default_runtime=default_runtime, extra=extra)
+    if merged == existing and text is not None:
+        host.noop(f"{path} already has the nvidia runtime and the wanted settings")
+        return
+    content = merge_rules.render(merged)
+    if state.config.DIFF:
+        host.log(f"Will {'modify' if text is not None else 'create'} {path} "
+                 f"(keys: {', '.join(merge_rules.changed_keys(existing, merged))})", logger.info)
+        before = [line + "\n" for line in merge_rules.render(existing).splitlines()] if text else []
+        for line in generate_color_diff(before, content.splitlines(keepends=True)):
+            logger.info("  %s", line)
+    directory = path.rsplit("/", 1)[0] or "/"
+    new = f"{path}.gpuhost-new"
+    yield StringCommand("mkdir -p", QuoteString(directory))
+    yield FileUploadCommand(StringIO(content), new, remote_temp_filename=host.get_temp_filename(new))
+    yield StringCommand("chmod 644", QuoteString(new))
+    if host.get_fact(DockerdValidates):
+        yield StringCommand(
+            "dockerd --validate --config-file", QuoteString(new),
+            "|| { rm -f", QuoteString(new), "; exit 1; }",
+        )
+    if text is not None:
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        yield StringCommand("cp -p", QuoteString(path), QuoteString(f"{path}.gpuhost-{stamp}.bak"))
+    yield StringCommand("mv -f", QuoteString(new), QuoteString(path))
+
+
+@deploy("Docker daemon.json")
+def configure() -> None:
+    """Write the nvidia runtime into daemon.json and restart Docker only on a real change."""
+    config = host_settings()
+    merged = daemon_json(
+        name="Merge the nvidia runtime into /etc/docker/daemon.json",
+        default_runtime=bool(config["nvidia_default_runtime"]),
+        extra=config["docker_daemon_settings"] or None,
+    )
+    server.service(
+        name="Restart Docker (daemon.json changed)",
+        service="docker",
+        restarted=True,
+        _if=merged.did_change,
+    )

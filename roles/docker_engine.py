@@ -1,0 +1,60 @@
+"""Docker Engine from Docker's repository (its RHEL one on Oracle Linux), the distribution,
+or local package files; enabled and running."""
+
+from __future__ import annotations
+
+from pyinfra.api import deploy
+from pyinfra.operations import apt, dnf, server
+
+from gpuhost import packages, settings
+from roles.common import GpuhostError, distro_tag, fetch_key, host_settings, host_state
+from roles.repos import apt_repository, local_packages, rpm_repository
+
+
+def _docker_repo(config: dict, state: dict, family: str) -> tuple[str, str]:
+    os_key = "rhel" if family == "rhel" else state["os"]["id"]
+    if os_key not in settings.DOCKER_REPO_URL:
+        os_key = "debian"
+    url = config.get("docker_repo_url") or settings.DOCKER_REPO_URL[os_key]
+    key = config.get("docker_repo_gpgkey") or settings.DOCKER_REPO_GPGKEY[os_key]
+    return url, key
+
+
+@deploy("Docker Engine")
+def install() -> None:
+    config = host_settings()
+    source = config["docker_source"]
+    if source == "none":
+        return
+    state = host_state()
+    tag = distro_tag(state)
+    family = packages.family(tag)
+
+    if source == "docker":
+        url, key_location = _docker_repo(config, state, family)
+        key = fetch_key(key_location, config)
+        if family == "debian":
+            apt_repository(
+                "Docker", key, "/etc/apt/keyrings/docker.asc",
+                packages.docker_apt_sources(tag, url), "/etc/apt/sources.list.d/docker.sources",
+            )
+        else:
+            rpm_repository(
+                "Docker", key, "/etc/pki/rpm-gpg/docker-ce.asc",
+                packages.docker_rpm_repo(url), "/etc/yum.repos.d/docker-ce.repo",
+            )
+    if source in ("docker", "distro"):
+        try:
+            wanted = packages.docker_packages(tag, source)
+        except ValueError as error:
+            raise GpuhostError(f"{state['os']['pretty_name']}: {error}") from error
+        if family == "debian":
+            apt.packages(name=f"Install Docker ({', '.join(wanted)})", packages=wanted,
+                         no_recommends=True)
+        else:
+            dnf.packages(name=f"Install Docker ({', '.join(wanted)})", packages=wanted)
+    elif source == "local":
+        local_packages("Docker", list(config["docker_local_packages"]), family)
+
+    server.service(name="Docker is enabled and running", service="docker", running=True,
+                   enabled=True)

@@ -1,0 +1,96 @@
+"""Install exactly the headers of the running kernel (UEK aware); never upgrade the kernel."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import StringCommand, deploy, operation
+from pyinfra.api import QuoteString
+from pyinfra.operations import files
+
+from facts.kernel import KernelHeaders
+from roles.common import GpuhostError, distro_tag, host_state
+from gpuhost import packages
+
+
+def _missing_message(package: str, release: str) -> str:
+    return (
+        f"gpuhost: no package {package} for the running kernel {release} in this host's "
+        "repositories. gpuhost never changes the kernel by itself: add the repository that "
+        f"carries {package}, or boot a kernel whose headers are available, then run again."
+    )
+
+
+@operation()
+def headers(family: str):
+    """
+    Install the headers/devel packages the running kernel needs, checking first that the
+    repositories carry them (a clear failure names the kernel and the package).
+
+    + family: ``debian`` or ``rhel``
+    """
+    kernel = host.get_fact(KernelHeaders)
+    missing = list(kernel["headers_packages_missing"])
+    if kernel["gcc_toolset"] and not kernel["gcc_toolset_installed"]:
+        missing.append(kernel["gcc_toolset"])
+    if not missing:
+        host.noop(f"headers for kernel {kernel['kernel_release']} are installed")
+        return
+    release = kernel["kernel_release"]
+    if family == "debian":
+        yield "apt-get update -qq"
+        for package in missing:
+            yield StringCommand(
+                "apt-cache show --no-all-versions", QuoteString(package),
+                ">/dev/null 2>&1 || { echo", QuoteString(_missing_message(package, release)),
+                ">&2; exit 1; }",
+            )
+        yield StringCommand(
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends",
+            *[QuoteString(package) for package in missing],
+        )
+    else:
+        for package in missing:
+            yield StringCommand(
+                "dnf -q repoquery --available", QuoteString(package),
+                "2>/dev/null | grep -q . || { echo", QuoteString(_missing_message(package, release)),
+                ">&2; exit 1; }",
+            )
+        # --setopt=install_weak_deps=False: nothing more than asked; exact names, so dnf
+        # cannot pick a newer kernel's devel package (kernel-devel-matched could).
+        yield StringCommand(
+            "dnf install -y --setopt=install_weak_deps=False",
+            *[QuoteString(package) for package in missing],
+        )
+
+
+DKMS_TOOLSET_CONF = "/etc/dkms/framework.conf.d/gpuhost-gcc-toolset.conf"
+
+
+@deploy("Kernel headers")
+def install() -> None:
+    """The running kernel's headers (and the gcc toolset UEK 8 is built with)."""
+    state = host_state()
+    tag = distro_tag(state)
+    family = packages.family(tag)
+    kernel = state["kernel"]
+    if not kernel["headers_packages"]:
+        raise GpuhostError(f"{host.name}: cannot tell which headers kernel "
+                           f"{kernel['kernel_release']} needs")
+    headers(name=f"Install headers for kernel {kernel['kernel_release']}", family=family)
+    toolset = kernel["gcc_toolset"]
+    if toolset:
+        # UEK 8 is built with gcc-toolset-14 while the system gcc is 11: DKMS must build the
+        # NVIDIA module with the kernel's compiler, or the build fails.
+        files.put(
+            name=f"Build DKMS modules with {toolset} (UEK {kernel['kernel_release']})",
+            src=StringIO(
+                "# Managed by gpuhost: UEK 8 kernels are built with gcc-toolset-14; DKMS must\n"
+                "# build their modules with the same compiler.\n"
+                f"if [ -r /opt/rh/{toolset}/enable ]; then . /opt/rh/{toolset}/enable; fi\n"
+            ),
+            dest=DKMS_TOOLSET_CONF,
+            mode="644",
+            create_remote_dir=True,
+        )

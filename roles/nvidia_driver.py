@@ -1,0 +1,225 @@
+"""The NVIDIA driver from NVIDIA's local repo package, pinned, nouveau out of the way.
+
+Steps: blacklist nouveau (initramfs rebuilt only when the blacklist changed), send the
+verified local repo package to the host only when the host lacks that exact file, install it
+and trust its key, select the branch (EL8/9: dnf module stream; apt: the branch's meta
+package) and pin it (apt preferences at 1000 + unattended-upgrades blacklist; the dnf module
+stream), then reboot only when the policy allows it and the state needs it.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import FactBase, StringCommand, deploy, operation
+from pyinfra.api import QuoteString
+from pyinfra.facts.files import FileContents
+from pyinfra.operations import apt, dnf, files, server
+from typing_extensions import override
+
+from facts.nvidia import NvidiaDriver
+from gpuhost import packages
+from roles.common import (
+    REMOTE_CACHE,
+    choose_flavor,
+    distro_tag,
+    host_settings,
+    host_state,
+    local_repo_artifact,
+)
+
+class LocalRepoKeyTrusted(FactBase):
+    """Whether every keyring a local repo ships is installed in /usr/share/keyrings."""
+
+    @override
+    def command(self, repo_dir: str) -> StringCommand:
+        return StringCommand(
+            "for key in", QuoteString(repo_dir) + "/nvidia-driver-*-keyring.gpg",
+            '; do test -e "$key" || continue; cmp -s "$key" "/usr/share/keyrings/${key##*/}"'
+            ' && echo trusted || echo missing; done; true',
+        )
+
+    @override
+    def process(self, output: list[str]) -> bool:
+        return bool(output) and all(line.strip() == "trusted" for line in output)
+
+    @override
+    def default(self) -> bool:  # type: ignore[override]
+        return False
+
+
+NOUVEAU_CONF = "/etc/modprobe.d/gpuhost-blacklist-nouveau.conf"
+APT_PIN = "/etc/apt/preferences.d/gpuhost-nvidia-driver"
+UNATTENDED = "/etc/apt/apt.conf.d/51gpuhost-nvidia-no-unattended-upgrades"
+
+
+@operation()
+def local_repo(remote_file: str, distro_tag: str, version: str):
+    """
+    Install NVIDIA's local repo package from a file already on the host, and trust its key.
+
+    + remote_file: the package on the host
+    + distro_tag: ``debian12``, ``ubuntu2204``, ``ubuntu2404``, ``rhel8`` or ``rhel9``
+    + version: the driver version the repo carries
+    """
+    name = packages.local_repo_package(distro_tag, version)
+    repo_dir = packages.local_repo_dir(distro_tag, version)
+    driver = host.get_fact(NvidiaDriver)
+    installed = any(repo["package"] == name for repo in driver["local_repos"])
+    family = packages.family(distro_tag)
+    if family == "debian":
+        # NVIDIA's .deb points apt at its keyring under /usr/share/keyrings but does not put
+        # it there: apt-get update fails with NO_PUBKEY until it is copied.
+        trusted = host.get_fact(LocalRepoKeyTrusted, repo_dir=repo_dir)
+        if installed and trusted:
+            host.noop(f"{name} is installed and its key is trusted")
+            return
+        if not installed:
+            yield StringCommand("dpkg -i", QuoteString(remote_file))
+        yield StringCommand(
+            "found=0; for key in", QuoteString(repo_dir) + "/nvidia-driver-*-keyring.gpg",
+            '; do test -e "$key" || continue; install -m 644 "$key" /usr/share/keyrings/'
+            ' || exit 1; found=1; done; test $found = 1 || { echo', QuoteString(
+                f"gpuhost: {repo_dir} has no nvidia-driver-*-keyring.gpg; the local repo "
+                "package looks damaged"
+            ), ">&2; exit 1; }",
+        )
+        yield "apt-get update -qq"
+    else:
+        if installed:
+            host.noop(f"{name} is installed")
+            return
+        yield StringCommand("dnf install -y", QuoteString(remote_file))
+        yield "dnf clean expire-cache"
+
+
+@operation()
+def module_stream(stream: str, module: str = "nvidia-driver"):
+    """
+    Enable exactly one stream of a dnf module (EL8/EL9), resetting another enabled stream.
+
+    + stream: e.g. ``570-open`` or ``570-dkms``
+    + module: the module name
+    """
+    current = host.get_fact(FileContents, path=f"/etc/dnf/modules.d/{module}.module") or []
+    enabled = {}
+    for line in current:
+        key, _, value = line.partition("=")
+        enabled[key.strip()] = value.strip()
+    if enabled.get("stream") == stream and enabled.get("state") == "enabled":
+        host.noop(f"dnf module {module}:{stream} is enabled")
+        return
+    if enabled.get("stream"):
+        yield StringCommand("dnf -y module reset", QuoteString(module))
+    yield StringCommand("dnf -y module enable", QuoteString(f"{module}:{stream}"))
+
+
+def _needs_reboot(target: str) -> bool:
+    """Read at execute time: the module loaded is not the target, or nouveau holds the GPU."""
+    driver = host.get_fact(NvidiaDriver)
+    if driver["state"] == "not_installed":
+        return False
+    return driver["loaded_version"] != target or driver["state"] != "loaded"
+
+
+@deploy("NVIDIA driver")
+def install() -> None:
+    config = host_settings()
+    state = host_state()
+    tag = distro_tag(state)
+    family = packages.family(tag)
+    version = config["nvidia_driver_version"]
+    flavor = choose_flavor(config, state)
+
+    nouveau = files.put(
+        name="Blacklist nouveau",
+        src=StringIO(
+            "# Managed by gpuhost: the NVIDIA driver cannot bind a GPU that nouveau holds.\n"
+            "blacklist nouveau\noptions nouveau modeset=0\n"
+        ),
+        dest=NOUVEAU_CONF,
+        mode="644",
+    )
+    server.shell(
+        name="Rebuild the initramfs without nouveau",
+        commands=[
+            "if command -v update-initramfs >/dev/null 2>&1; then update-initramfs -u; "
+            "elif command -v dracut >/dev/null 2>&1; then dracut --force; "
+            "else echo 'gpuhost: no initramfs tool on this host, nothing to rebuild'; fi"
+        ],
+        _if=nouveau.did_change,
+    )
+
+    artifact = local_repo_artifact(config, tag)
+    remote_file = f"{REMOTE_CACHE}/{artifact.name}"
+    files.put(
+        name=f"Send {artifact.name} (only if the host lacks this exact file)",
+        src=str(artifact),
+        dest=remote_file,
+        mode="644",
+        create_remote_dir=True,
+    )
+    local_repo(
+        name=f"Install the {tag} local repo for driver {version}",
+        remote_file=remote_file,
+        distro_tag=tag,
+        version=version,
+    )
+
+    wanted = packages.driver_packages(tag, version, flavor, bool(config["nvidia_fabricmanager"]))
+    if family == "debian":
+        files.put(
+            name=f"Pin the driver packages at {version}",
+            src=StringIO(packages.apt_pin(version)),
+            dest=APT_PIN,
+            mode="644",
+        )
+        files.put(
+            name="Keep unattended-upgrades away from the driver",
+            src=StringIO(packages.unattended_upgrades_blacklist()),
+            dest=UNATTENDED,
+            mode="644",
+        )
+        apt.packages(
+            name=f"Install the {flavor} driver {version} ({', '.join(wanted)})",
+            packages=wanted,
+            no_recommends=True,
+        )
+    else:
+        module_stream(
+            name=f"Select the dnf module stream nvidia-driver:{packages.module_stream(version, flavor)}",
+            stream=packages.module_stream(version, flavor),
+        )
+        dnf.packages(
+            name=f"Install the {flavor} driver {version} ({', '.join(wanted)})",
+            packages=wanted,
+        )
+
+    if config["reboot_policy"] == "when_needed":
+        server.reboot(
+            name="Reboot to load the NVIDIA driver (reboot_policy: when_needed)",
+            reboot_timeout=600,
+            _if=lambda: _needs_reboot(version),
+        )
+
+    # Services that need the loaded driver: enabled now, started once the module is loaded
+    # (after the reboot above, or on the next boot when reboot_policy is never).
+    for service, label, wanted_service in (
+        ("nvidia-persistenced", "nvidia-persistenced", config["nvidia_persistenced"]),
+        ("nvidia-fabricmanager", "the NVIDIA Fabric Manager", config["nvidia_fabricmanager"]),
+    ):
+        if not wanted_service:
+            continue
+        server.service(
+            name=f"Enable {label}",
+            service=service,
+            running=None,
+            enabled=True,
+        )
+        server.service(
+            name=f"Run {label} (driver loaded)",
+            service=service,
+            running=True,
+            _if=lambda: host.get_fact(NvidiaDriver)["state"] == "loaded",
+        )

@@ -1,0 +1,152 @@
+"""Prove the result with facts after a run; changes nothing on a converged host."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+from pyinfra import host, logger
+from pyinfra.api import FactBase, OperationError, QuoteString, StringCommand, deploy, operation
+from pyinfra.operations import files
+from typing_extensions import override
+
+from facts.host import GpuHostState
+from roles.common import REMOTE_CACHE, host_settings
+
+
+class DockerImagePresent(FactBase):
+    """Whether the local Docker has an image (no registry is asked)."""
+
+    @override
+    def command(self, image: str) -> StringCommand:
+        return StringCommand(
+            "if docker image inspect", QuoteString(image),
+            ">/dev/null 2>&1; then echo yes; else echo no; fi",
+        )
+
+    @override
+    def process(self, output: list[str]) -> bool:
+        return bool(output) and output[-1].strip() == "yes"
+
+
+class NvidiaContainerRun(FactBase):
+    """Run ``nvidia-smi -L`` in a throwaway container through the nvidia runtime.
+
+    Returns ``{"rc": int, "output": str}``. The container has no network and is removed.
+    """
+
+    @override
+    def command(self, image: str) -> StringCommand:
+        return StringCommand(
+            "out=$(timeout 120 docker run --rm --network=none --runtime=nvidia",
+            "-e NVIDIA_VISIBLE_DEVICES=all", QuoteString(image),
+            'nvidia-smi -L 2>&1); rc=$?; echo "rc=$rc"; echo "$out"',
+        )
+
+    @override
+    def process(self, output: list[str]) -> dict:
+        rc = int(output[0].removeprefix("rc=")) if output and output[0].startswith("rc=") else -1
+        return {"rc": rc, "output": "\n".join(output[1:])}
+
+
+def _archive_kind(path: str) -> str:
+    """``load`` for a ``docker save`` archive, ``import`` for a root filesystem tarball."""
+    with tarfile.open(path) as archive:
+        names = set(archive.getnames()[:2000])
+    return "load" if "manifest.json" in names or "index.json" in names else "import"
+
+
+@operation()
+def verify_image(image: str, remote_archive: str | None, kind: str):
+    """
+    Make sure the verification image exists locally (offline: loaded from an archive).
+
+    + image: image name
+    + remote_archive: the archive already on the host, or None
+    + kind: ``load`` (docker save archive) or ``import`` (root filesystem tarball)
+    """
+    if host.get_fact(DockerImagePresent, image=image):
+        host.noop(f"image {image} is present")
+        return
+    if not remote_archive:
+        raise OperationError(f"image {image} is not on the host and verify_image_archive is not set")
+    if kind == "load":
+        yield StringCommand("docker load -i", QuoteString(remote_archive))
+    else:
+        yield StringCommand("docker import", QuoteString(remote_archive), QuoteString(image))
+
+
+@operation()
+def check(target_version: str, toolkit_version: str, reboot_allowed: bool,
+          image: str | None = None):
+    """
+    Read the host back and fail it when the result is not what was asked.
+
+    + target_version: the driver version that must be loaded and installed
+    + toolkit_version: the container toolkit version that must be installed
+    + reboot_allowed: when False, a driver installed but not yet loaded is a warning
+    + image: when set, ``docker run --runtime=nvidia IMAGE nvidia-smi -L`` must succeed
+    """
+    state = host.get_fact(GpuHostState)
+    driver, docker, toolkit = state["driver"], state["docker"], state["toolkit"]
+    problems, notes = [], []
+    if driver["installed_version"] != target_version:
+        problems.append(f"driver packages are at {driver['installed_version']}, want {target_version}")
+    if driver["state"] == "loaded":
+        if driver["loaded_version"] != target_version:
+            problems.append(f"loaded module is {driver['loaded_version']}, want {target_version}")
+        smi_gpus = [gpu for gpu in state["gpus"] if gpu["source"] == "nvidia-smi"]
+        if not smi_gpus:
+            problems.append("the driver is loaded but nvidia-smi shows no GPU")
+        notes.append(f"driver {driver['loaded_version']} ({driver['loaded']['flavor']}) loaded, "
+                     f"{len(smi_gpus)} GPU(s)")
+    elif reboot_allowed:
+        problems.append(f"driver state is {driver['state']} after the run ({driver['smi_error']})")
+    else:
+        logger.warning(f"{host.name}: driver {target_version} installed, state "
+                       f"{driver['state']}: a reboot is due (reboot_policy: never)")
+        notes.append(f"driver {target_version} installed, reboot pending")
+    if not docker["valid"]:
+        problems.append(f"daemon.json is invalid: {docker['error']}")
+    elif not docker["nvidia_runtime"]["defined"]:
+        problems.append("daemon.json has no nvidia runtime")
+    if docker["daemon"]["running"] and "nvidia" not in docker["daemon"]["runtimes"]:
+        problems.append("the running Docker daemon does not list the nvidia runtime")
+    if toolkit["version"] != toolkit_version.split("-")[0] or not toolkit["consistent"]:
+        problems.append(f"container toolkit versions seen {toolkit['versions_seen']}, want "
+                        f"{toolkit_version} on all four packages")
+    if image and driver["state"] == "loaded":
+        run = host.get_fact(NvidiaContainerRun, image=image)
+        if run["rc"] != 0:
+            problems.append(f"docker run --runtime=nvidia {image} nvidia-smi -L failed "
+                            f"(rc {run['rc']}): {run['output'][-300:]}")
+        else:
+            notes.append(f"a container sees {run['output'].count('GPU ')} GPU(s)")
+    if problems:
+        raise OperationError("verification failed:\n    " + "\n    ".join(problems))
+    host.noop("verified: " + "; ".join(notes + ["nvidia runtime configured",
+                                                f"toolkit {toolkit['version']}"]))
+
+
+@deploy("Verify")
+def run() -> None:
+    config = host_settings()
+    image = config.get("verify_image")
+    if image and config["docker_source"] != "none":
+        archive = config.get("verify_image_archive")
+        remote = None
+        kind = "load"
+        if archive:
+            remote = f"{REMOTE_CACHE}/{Path(archive).name}"
+            kind = _archive_kind(archive)
+            files.put(name=f"Send the verification image archive {Path(archive).name}",
+                      src=archive, dest=remote, mode="644", create_remote_dir=True)
+        verify_image(name=f"Verification image {image} is present", image=image,
+                     remote_archive=remote, kind=kind)
+    check(
+        name="Verify driver, GPUs, runtime and toolkit with facts",
+        target_version=config["nvidia_driver_version"],
+        toolkit_version=config["container_toolkit_version"],
+        reboot_allowed=config["reboot_policy"] == "when_needed",
+        image=image,
+    )
