@@ -59,7 +59,7 @@ def _check_source(source: Mapping) -> tuple[str, str]:
     if ("url" in source) == ("path" in source):
         raise ArtifactError("artifact source needs exactly one of url or path (plus sha256)")
     sha = source.get("sha256")
-    if not isinstance(sha, str) or not SHA256_RE.match(sha):
+    if not isinstance(sha, str) or not SHA256_RE.fullmatch(sha):
         raise ArtifactError(f"artifact source sha256 {sha!r} is not 64 hex digits")
     return str(source.get("url") or source.get("path")), sha.lower()
 

@@ -61,7 +61,7 @@ def identify(os_release: Mapping[str, str], kernel_release: str | None = None) -
 
 def _check_release(kernel_release: str) -> str:
     rel = str(kernel_release).strip()
-    if not rel or not _SAFE_RELEASE.match(rel):
+    if not rel or not _SAFE_RELEASE.fullmatch(rel):
         raise ValueError(f"{kernel_release!r} is not a kernel release (as `uname -r` prints it)")
     return rel
 
@@ -72,7 +72,7 @@ def kernel_flavour(kernel_release: str, family: str | None = None) -> str:
     rel = _check_release(kernel_release)
     if family == "debian":
         return "generic"
-    if re.search(r"\.el\d+(_\d+)?uek", rel) or "uek" in rel:
+    if "uek" in rel:
         return "uek"
     if re.search(r"\.el\d+(_\d+)?(\.|$)", rel):
         return "rhck"

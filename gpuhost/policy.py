@@ -250,7 +250,7 @@ _DRIVER_RE = re.compile(r"^\d{3}(\.\d{1,3}){0,2}$")
 
 def driver_branch(version: str) -> str:
     """The driver branch: "570.124.06" -> "570"."""
-    if not isinstance(version, str) or not _DRIVER_RE.match(version.strip()):
+    if not isinstance(version, str) or not _DRIVER_RE.fullmatch(version.strip()):
         raise ValueError(f"{version!r} is not a driver version (want digits and dots like '570.124.06')")
     return version.strip().split(".")[0]
 
@@ -400,7 +400,7 @@ def mig_layout_valid(model_key: str, profiles: Iterable) -> list[str]:
     if table is None:
         slices = 0
         for name in names:
-            m = _PROFILE_RE.match(name)
+            m = _PROFILE_RE.fullmatch(name)
             if not m:
                 problems.append(f"{name!r} is not a MIG profile name (want like '1g.10gb')")
             else:

@@ -108,7 +108,7 @@ def _version_check(regex, example, want):
     def check(key, value):
         if not isinstance(value, str):
             return [_not_string(value, example, key)]
-        if not regex.match(value):
+        if not regex.fullmatch(value):
             return [f"{_show(value)} is not {want} (want digits and dots like \"{example}\")"]
         return []
     return check
@@ -187,7 +187,7 @@ def _source(tag, value):
     else:
         problems += [f"[{tag}] path: {p}" for p in _path(tag, value["path"])]
     sha = value.get("sha256")
-    if not isinstance(sha, str) or not SHA256_RE.match(sha):
+    if not isinstance(sha, str) or not SHA256_RE.fullmatch(sha):
         problems.append(f"[{tag}] sha256: {_show(sha)} is not a sha256 (want 64 hex digits; "
                         "`sha256sum FILE` prints it)")
     return problems
@@ -212,7 +212,7 @@ def _list_of(item_check, what):
 
 
 def _service(key, value):
-    if not isinstance(value, str) or not SERVICE_RE.match(value):
+    if not isinstance(value, str) or not SERVICE_RE.fullmatch(value):
         return [f"{_show(value)} is not a service name (letters, digits, @ . _ -)"]
     return []
 
@@ -235,7 +235,7 @@ def _daemon_settings(key, value):
 def _image(key, value):
     if value is None:
         return []
-    if not isinstance(value, str) or not IMAGE_RE.match(value):
+    if not isinstance(value, str) or not IMAGE_RE.fullmatch(value):
         return [f"{_show(value)} is not an image reference (like \"nvidia/cuda:12.8.1-base-ubuntu24.04\")"]
     return []
 
@@ -248,7 +248,7 @@ def _mig_layout(key, value):
     problems = []
     for i, item in enumerate(value):
         ok = (isinstance(item, int) and not isinstance(item, bool) and 0 <= item < 64) or (
-            isinstance(item, str) and MIG_PROFILE_RE.match(item))
+            isinstance(item, str) and MIG_PROFILE_RE.fullmatch(item))
         if not ok:
             problems.append(f"[{i}] {_show(item)} is not a MIG profile name like \"1g.10gb\" or a profile id")
     return problems
