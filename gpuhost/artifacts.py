@@ -37,7 +37,8 @@ class ArtifactError(RuntimeError):
     """An artifact could not be fetched or did not match its checksum."""
 
 
-def make_session(*, retries: int = 5, backoff_factor: float = 1.0, proxy: str | None = None) -> requests.Session:
+def make_session(*, retries: int = 5, backoff_factor: float = 1.0,
+                 proxy: str | None = None) -> requests.Session:
     """A Session that retries connection errors, 429 and 5xx ``retries`` times with
     exponential backoff (honouring Retry-After), through ``proxy`` when given."""
     retry = Retry(total=retries, connect=retries, read=retries, status=retries, other=0,

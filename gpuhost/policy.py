@@ -34,7 +34,7 @@ _A100_PLACEMENTS = "19:7:1:0123456 20:1:1:0123456 15:4:2:0246 14:3:2:024 9:2:4:0
 
 
 def _sized(*names: str) -> dict:
-    return _mig_table(" ".join(f"{n}:{p}" for n, p in zip(names, _A100_PLACEMENTS.split())))
+    return _mig_table(" ".join(f"{n}:{p}" for n, p in zip(names, _A100_PLACEMENTS.split(), strict=True)))
 
 
 MIG_A100_40GB = _sized("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
@@ -336,7 +336,8 @@ def choose_flavor(setting: str, architectures: Iterable, driver_version: str) ->
     if setting == "proprietary" and no_prop:
         label, arch = no_prop[0]
         if branch >= PROPRIETARY_REMOVED_BRANCH:
-            why = f"driver {driver_version} has no proprietary modules (removed in {PROPRIETARY_REMOVED_BRANCH})"
+            why = (f"driver {driver_version} has no proprietary modules "
+                   f"(removed in {PROPRIETARY_REMOVED_BRANCH})")
         elif arch in OPEN_ONLY_ARCHITECTURES:
             why = f"{arch.capitalize()} GPUs need the open kernel modules"
         else:

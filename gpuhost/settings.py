@@ -79,7 +79,8 @@ def _show(value: Any) -> str:
 
 
 def _not_string(value: Any, example: str, key: str) -> str:
-    kind = "a boolean" if isinstance(value, bool) else "a number" if isinstance(value, (int, float)) else type(value).__name__
+    kind = ("a boolean" if isinstance(value, bool) else
+            "a number" if isinstance(value, (int, float)) else type(value).__name__)
     return (f"{_show(value)} is {kind}, not a string: quote it (in Python data \"{example}\", "
             f"on the command line --data '{key}=\"{example}\"')")
 
@@ -177,7 +178,8 @@ def _url_map(keys):
 
 def _source(tag, value):
     if not isinstance(value, Mapping):
-        return [f"[{tag}] {_show(value)} is not a mapping (want {{\"url\" or \"path\": ..., \"sha256\": ...}})"]
+        return [f"[{tag}] {_show(value)} is not a mapping "
+                "(want {\"url\" or \"path\": ..., \"sha256\": ...})"]
     problems = [f"[{tag}] unknown key {k!r} (want url or path, and sha256)"
                 for k in value if k not in ("url", "path", "sha256")]
     if ("url" in value) == ("path" in value):
@@ -197,7 +199,8 @@ def _local_repo(key, value):
     if not isinstance(value, Mapping) or not value:
         return [f"{_show(value)} is not a mapping of distro tag to {{url or path, sha256}} "
                 f"(tags: {', '.join(DISTRO_TAGS)})"]
-    problems = [f"unknown distro tag {t!r} (want {', '.join(DISTRO_TAGS)})" for t in value if t not in DISTRO_TAGS]
+    problems = [f"unknown distro tag {t!r} (want {', '.join(DISTRO_TAGS)})"
+                for t in value if t not in DISTRO_TAGS]
     for tag, src in value.items():
         problems += _source(tag, src)
     return problems
@@ -322,7 +325,8 @@ SETTINGS: tuple[Setting, ...] = (
        "signing key of the toolkit repository", _url_map(tuple(TOOLKIT_GPGKEY))),
     _s("container_toolkit_local_packages", "list of paths", [], "controller paths of the toolkit "
        "packages (with container_toolkit_source: local)", _path_list),
-    _s("docker_daemon_settings", "dict", {}, "extra /etc/docker/daemon.json keys merged in", _daemon_settings),
+    _s("docker_daemon_settings", "dict", {}, "extra /etc/docker/daemon.json keys merged in",
+       _daemon_settings),
     _s("nvidia_default_runtime", "bool", False, "make nvidia Docker's default runtime", _bool),
     _s("reboot_policy", "str", "never", "may gpuhost reboot the host", _choice("never", "when_needed")),
     _s("http_proxy", "URL or null", None, "proxy for controller downloads and host package managers",
@@ -404,7 +408,8 @@ def _offline_problems(v: dict) -> list[str]:
     bad: dict[str, list[str]] = {}
     for key, url in _urls_in_use(v):
         if not is_local_source(url) and not on_mirror(url, mirrors):
-            bad.setdefault(key.split("[")[0] if not key.startswith("nvidia_local_repo") else key, []).append(url)
+            group = key if key.startswith("nvidia_local_repo") else key.split("[")[0]
+            bad.setdefault(group, []).append(url)
     return [f"{key}: {', '.join(_show(u) for u in urls)} not reachable offline (want a local path, "
             f"a file:// URL or {where})" for key, urls in bad.items()]
 

@@ -142,7 +142,8 @@ def test_local_repo_entries():
         "ubuntu2404": {"path": "y.deb", "sha256": "xyz"},
         "rhel9": "https://x/y.rpm",
     })
-    assert "nvidia_local_repo: unknown distro tag 'rhel7' (want debian12, ubuntu2204, ubuntu2404, rhel8, rhel9)" in bad
+    assert ("nvidia_local_repo: unknown distro tag 'rhel7' "
+            "(want debian12, ubuntu2204, ubuntu2404, rhel8, rhel9)") in bad
     assert "nvidia_local_repo: [debian12] give exactly one of url or path" in bad
     assert any(p.startswith("nvidia_local_repo: [ubuntu2404] path:") for p in bad)
     assert any("[ubuntu2404] sha256" in p and "64 hex digits" in p for p in bad)
@@ -177,7 +178,8 @@ def test_cross_field_rules():
 def test_offline_requires_local_sources_or_the_mirror():
     sandbox = dict(offline=True, offline_mirror_urls=[MIRROR], docker_source="distro",
                    container_toolkit_source="mirror",
-                   container_toolkit_repo_url={"apt": f"{MIRROR}/nvidia/toolkit/deb", "rpm": f"{MIRROR}/nvidia/toolkit/rpm"},
+                   container_toolkit_repo_url={"apt": f"{MIRROR}/nvidia/toolkit/deb",
+                                               "rpm": f"{MIRROR}/nvidia/toolkit/rpm"},
                    container_toolkit_gpgkey=f"{MIRROR}/nvidia/toolkit/gpgkey")
     assert problems_for(**sandbox) == []
     # NVIDIA's and Docker's default URLs are not reachable offline: one line per key
@@ -200,7 +202,8 @@ def test_offline_requires_local_sources_or_the_mirror():
 
 def test_messages_never_show_credentials():
     problems = problems_for(http_proxy="http://alice:s3cret@proxy:3128/ x",
-                            nvidia_local_repo={"debian12": {"url": "https://bob:hunter2@h/x.deb?token=t0k", "sha256": "1"}})
+                            nvidia_local_repo={"debian12": {"url": "https://bob:hunter2@h/x.deb?token=t0k",
+                                                            "sha256": "1"}})
     text = "\n".join(problems)
     assert problems and not re.search(r"alice|s3cret|bob|hunter2|t0k", text)
     assert S.mask_url("https://u:p@host:8443/a/b.deb?sig=x#f") == "https://***@host:8443/a/b.deb?***"
@@ -233,7 +236,8 @@ def test_schema_is_complete():
 
 def test_docs_settings_md_is_in_sync():
     doc = (ROOT / "docs" / "settings.md").read_text()
-    assert S.sync_docs(doc) == doc, "docs/settings.md is stale: run .venv/bin/python -m gpuhost.settings docs/settings.md"
+    assert S.sync_docs(doc) == doc, \
+        "docs/settings.md is stale: run .venv/bin/python -m gpuhost.settings docs/settings.md"
     for s in S.SETTINGS:
         assert f"| `{s.name}` |" in doc
 
