@@ -137,7 +137,6 @@ def _download(url: str, session: requests.Session, dest_dir: Path, label: str, p
                 raise ArtifactError(f"download of {shown} failed: HTTP {response.status_code} "
                                     f"{response.reason}: check the URL in nvidia_local_repo")
             size = int(response.headers.get("Content-Length") or 0) or None
-            _say(f"downloading {shown}" + (f" ({size / CHUNK:.1f} MiB)" if size else ""), progress)
             return _stream_to(response.iter_content(CHUNK), size, dest_dir, label, progress)
     except requests.exceptions.RetryError as exc:
         raise ArtifactError(f"download of {shown} failed after retries ({_reason(exc)}); "
@@ -158,7 +157,6 @@ def _copy(location: str, dest_dir: Path, label: str, progress: bool):
     path = Path(unquote(urlsplit(location).path) if location.startswith("file://") else location).expanduser()
     if not path.is_file():
         raise ArtifactError(f"artifact {path} does not exist or is not a file: check nvidia_local_repo")
-    _say(f"copying {path}", progress)
     with open(path, "rb") as f:
         return _stream_to(iter(lambda: f.read(CHUNK), b""), path.stat().st_size, dest_dir, label, progress)
 
@@ -172,8 +170,8 @@ def fetch(source: Mapping, cache_dir: str | os.PathLike, *, proxy: str | None = 
     + cache_dir: controller cache (``~`` expanded); files live in ``<sha256>/<name>``
     + proxy: HTTP(S) proxy URL for the download
     + offline: refuse http(s) URLs that are not under ``mirror_urls``
-    + progress: a progress bar on stderr for large files when stderr is a TTY, else one
-      line per file; False prints nothing
+    + progress: one line per file on stderr, plus a progress bar for large files when
+      stderr is a TTY; False prints nothing
     + session / backoff_factor: a caller's Session (then ``proxy`` is not applied) and the
       retry backoff of the default one
 
@@ -185,7 +183,7 @@ def fetch(source: Mapping, cache_dir: str | os.PathLike, *, proxy: str | None = 
     target = cache_path(source, cache_dir)
     shown = mask_url(location) if "://" in location else location
     if _cached_ok(target, sha):
-        _say(f"cached {target.name} (sha256 ok)", progress)
+        _say(f"{target.name}: cached, sha256 ok", progress)
         return target
     if target.exists():
         _say(f"cached {target} does not match its sha256, fetching it again", progress)
@@ -214,7 +212,8 @@ def fetch(source: Mapping, cache_dir: str | os.PathLike, *, proxy: str | None = 
     os.chmod(target, 0o644)
     st = target.stat()
     _verified[(str(target), st.st_size, st.st_mtime_ns)] = sha
-    _say(f"{target.name}: sha256 ok", progress)
+    how = "copied from" if local else "downloaded from"
+    _say(f"{target.name}: {how} {shown} ({st.st_size / CHUNK:.1f} MiB), sha256 ok", progress)
     return target
 
 

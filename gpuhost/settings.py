@@ -78,6 +78,16 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
+def _masked(value: Any) -> Any:
+    if isinstance(value, str):
+        return mask_url(value) if "://" in value else value
+    if isinstance(value, Mapping):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_masked(v) for v in value)
+    return value
+
+
 def _not_string(value: Any, example: str, key: str) -> str:
     kind = ("a boolean" if isinstance(value, bool) else
             "a number" if isinstance(value, (int, float)) else type(value).__name__)
@@ -357,6 +367,8 @@ BY_NAME = {s.name: s for s in SETTINGS}
 Settings = dataclasses.make_dataclass(
     "Settings", [(s.name, Any) for s in SETTINGS], frozen=True,
     namespace={"as_dict": lambda self: dataclasses.asdict(self),
+               "__repr__": lambda self: "Settings(" + ", ".join(  # URL credentials masked
+                   f"{f.name}={_masked(getattr(self, f.name))!r}" for f in dataclasses.fields(self)) + ")",
                "__doc__": "Validated gpuhost settings (defaults applied), one attribute per key."})
 Settings.__module__ = __name__
 

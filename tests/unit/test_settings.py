@@ -208,6 +208,10 @@ def test_messages_never_show_credentials():
     assert problems and not re.search(r"alice|s3cret|bob|hunter2|t0k", text)
     assert S.mask_url("https://u:p@host:8443/a/b.deb?sig=x#f") == "https://***@host:8443/a/b.deb?***"
     assert S.mask_url("http://host/a") == "http://host/a"
+    resolved = S.resolve(minimal(http_proxy="http://alice:s3cret@proxy:3128", nvidia_local_repo={
+        "debian12": {"url": "https://bob:hunter2@h/x.deb", "sha256": SHA}}))
+    assert not re.search(r"alice|s3cret|bob|hunter2", repr(resolved))
+    assert resolved.http_proxy == "http://alice:s3cret@proxy:3128"  # the value itself is intact
 
 
 def test_settings_error_lists_every_problem():
