@@ -21,9 +21,10 @@ from roles import (
 )
 
 common.check_inventory()
-kernel_headers.install()
-nvidia_driver.install()
-docker_engine.install()
-container_toolkit.install()
-daemon_json.configure()
-verify.run()
+if common.host_ready():
+    kernel_headers.install()
+    nvidia_driver.install()
+    docker_engine.install()
+    container_toolkit.install()
+    daemon_json.configure()
+    verify.run()

@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from pyinfra import host, logger
+from pyinfra.api import QuoteString, StringCommand
 from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.state import StateStage
 from pyinfra.context import inventory
+from pyinfra.operations import server
 
 from facts.host import GpuHostState
 from gpuhost import artifacts, packages, policy, settings
@@ -45,7 +48,7 @@ def check_inventory() -> None:
     problems = []
     for other in inventory:
         for problem in settings.validate(other.data.dict(), host_name=other.name):
-            problems.append(f"{other.name}: {problem}")
+            problems.append(problem if problem.startswith(other.name) else f"{other.name}: {problem}")
     _checked_inventory = True
     if problems:
         raise GpuhostError(
@@ -63,6 +66,34 @@ def host_settings() -> dict[str, Any]:
         except settings.SettingsError as error:  # already reported by check_inventory
             raise GpuhostError(f"{host.name}: {error}") from error
     return _settings_cache[host.name]
+
+
+def executing() -> bool:
+    """True while pyinfra executes operations (False while it prepares the plan)."""
+    return host.state.current_stage == StateStage.Execute
+
+
+def fail_command(message: str) -> StringCommand:
+    """A command that fails this host (only this host) with gpuhost's message on stderr.
+
+    An exception raised by an operation would stop the whole run; a failing command is how
+    pyinfra fails one host and lets the others go on.
+    """
+    return StringCommand("echo", QuoteString(f"gpuhost: {message}"), ">&2; exit 1")
+
+
+def host_ready() -> bool:
+    """Checks that concern this host only (OS, GPU flavour): on a problem, add one operation
+    that fails this host with the reason and return False so no other operation is added."""
+    config = host_settings()
+    state = host_state()
+    try:
+        distro_tag(state)
+        choose_flavor(config, state)
+    except GpuhostError as error:
+        server.shell(name="gpuhost cannot provision this host", commands=[fail_command(str(error))])
+        return False
+    return True
 
 
 def host_state() -> dict[str, Any]:

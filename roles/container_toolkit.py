@@ -7,7 +7,7 @@ from io import StringIO
 from pyinfra.api import deploy
 from pyinfra.operations import apt, dnf, files
 
-from gpuhost import packages, settings
+from gpuhost import packages
 from roles.common import distro_tag, fetch_key, host_settings, host_state, is_armored
 from roles.repos import apt_repository, local_packages, rpm_repository
 
@@ -25,8 +25,8 @@ def install() -> None:
     kind = "apt" if family == "debian" else "rpm"
 
     if source in ("nvidia", "mirror"):
-        url = config.get("container_toolkit_repo_url") or settings.TOOLKIT_REPO_URL[kind]
-        key_location = config.get("container_toolkit_gpgkey") or settings.TOOLKIT_GPGKEY[kind]
+        url = config["container_toolkit_repo_url"][kind]
+        key_location = config["container_toolkit_gpgkey"][kind]
         key = fetch_key(key_location, config)
         if family == "debian":
             keyring = "/usr/share/keyrings/nvidia-container-toolkit-keyring." + (

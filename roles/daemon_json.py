@@ -16,15 +16,14 @@ from io import StringIO
 from typing import Any
 
 from pyinfra import host, logger, state
-from pyinfra.api import FactBase, FileUploadCommand, OperationError, StringCommand, deploy, operation
-from pyinfra.api import QuoteString
+from pyinfra.api import FactBase, FileUploadCommand, QuoteString, StringCommand, deploy, operation
 from pyinfra.operations import server
 from pyinfra.operations.util.files import generate_color_diff
 from typing_extensions import override
 
 from facts import parsers
 from gpuhost import daemon_json as merge_rules
-from roles.common import host_settings
+from roles.common import fail_command, host_settings
 
 PATH = "/etc/docker/daemon.json"
 
@@ -81,10 +80,11 @@ def daemon_json(
     try:
         existing = parsers.parse_daemon_json(text or "")
     except ValueError as error:
-        raise OperationError(
+        yield fail_command(
             f"{path} is not valid JSON ({error}); gpuhost left it untouched. Fix the file "
             "(or move it away) and run again."
-        ) from error
+        )
+        return
     merged = merge_rules.merge(existing, default_runtime=default_runtime, extra=extra)
     if merged == existing and text is not None:
         host.noop(f"{path} already has the nvidia runtime and the wanted settings")

@@ -6,18 +6,17 @@ from __future__ import annotations
 from pyinfra.api import deploy
 from pyinfra.operations import apt, dnf, server
 
-from gpuhost import packages, settings
+from gpuhost import packages
 from roles.common import GpuhostError, distro_tag, fetch_key, host_settings, host_state
 from roles.repos import apt_repository, local_packages, rpm_repository
 
 
 def _docker_repo(config: dict, state: dict, family: str) -> tuple[str, str]:
-    os_key = "rhel" if family == "rhel" else state["os"]["id"]
-    if os_key not in settings.DOCKER_REPO_URL:
+    """(repository URL, key location): Docker's per-OS defaults unless the inventory says."""
+    os_key = state["os"]["id"] if family == "debian" else "rhel"
+    if os_key not in ("debian", "ubuntu", "rhel"):
         os_key = "debian"
-    url = config.get("docker_repo_url") or settings.DOCKER_REPO_URL[os_key]
-    key = config.get("docker_repo_gpgkey") or settings.DOCKER_REPO_GPGKEY[os_key]
-    return url, key
+    return config["docker_repo_url"][os_key], config["docker_repo_gpgkey"][os_key]
 
 
 @deploy("Docker Engine")

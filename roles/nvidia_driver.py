@@ -35,7 +35,7 @@ class LocalRepoKeyTrusted(FactBase):
     @override
     def command(self, repo_dir: str) -> StringCommand:
         return StringCommand(
-            "for key in", QuoteString(repo_dir) + "/nvidia-driver-*-keyring.gpg",
+            "for key in", StringCommand(QuoteString(repo_dir), "/nvidia-driver-*-keyring.gpg", _separator=""),
             '; do test -e "$key" || continue; cmp -s "$key" "/usr/share/keyrings/${key##*/}"'
             ' && echo trusted || echo missing; done; true',
         )
@@ -78,7 +78,7 @@ def local_repo(remote_file: str, distro_tag: str, version: str):
         if not installed:
             yield StringCommand("dpkg -i", QuoteString(remote_file))
         yield StringCommand(
-            "found=0; for key in", QuoteString(repo_dir) + "/nvidia-driver-*-keyring.gpg",
+            "found=0; for key in", StringCommand(QuoteString(repo_dir), "/nvidia-driver-*-keyring.gpg", _separator=""),
             '; do test -e "$key" || continue; install -m 644 "$key" /usr/share/keyrings/'
             ' || exit 1; found=1; done; test $found = 1 || { echo', QuoteString(
                 f"gpuhost: {repo_dir} has no nvidia-driver-*-keyring.gpg; the local repo "

@@ -1,0 +1,140 @@
+"""Bare hosts of each supported OS, as gpuhost's fact script would see them (hand-written)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+from pathlib import Path
+
+from gpuhost import packages
+
+DRIVER = "570.172.08"
+TOOLKIT = "1.17.8"
+A100_LSPCI = (
+    '0000:07:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" '
+    '"GA100 [A100 SXM4 40GB] [20b0]" -ra1 "NVIDIA Corporation [10de]" "Device [134f]"'
+)
+
+_OL = (
+    'NAME="Oracle Linux Server"\nVERSION="{v}"\nID="ol"\nID_LIKE="fedora"\n'
+    'VERSION_ID="{v}"\nPRETTY_NAME="Oracle Linux Server {v}"\n'
+)
+SCENARIOS = {
+    "ol8-uek": {"os": _OL.format(v="8.10"), "kernel": "5.15.0-307.178.5.el8uek.x86_64",
+                "tag": "rhel8"},
+    "ol8-rhck": {"os": _OL.format(v="8.10"), "kernel": "4.18.0-553.el8_10.x86_64", "tag": "rhel8"},
+    "ol9-uek8": {"os": _OL.format(v="9.5"), "kernel": "6.12.0-100.28.2.2.el9uek.x86_64",
+                 "tag": "rhel9"},
+    "ol9-rhck": {"os": _OL.format(v="9.5"), "kernel": "5.14.0-503.11.1.el9_5.x86_64",
+                 "tag": "rhel9"},
+    "ubuntu2204": {"os": 'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="22.04"\n'
+                         'PRETTY_NAME="Ubuntu 22.04.5 LTS"\nVERSION_CODENAME=jammy\n',
+                   "kernel": "5.15.0-130-generic", "tag": "ubuntu2204"},
+    "ubuntu2404": {"os": 'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\n'
+                         'PRETTY_NAME="Ubuntu 24.04.1 LTS"\nVERSION_CODENAME=noble\n',
+                   "kernel": "6.8.0-51-generic", "tag": "ubuntu2404"},
+    "debian12": {"os": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n'
+                       'VERSION_ID="12"\nVERSION_CODENAME=bookworm\n',
+                 "kernel": "6.1.0-56-amd64", "tag": "debian12"},
+}
+
+ARTIFACTS = Path(tempfile.gettempdir()) / "gpuhost-plan-artifacts"
+
+
+def _section(name: str, rc: int, out: str = "") -> str:
+    return f"@@gpuhost@@ {name} rc={rc}\n{out.rstrip(chr(10))}\n"
+
+
+def bare_output(name: str) -> str:
+    s = SCENARIOS[name]
+    rpm = packages.family(s["tag"]) == "rhel"
+    return "".join([
+        _section("os_release", 0, s["os"]),
+        _section("kernel", 0, f"{s['kernel']}\nx86_64"),
+        _section("proc_version", 3),
+        _section("smi_xml", 127), _section("smi_list", 127),
+        _section("mig_lgi", 127), _section("mig_lci", 127),
+        _section("lspci", 0, A100_LSPCI),
+        _section("dpkg", 127 if rpm else 0, ""),
+        _section("rpm", 0 if rpm else 127, "kernel-headers\t(none):5.14.0-1.el9\n" if rpm else ""),
+        _section("headers_build", 3), _section("nouveau", 0), _section("dkms", 127),
+        _section("secure_boot", 127), _section("daemon_json", 3),
+        _section("docker_version", 127), _section("docker_info", 127),
+        _section("nvidia_ctk", 127), _section("nvidia_container_cli", 127),
+    ])
+
+
+def converged_output(name: str) -> str:
+    """The same host after gpu_host converged it (driver loaded, toolkit, runtime)."""
+    s = SCENARIOS[name]
+    rpm = packages.family(s["tag"]) == "rhel"
+    toolkit = "".join(f"{p}\t{TOOLKIT}-1\tii \n" for p in packages.TOOLKIT_PACKAGES)
+    if rpm:
+        pkgs = (f"nvidia-open\t3:{DRIVER}-1.el9\n" +
+                "".join(f"{p}\t(none):{TOOLKIT}-1\n" for p in packages.TOOLKIT_PACKAGES))
+    else:
+        pkgs = f"nvidia-open-570\t{DRIVER}-1\tii \n" + toolkit
+    xml = (
+        '<?xml version="1.0" ?>\n<nvidia_smi_log><driver_version>' + DRIVER +
+        "</driver_version><cuda_version>12.8</cuda_version><attached_gpus>1</attached_gpus>"
+        '<gpu id="00000000:07:00.0"><product_name>NVIDIA A100-SXM4-40GB</product_name>'
+        "<uuid>GPU-00000000-1111-2222-3333-444444444444</uuid>"
+        "<pci><pci_bus_id>00000000:07:00.0</pci_bus_id></pci>"
+        "<fb_memory_usage><total>40960 MiB</total></fb_memory_usage>"
+        "<persistence_mode>Enabled</persistence_mode><mig_mode><current_mig>Disabled"
+        "</current_mig><pending_mig>Disabled</pending_mig></mig_mode></gpu></nvidia_smi_log>"
+    )
+    return "".join([
+        _section("os_release", 0, s["os"]),
+        _section("kernel", 0, f"{s['kernel']}\nx86_64"),
+        _section("proc_version", 0, "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "
+                 f"{DRIVER}  Release Build  (dvs-builder@U16)  Tue Jul  8 18:44:13 UTC 2025"),
+        _section("smi_xml", 0, xml),
+        _section("dpkg", 127 if rpm else 0, "" if rpm else pkgs),
+        _section("rpm", 0 if rpm else 127, pkgs if rpm else ""),
+        _section("daemon_json", 0, '{"runtimes": {"nvidia": {"args": [], "path": '
+                                   '"nvidia-container-runtime"}}}'),
+        _section("docker_version", 0, "Docker version 27.5.1, build 9f9e405"),
+        _section("docker_info", 0, '{"nvidia":{},"runc":{}}\trunc\t27.5.1'),
+        _section("nvidia_ctk", 0, f"NVIDIA Container Toolkit CLI version {TOOLKIT}"),
+    ])
+
+
+def _artifact(tag: str) -> dict:
+    """A stand-in local repo package file on the 'controller' with NVIDIA's name."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / packages.local_repo_filename(tag, DRIVER)
+    content = f"stand-in for {path.name}\n".encode()
+    if not path.exists() or path.read_bytes() != content:
+        path.write_bytes(content)
+    return {"path": str(path), "sha256": hashlib.sha256(content).hexdigest()}
+
+
+def _key(name: str) -> str:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.asc"
+    path.write_text(f"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n{name}\n-----END PGP PUBLIC KEY BLOCK-----\n")
+    return f"file://{path}"
+
+
+def host_data(name: str, extra: dict) -> dict:
+    s = SCENARIOS[name]
+    data = {
+        "plan_scenario": name,
+        "fake_delay": 0,
+        "fake_delay_jitter": 0,
+        "fake_responses": {
+            "_gh()": bare_output(name),
+            re.compile(r"^command -v systemctl"): "/usr/bin/systemctl",
+        },
+        "nvidia_driver_version": DRIVER,
+        "nvidia_local_repo": {s["tag"]: _artifact(s["tag"])},
+        "nvidia_artifact_cache": str(ARTIFACTS / "cache"),
+        "docker_source": "docker",
+        "docker_repo_gpgkey": _key("docker"),
+        "container_toolkit_version": TOOLKIT,
+        "container_toolkit_gpgkey": _key("nvidia-container-toolkit"),
+    }
+    data.update(extra)
+    return data

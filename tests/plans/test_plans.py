@@ -1,0 +1,99 @@
+"""Exact command plans of deploys/gpu_host.py for every supported OS (pyinfra's @fake connector).
+
+Each scenario is a bare host (tests/plans/scenarios.py). The plan is compared line by line
+with tests/plans/golden/<scenario>.plan; after an intended change, regenerate with
+``GPUHOST_UPDATE_PLANS=1 .venv/bin/python -m pytest tests/plans`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+GOLDEN = HERE / "golden"
+SCENARIOS = ["ol8-uek", "ol8-rhck", "ol9-uek8", "ol9-rhck", "ubuntu2204", "ubuntu2404", "debian12"]
+
+
+def run_plan(scenario: str, extra: dict | None = None, deploy: str = "deploys/gpu_host.py"):
+    env = dict(os.environ, GPUHOST_PLAN_DATA=json.dumps(extra or {}), PYINFRA_PROGRESS="off")
+    return subprocess.run(
+        [sys.executable, str(HERE / "harness.py"), scenario, deploy],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_plan_matches_golden(scenario):
+    result = run_plan(scenario)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    golden = GOLDEN / f"{scenario}.plan"
+    if os.environ.get("GPUHOST_UPDATE_PLANS"):
+        GOLDEN.mkdir(exist_ok=True)
+        golden.write_text(result.stdout)
+    assert lines == golden.read_text().splitlines()
+    assert not any(line.startswith("FAILED") for line in lines)
+
+
+def test_plans_differ_where_the_distributions_differ():
+    plans = {s: (GOLDEN / f"{s}.plan").read_text() for s in SCENARIOS}
+    assert "kernel-uek-devel-5.15.0-307.178.5.el8uek.x86_64" in plans["ol8-uek"]
+    assert "gcc-toolset-14" in plans["ol9-uek8"] and "gcc-toolset-14" not in plans["ol8-uek"]
+    assert "kernel-devel-4.18.0-553.el8_10.x86_64" in plans["ol8-rhck"]
+    assert "kernel-devel-matched-5.14.0-503.11.1.el9_5.x86_64" in plans["ol9-rhck"]
+    for scenario in ("ol8-uek", "ol8-rhck", "ol9-uek8", "ol9-rhck"):
+        assert "dnf -y module enable nvidia-driver:570-open" in plans[scenario]
+        assert "/etc/yum.repos.d/docker-ce.repo" in plans[scenario]
+    for scenario, tag in (("ubuntu2204", "ubuntu2204"), ("ubuntu2404", "ubuntu2404"),
+                          ("debian12", "debian12")):
+        assert f"dpkg -i /var/cache/gpuhost/nvidia-driver-local-repo-{tag}-570.172.08_1.0-1_amd64.deb" in plans[scenario]
+        assert "install --no-install-recommends nvidia-open-570" in plans[scenario]
+        assert "/etc/apt/preferences.d/gpuhost-nvidia-driver" in plans[scenario]
+    assert "linux-headers-5.15.0-130-generic" in plans["ubuntu2204"]
+
+
+def test_wrong_sha256_stops_the_run_before_anything_is_sent():
+    extra = {"nvidia_local_repo": {"debian12": {
+        "path": "/tmp/gpuhost-plan-artifacts/nvidia-driver-local-repo-debian12-570.172.08_1.0-1_amd64.deb",
+        "sha256": "0" * 64}}}
+    result = run_plan("debian12", extra)
+    assert result.returncode != 0
+    assert "sha256" in result.stderr
+    assert result.stdout.strip() == ""  # not one command, not one upload
+
+
+def test_invalid_settings_stop_the_run_before_any_host_is_touched():
+    extra = {"nvidia_driver_version": "570.124.06; rm -rf /", "reboot_policy": "sometimes"}
+    result = run_plan("debian12", extra)
+    assert result.returncode != 0
+    assert "nvidia_driver_version" in result.stderr and "reboot_policy" in result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_proprietary_request_on_a_gpu_that_needs_open_fails_only_that_host():
+    extra = {"nvidia_driver_flavor": "proprietary", "nvidia_driver_version": "620.10.01"}
+    result = run_plan("debian12", extra)
+    lines = result.stdout.splitlines()
+    # the plan for that host is one command that fails it with the reason (the fake
+    # connector does not run it, so the host is not marked failed here); nothing else
+    assert len(lines) == 1, result.stdout
+    assert lines[0].startswith("echo 'gpuhost: ") and lines[0].endswith(">&2; exit 1")
+    assert "nvidia_driver_flavor" in lines[0]
+
+
+def test_values_with_shell_metacharacters_reach_the_host_quoted():
+    hostile = "$(touch /tmp/pwned); `id` 'quote' \"dq\" \n next"
+    extra = {"docker_daemon_settings": {"labels": [hostile]},
+             "verify_image": "gpuhost/verify:plan"}
+    result = run_plan("debian12", extra)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # the hostile value goes into daemon.json as data (an upload), never into a command
+    assert "pwned" not in result.stdout
+    assert any("docker image inspect" not in line for line in result.stdout.splitlines())
