@@ -27,7 +27,8 @@ class KernelHeaders(SectionFact):
          "nouveau": {"loaded": bool, "blacklisted": bool},
          "dkms": [{"module": "nvidia", "version": ..., "kernel": ..., "status": "installed"}],
          "dkms_installed": bool,
-         "secure_boot": "enabled" | "disabled" | None}   # None: no mokutil
+         "secure_boot": "enabled" | "disabled" | None,  # None: no mokutil
+         "problem": None | "why gpuhost cannot name the headers package"}
     """
 
     sections = ("os_release", "kernel", "dpkg", "rpm", "headers_build", "nouveau", "dkms",

@@ -119,13 +119,19 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
     """See ``facts.kernel.KernelHeaders``."""
     os_info = os_state(sections)
     release = os_info["kernel_release"]
-    flavour = distro.kernel_flavour(release) if release else None
     specs = installed_specs(sections)
     wanted: list[str] = []
     toolset = None
-    if os_info["distro_tag"] and release:
-        wanted = distro.headers_packages(os_info["distro_tag"], release, flavour)
-        toolset = distro.needs_gcc_toolset(os_info["distro_tag"], release)
+    flavour = None
+    problem = None
+    try:
+        if release:
+            flavour = distro.kernel_flavour(release, os_info["family"])
+        if os_info["distro_tag"] and release:
+            wanted = distro.headers_packages(os_info["distro_tag"], release, flavour)
+            toolset = distro.needs_gcc_toolset(os_info["distro_tag"], release)
+    except ValueError as error:  # e.g. a non-EL kernel on an EL host: a state, not a crash
+        problem = str(error)
     build_rc, build_out = _section(sections, "headers_build")
     nouveau_out = _ok(sections, "nouveau") or ""
     dkms_out = _ok(sections, "dkms")
@@ -153,6 +159,7 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
         "dkms": parsers.parse_dkms_status(dkms_out) if dkms_out else [],
         "dkms_installed": _section(sections, "dkms")[0] not in (None, NOT_INSTALLED),
         "secure_boot": secure_boot,
+        "problem": problem,
     }
 
 

@@ -89,6 +89,8 @@ def host_ready() -> bool:
     state = host_state()
     try:
         distro_tag(state)
+        if state["kernel"]["problem"]:
+            raise GpuhostError(f"{host.name}: {state['kernel']['problem']}")
         choose_flavor(config, state)
     except GpuhostError as error:
         server.shell(name="gpuhost cannot provision this host", commands=[fail_command(str(error))])
@@ -151,6 +153,7 @@ def local_repo_artifact(config: dict[str, Any], tag: str) -> Path:
                 cache,
                 proxy=config.get("http_proxy"),
                 offline=bool(config.get("offline")),
+                mirror_urls=tuple(config.get("offline_mirror_urls") or ()),
                 progress=True,
             )
         except artifacts.ArtifactError as error:
