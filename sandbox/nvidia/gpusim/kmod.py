@@ -1,0 +1,146 @@
+"""`modprobe`, `rmmod` and `lsmod` for the simulated kernel: only the nvidia modules exist.
+
+modprobe nvidia loads the module DKMS built for the running kernel (its version and
+flavour become the loaded driver); nvidia_uvm / nvidia_modeset / nvidia_drm depend on
+nvidia (nvidia_drm on nvidia_modeset) and are taken to be built alongside it. Unloading
+is refused while a process or persistence mode holds a GPU, with kmod's own messages.
+"""
+
+import sys
+
+from . import host
+
+DEPENDS = {"nvidia": (), "nvidia_uvm": ("nvidia",), "nvidia_modeset": ("nvidia",),
+           "nvidia_drm": ("nvidia_modeset", "nvidia")}
+SIZES = {"nvidia": 60887040, "nvidia_uvm": 1990656, "nvidia_modeset": 1626112,
+         "nvidia_drm": 110592}
+
+
+def _canon(name):
+    return name.replace("-", "_")
+
+
+def _users(state, name):
+    return [m for m in state["modules"] if name in DEPENDS.get(m, ())]
+
+
+def _not_simulated(tool, name):
+    level = "FATAL" if tool == "modprobe" else "ERROR"
+    return host.SimError(f"{tool}: {level}: Module {name} cannot be handled here: this is the "
+                         "gpusim simulated kernel, which only has nvidia, nvidia_uvm, "
+                         "nvidia_modeset and nvidia_drm.", 1)
+
+
+def _in_use(state, name):
+    """Why `name` cannot be unloaded: None, or a reason for the message."""
+    users = _users(state, name)
+    if users:
+        return "by: " + " ".join(users)
+    if name in ("nvidia", "nvidia_uvm") and state["processes"]:
+        return ""
+    if name == "nvidia" and any(host.persistence_on(state, i) for i in range(len(state["gpus"]))):
+        return ""
+    return None
+
+
+def load(s, name):
+    """Load `name` and what it depends on; returns an error line or None."""
+    state = s.state
+    for dep in reversed(DEPENDS[name]):
+        if dep not in state["modules"]:
+            err = load(s, dep)
+            if err:
+                return err
+    if name in state["modules"]:
+        return None
+    if name == "nvidia":
+        return host.load_driver(state, s.machine)
+    if not state.get("driver"):
+        return f"modprobe: ERROR: could not insert '{name}': Unknown symbol in module"
+    state["modules"].append(name)
+    return None
+
+
+def unload(s, name, tool):
+    state = s.state
+    if name not in state["modules"]:
+        if tool == "rmmod":
+            return f"rmmod: ERROR: Module {name} is not currently loaded"
+        return None
+    reason = _in_use(state, name)
+    if reason is not None:
+        if tool == "rmmod":
+            return f"rmmod: ERROR: Module {name} is in use" + (f" {reason}" if reason else "")
+        return f"modprobe: FATAL: Module {name} is in use."
+    if name == "nvidia":
+        host.unload_driver(state, s.machine)
+    else:
+        state["modules"].remove(name)
+    return None
+
+
+def modprobe(argv):
+    remove, quiet, names = False, False, []
+    for arg in argv:
+        if arg in ("-r", "--remove"):
+            remove = True
+        elif arg in ("-q", "--quiet"):
+            quiet = True
+        elif arg in ("-v", "--verbose", "-b", "--use-blacklist", "-s", "--syslog"):
+            continue
+        elif arg.startswith("-"):
+            raise host.SimError(f"modprobe: ERROR: gpusim's modprobe does not support {arg}", 1)
+        else:
+            names.append(_canon(arg))
+    if not names:
+        raise host.SimError("modprobe: ERROR: missing module name.", 1)
+    if not remove:
+        names = names[:1]  # modprobe NAME [PARAM=VALUE...]: parameters are ignored
+    with host.Session() as s:
+        for name in names:
+            if name not in DEPENDS:
+                if quiet and remove:
+                    continue
+                raise _not_simulated("modprobe", name)
+            err = unload(s, name, "modprobe") if remove else load(s, name)
+            if err:
+                if quiet and not remove and "not found" in err:
+                    raise host.SimError("", 1)
+                raise host.SimError(err, 1)
+    return 0
+
+
+def rmmod(argv):
+    names = [_canon(a) for a in argv if not a.startswith("-")]
+    if not names:
+        raise host.SimError("rmmod: ERROR: missing module name.", 1)
+    with host.Session() as s:
+        for name in names:
+            if name not in DEPENDS:
+                raise _not_simulated("rmmod", name)
+            err = unload(s, name, "rmmod")
+            if err:
+                raise host.SimError(err, 1)
+    return 0
+
+
+def lsmod(_argv):
+    with host.Session(write=False) as s:
+        lines = ["Module                  Size  Used by"]
+        for name in reversed(s.state["modules"]):
+            users = _users(s.state, name)
+            count = len(users) + (len(s.state["processes"]) if name == "nvidia_uvm" else 0)
+            lines.append(f"{name:<19} {SIZES[name]:>8}  {count}" +
+                         (" " + ",".join(users) if users else ""))
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def main(tool, argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return {"modprobe": modprobe, "rmmod": rmmod, "lsmod": lsmod}[tool](argv)
+    except host.SimError as err:
+        if err.message:
+            sys.stderr.write(err.message.rstrip("\n") + "\n")
+        return err.rc

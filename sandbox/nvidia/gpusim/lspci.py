@@ -1,0 +1,117 @@
+"""`lspci` for the simulated machine: its NVIDIA GPUs (and NVSwitches) with real PCI ids.
+
+Supported: plain, -n, -nn, -mm / -m (machine readable), -D (domain), -k (kernel driver),
+-v (same as -k here), -d VENDOR[:DEVICE] and -s [[DOMAIN:]BUS:]SLOT[.FUNC] filters.
+A host bridge and a network controller are listed too, so filters have work to do.
+"""
+
+import sys
+
+from . import host, models
+
+CLASSES = {"0302": "3D controller", "0600": "Host bridge", "0680": "Bridge",
+           "0200": "Ethernet controller"}
+NVIDIA = ("10de", "NVIDIA Corporation")
+OTHERS = [("00:00.0", "0600", ("8086", "Intel Corporation"), "1237",
+           "440FX - 82441FX PMC [Natoma]", "02", None, None),
+          ("00:03.0", "0200", ("1af4", "Red Hat, Inc."), "1000", "Virtio network device",
+           None, ("1af4", "0001"), "virtio-pci")]
+
+
+def devices(machine, state):
+    info = models.model(machine["gpu_model"])
+    driver = "nvidia" if state.get("driver") else None
+    out = list(OTHERS[:1])
+    for i in range(machine["gpu_count"]):
+        out.append((host.lspci_slot(machine, i), info["class"], NVIDIA, info["pci_device"],
+                    info["pci_name"], "a1", ("10de", info["pci_subsys"]), driver))
+    if machine.get("nvswitch") and info.get("nvswitch"):
+        dev, name, count = info["nvswitch"]
+        for n in range(count):
+            out.append((f"{0xc4 + n:02x}:00.0", "0680", NVIDIA, dev, name, "a1",
+                        ("10de", "1622"), None))
+    out.append(OTHERS[1])
+    return out
+
+
+def _matches(dev, vendor, device, slot):
+    if vendor and dev[2][0] != vendor:
+        return False
+    if device and dev[3] != device:
+        return False
+    if slot:
+        want = slot.lower().split(":")
+        have = ("0000:" + dev[0]).split(":")
+        return have[-len(want):] == want or (slot.lower() in dev[0] and "." not in slot)
+    return True
+
+
+def render(devs, opts):
+    nn, n, mm, dom, kern = (opts.get(k) for k in ("nn", "n", "mm", "D", "k"))
+    lines = []
+    for slot, cls, (vid, vname), did, dname, rev, subsys, driver in devs:
+        where = ("0000:" if dom else "") + slot
+        cname = CLASSES[cls]
+        rev_txt = f" (rev {rev})" if rev else ""
+        if mm:
+            q = (lambda text, code: f'"{text} [{code}]"' if nn else f'"{text}"')  # noqa: E731
+            line = f"{where} {q(cname, cls)} {q(vname, vid)} {q(dname, did)}"
+            line += f" -r{rev}" if rev else ""
+            if subsys:
+                sub_name = NVIDIA[1] if subsys[0] == "10de" else vname
+                line += (f" {q(sub_name, subsys[0])} " +
+                         (f'"Device [{subsys[1]}]"' if nn else f'"Device {subsys[1]}"'))
+            else:
+                line += ' "" ""'
+        elif n and not nn:
+            line = f"{where} {cls}: {vid}:{did}{rev_txt}"
+        elif nn:
+            line = f"{where} {cname} [{cls}]: {vname} {dname} [{vid}:{did}]{rev_txt}"
+        else:
+            line = f"{where} {cname}: {vname} {dname}{rev_txt}"
+        lines.append(line)
+        if kern and not mm:
+            if subsys:
+                lines.append(f"\tSubsystem: {vname} Device {subsys[1]}")
+            if driver:
+                lines.append(f"\tKernel driver in use: {driver}")
+            if vid == "10de" and cls == "0302":
+                lines.append("\tKernel modules: nvidia")
+    return "".join(line + "\n" for line in lines)
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    opts, vendor, device, slot = {}, None, None, None
+    while argv:
+        arg = argv.pop(0)
+        if arg in ("-d", "-s") and argv:
+            value = argv.pop(0)
+            if arg == "-d":
+                vendor, _, device = value.lower().partition(":")
+                vendor, device = vendor or None, device or None
+            else:
+                slot = value
+        elif arg in ("-mm", "-m"):
+            opts["mm"] = True
+        elif arg in ("-nn", "-n", "-D", "-k"):
+            opts[arg.lstrip("-")] = True
+        elif arg in ("-v", "-vv", "-vvv"):
+            opts["k"] = True
+        elif arg.startswith("-") and len(arg) > 2 and set(arg[1:]) <= set("mnDkv"):
+            opts["mm"] = opts.get("mm") or arg.count("m") >= 1
+            opts["nn"] = arg.count("n") >= 2
+            opts["n"] = arg.count("n") == 1
+            opts["D"] = "D" in arg
+            opts["k"] = "k" in arg or "v" in arg
+        else:
+            sys.stderr.write(f"lspci: gpusim's lspci does not support {arg}\n")
+            return 2
+    try:
+        with host.Session(write=False) as s:
+            devs = [d for d in devices(s.machine, s.state) if _matches(d, vendor, device, slot)]
+    except host.SimError as err:
+        sys.stderr.write(err.message.rstrip("\n") + "\n")
+        return err.rc
+    sys.stdout.write(render(devs, opts))
+    return 0

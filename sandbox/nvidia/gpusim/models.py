@@ -1,0 +1,178 @@
+"""Hardware and driver facts the simulator needs: GPU models, MIG profiles, driver eras.
+
+Figures come from ../shared/docs/nvidia-facts.md, the real outputs in ../shared/corpus/
+(nvidia-smi -q/-x/table/lgip of the same GPUs) and the PCI ID database. Where a figure
+was not available it is marked "approx" and only feeds cosmetic columns.
+"""
+
+# One MIG GPU-instance profile: (id, name, memory slices (placement size), compute slices,
+# allowed placement starts, GiB as -lgip prints it, MiB of a MIG device, SM, DEC, ENC, CE,
+# JPEG, OFA, max count).
+_A100_40GB_PROFILES = [
+    (19, "1g.5gb", 1, 1, (0, 1, 2, 3, 4, 5, 6), "4.75", 4864, 14, 0, 0, 1, 0, 0, 7),
+    (20, "1g.5gb+me", 1, 1, (0, 1, 2, 3, 4, 5, 6), "4.75", 4864, 14, 1, 0, 1, 1, 1, 1),
+    (15, "1g.10gb", 2, 1, (0, 2, 4, 6), "9.75", 9984, 14, 1, 0, 1, 0, 0, 4),
+    (14, "2g.10gb", 2, 2, (0, 2, 4), "9.75", 9984, 28, 1, 0, 2, 0, 0, 3),
+    (9, "3g.20gb", 4, 3, (0, 4), "19.62", 20096, 42, 2, 0, 3, 0, 0, 2),
+    (5, "4g.20gb", 4, 4, (0,), "19.62", 20096, 56, 2, 0, 4, 0, 0, 1),
+    (0, "7g.40gb", 8, 7, (0,), "39.38", 40320, 98, 5, 0, 7, 1, 1, 1),
+]
+# H100 SXM5 80GB: memory figures from a 570.169 H100 capture, SM/engine counts from the
+# 590.48.01 H100 80GB HBM3 MIG table in the corpus (1g=16, 2g=32, 3g=60 SMs).
+_H100_80GB_PROFILES = [
+    (19, "1g.10gb", 1, 1, (0, 1, 2, 3, 4, 5, 6), "9.75", 9984, 16, 1, 0, 1, 1, 0, 7),
+    (20, "1g.10gb+me", 1, 1, (0, 1, 2, 3, 4, 5, 6), "9.75", 9984, 16, 1, 0, 1, 1, 1, 1),
+    (15, "1g.20gb", 2, 1, (0, 2, 4, 6), "19.62", 20096, 16, 1, 0, 1, 1, 0, 4),
+    (14, "2g.20gb", 2, 2, (0, 2, 4), "19.62", 20096, 32, 2, 0, 2, 2, 0, 3),
+    (9, "3g.40gb", 4, 3, (0, 4), "39.50", 40448, 60, 3, 0, 3, 3, 0, 2),
+    (5, "4g.40gb", 4, 4, (0,), "39.50", 40448, 64, 4, 0, 4, 4, 0, 1),
+    (0, "7g.80gb", 8, 7, (0,), "79.25", 81152, 132, 7, 0, 8, 7, 1, 1),
+]
+
+PROFILE_KEYS = ("id", "name", "mem_slices", "compute", "placements", "gib", "mib", "sm",
+                "dec", "enc", "ce", "jpeg", "ofa", "max")
+
+
+def _profiles(rows):
+    return [dict(zip(PROFILE_KEYS, row)) for row in rows]
+
+
+# Compute-instance profiles: id -> compute slices (1c, 2c, 3c, 4c, full 7c). A GI of g
+# slices offers every c <= g (7g: all; 4g: 1,2,3,4; 3g: 1,2,3; 2g: 1,2; 1g: 1).
+CI_PROFILE_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7}
+
+# GI ids as recent drivers number them (matches 580.126.09 and 570.169 captures: the
+# upper half of the memory is numbered first): size -> start -> id.
+GI_IDS = {
+    8: {0: 0},
+    4: {4: 1, 0: 2},
+    2: {4: 3, 6: 4, 0: 5, 2: 6},
+    1: {4: 7, 5: 8, 6: 9, 7: 10, 0: 11, 1: 12, 2: 13, 3: 14},
+}
+# Where a new GI goes when several placements are free (observed: seven 1g GIs on an
+# empty GPU get ids 9, 7, 8, 11, 12, 13, 14); other sizes are a documented guess that
+# keeps the layouts NVIDIA documents creatable (3g first into the upper half).
+PLACEMENT_PREFERENCE = {1: (6, 4, 5, 0, 1, 2, 3), 2: (0, 2, 4, 6), 4: (4, 0), 8: (0,)}
+
+GPU_MODELS = {
+    "A100-SXM4-40GB": {
+        "name": "NVIDIA A100-SXM4-40GB", "brand": "NVIDIA", "arch": "Ampere",
+        "compute_cap": "8.0", "memory_mib": 40960, "reserved_mib": 434, "bar1_mib": 65536,
+        "bar1_mig_ratio": 0.37266, "pci_device": "20b0", "pci_subsys": "134f",
+        "pci_name": "GA100 [A100 SXM4 40GB]", "class": "0302", "power_limit": 400,
+        "power_idle": 52, "max_link_gen": 4, "vbios": "92.00.45.00.03",
+        "part": "20B0-884-A1", "mig": True, "nvswitch": ("1af1", "GA100 [A100 NVSwitch]", 6),
+        "bus_ids": ("07:00", "0F:00", "47:00", "4E:00", "87:00", "90:00", "B7:00", "BD:00"),
+        "clocks": (1410, 1215), "profiles": _profiles(_A100_40GB_PROFILES),
+    },
+    "H100-80GB-HBM3": {
+        "name": "NVIDIA H100 80GB HBM3", "brand": "NVIDIA", "arch": "Hopper",
+        "compute_cap": "9.0", "memory_mib": 81559, "reserved_mib": 552, "bar1_mib": 131072,
+        "bar1_mig_ratio": 0.377495, "pci_device": "2330", "pci_subsys": "16c1",
+        "pci_name": "GH100 [H100 SXM5 80GB]", "class": "0302", "power_limit": 700,
+        "power_idle": 70, "max_link_gen": 5, "vbios": "96.00.74.00.1C",
+        "part": "2330-885-A1", "mig": True, "nvswitch": ("22a3", "GH100 [H100 NVSwitch]", 4),
+        "bus_ids": ("18:00", "2A:00", "3A:00", "5D:00", "9A:00", "AB:00", "BA:00", "DB:00"),
+        "clocks": (1980, 2619), "profiles": _profiles(_H100_80GB_PROFILES),
+    },
+    "L4": {
+        "name": "NVIDIA L4", "brand": "NVIDIA", "arch": "Ada Lovelace",
+        "compute_cap": "8.9", "memory_mib": 23034, "reserved_mib": 556, "bar1_mib": 32768,
+        "pci_device": "27b8", "pci_subsys": "16ca", "pci_name": "AD104GL [L4]",
+        "class": "0302", "power_limit": 72, "power_idle": 16, "max_link_gen": 4,
+        "vbios": "95.04.29.00.06", "part": "27B8-895-A1", "mig": False, "nvswitch": None,
+        "bus_ids": ("01:00", "21:00", "41:00", "61:00", "81:00", "A1:00", "C1:00", "E1:00"),
+        "clocks": (2040, 6251), "profiles": [],
+    },
+    "T4": {
+        "name": "Tesla T4", "brand": "NVIDIA", "arch": "Turing",
+        "compute_cap": "7.5", "memory_mib": 15360, "reserved_mib": 256, "bar1_mib": 256,
+        "pci_device": "1eb8", "pci_subsys": "12a2", "pci_name": "TU104GL [Tesla T4]",
+        "class": "0302", "power_limit": 70, "power_idle": 10, "max_link_gen": 3,
+        "vbios": "90.04.96.00.02", "part": "1EB8-895-A1", "mig": False, "nvswitch": None,
+        "bus_ids": ("00:1E", "00:1D", "00:1C", "00:1B", "00:1A", "00:19", "00:18", "00:17"),
+        "clocks": (1590, 5001), "profiles": [],
+    },
+    "V100-SXM2-16GB": {
+        "name": "Tesla V100-SXM2-16GB", "brand": "Tesla", "arch": "Volta",
+        "compute_cap": "7.0", "memory_mib": 16384, "reserved_mib": 0, "bar1_mib": 16384,
+        "pci_device": "1db1", "pci_subsys": "1212", "pci_name": "GV100GL [Tesla V100 SXM2 16GB]",
+        "class": "0302", "power_limit": 300, "power_idle": 42, "max_link_gen": 3,
+        "vbios": "88.00.43.00.01", "part": "1DB1-895-A1", "mig": False,
+        "nvswitch": ("1ac2", "Device 1ac2", 6),
+        "bus_ids": ("06:00", "07:00", "0A:00", "0B:00", "85:00", "86:00", "89:00", "8A:00"),
+        "clocks": (1530, 877), "profiles": [],
+    },
+}
+
+# Pre-Turing GPUs have no GSP: the open kernel module refuses them (probe -> ENODEV).
+OPEN_MODULE_ARCHS = ("Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell")
+# MIG mode survives a reboot only on Ampere (InfoROM bit); Hopper+ forgets it at unload.
+MIG_MODE_PERSISTS = ("Ampere",)
+
+# Newest CUDA a driver branch supports, as nvidia-smi prints it.
+CUDA_BY_BRANCH = {
+    470: "11.4", 510: "11.6", 515: "11.7", 520: "11.8", 525: "12.0", 530: "12.1",
+    535: "12.2", 545: "12.3", 550: "12.4", 555: "12.5", 560: "12.6", 565: "12.7",
+    570: "12.8", 575: "12.9", 580: "13.0", 590: "13.1",
+}
+# Build dates printed in /proc/driver/nvidia/version (approx for unlisted versions).
+BUILD_DATES = {
+    "550.163.01": "Fri Apr 25 17:52:54 UTC 2025",
+    "570.172.08": "Tue Jul  8 17:48:18 UTC 2025",
+}
+# `gcc --version` of the distribution a module was built on (GCC version: line).
+GCC_BY_OS = {
+    "debian12": "gcc version 12.2.0 (Debian 12.2.0-14+deb12u1) ",
+    "ubuntu2204": "gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04) ",
+    "ubuntu2404": "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) ",
+    "rhel8": "gcc version 8.5.0 20210514 (Red Hat 8.5.0-22) (GCC) ",
+    "rhel9": "gcc version 11.4.1 20231218 (Red Hat 11.4.1-3) (GCC) ",
+    "ol8": "gcc version 8.5.0 20210514 (Red Hat 8.5.0-22.0.1) (GCC) ",
+    "ol9": "gcc version 11.4.1 20231218 (Red Hat 11.4.1-3.0.1) (GCC) ",
+}
+
+
+def branch(version):
+    """'570.172.08' -> 570."""
+    try:
+        return int(str(version).split(".")[0])
+    except ValueError:
+        return 0
+
+
+def cuda_version(driver_version):
+    major = branch(driver_version)
+    best = None
+    for br in sorted(CUDA_BY_BRANCH):
+        if br <= major:
+            best = CUDA_BY_BRANCH[br]
+    return best or "N/A"
+
+
+def nvml_version(driver_version):
+    """NVML prints the first two fields: '570.172.08' -> '570.172'."""
+    return ".".join(str(driver_version).split(".")[:2])
+
+
+def model(key):
+    try:
+        return GPU_MODELS[key]
+    except KeyError:
+        known = ", ".join(sorted(GPU_MODELS))
+        raise ValueError(f"unknown gpu_model {key!r} in machine.json (known: {known})") from None
+
+
+def profile_by_token(model_info, token):
+    """A -cgi token: profile id ('9'), short name ('3g.20gb') or full name ('MIG 3g.20gb')."""
+    token = token.strip()
+    for prof in model_info["profiles"]:
+        if token.isdigit() and int(token) == prof["id"]:
+            return prof
+        if token in (prof["name"], "MIG " + prof["name"]):
+            return prof
+    return None
+
+
+def bar1_mig_mib(model_info, mem_slices):
+    return int(model_info["bar1_mib"] * mem_slices / 8 * model_info["bar1_mig_ratio"])
