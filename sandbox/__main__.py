@@ -1,0 +1,56 @@
+"""CLI: python -m sandbox up --hosts N [--ol K] [--docker-hosts D] [--spec JSON|@file]
+         python -m sandbox down | status | base [--ol] | mirror [--refresh]"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import base, fleet, mirror, spec
+from .util import SandboxError, eprint, need_root
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sandbox",
+                                 description="gpuhost sandbox: real SSH hosts on this machine")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p_up = sub.add_parser("up", help="build what is missing, bring the fleet up (idempotent)")
+    p_up.add_argument("--hosts", type=int, required=True, help="number of hosts (all OSes)")
+    p_up.add_argument("--ol", type=int, default=0,
+                      help="how many of them are Oracle Linux (split OL8/OL9), default 0")
+    p_up.add_argument("--docker-hosts", type=int, default=1,
+                      help="how many Debian hosts form the docker_hosts group, default 1")
+    p_up.add_argument("--spec", default=None,
+                      help='per-host overrides, JSON or @file: {"gpu-01": {"gpu_count": 8}}')
+    p_up.add_argument("--refresh", action="store_true",
+                      help="re-read the Debian archive's package lists for the mirror")
+    sub.add_parser("down", help="stop and remove every host, the HTTP server, runtime files")
+    sub.add_parser("status", help="show the fleet (exit 1 when something is down)")
+    p_base = sub.add_parser("base", help="build the cached base roots only")
+    p_base.add_argument("--ol", action="store_true", help="also the Oracle Linux layers")
+    p_mirror = sub.add_parser("mirror", help="build or update the package mirror only")
+    p_mirror.add_argument("--refresh", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "up":
+            fleet.up(a.hosts, a.ol, a.docker_hosts, spec.load_overrides(a.spec), a.refresh)
+        elif a.cmd == "down":
+            fleet.down()
+        elif a.cmd == "status":
+            return fleet.status()
+        elif a.cmd == "base":
+            need_root()
+            base.build_all(ol=a.ol)
+        elif a.cmd == "mirror":
+            need_root()
+            mirror.build(refresh=a.refresh)
+    except SandboxError as e:
+        eprint(f"sandbox: error: {e}")
+        return 1
+    except KeyboardInterrupt:
+        eprint("sandbox: interrupted")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

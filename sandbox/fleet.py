@@ -1,0 +1,275 @@
+"""`sandbox up`, `down`, `status`.
+
+`up` with the fleet already running the same spec is a no-op. With a different spec it
+ADJUSTS: hosts whose spec is unchanged keep running (their state too), hosts that are no
+longer wanted or whose spec changed are destroyed, new hosts are created. A host's name
+encodes its index and OS, so changing --ol renames (recreates) the hosts it moves.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from . import base, hosts, mirror, paths, spec
+from .util import (SandboxError, need_commands, need_root, pid_alive, read_json, read_pid,
+                   run, say, step, write_file)
+
+HTTPD = paths.PACKAGE_DIR / "httpd.py"
+READY_TIMEOUT = 60.0
+
+
+def _state_file() -> Path:
+    return paths.run_dir() / "state.json"
+
+
+def _ensure_ssh_key() -> str:
+    rd = paths.run_dir()
+    key = rd / "id_ed25519"
+    if not key.is_file():
+        rd.mkdir(parents=True, exist_ok=True)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpuhost-sandbox", "-f", key])
+    return (rd / "id_ed25519.pub").read_text()
+
+
+# ---------------------------------------------------------------- HTTP server
+
+def _httpd_pid() -> int | None:
+    pid = read_pid(paths.run_dir() / "httpd.pid")
+    if pid and pid_alive(pid) and str(HTTPD) in _cmdline(pid):
+        return pid
+    return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def start_httpd() -> None:
+    if _httpd_pid():
+        return
+    rd = paths.run_dir()
+    rd.mkdir(parents=True, exist_ok=True)
+    (rd / "httpd.pid").unlink(missing_ok=True)
+    log = open(rd / "httpd.log", "ab")
+    import subprocess
+
+    subprocess.Popen(
+        [sys.executable, str(HTTPD), "--bind", paths.HTTP_ADDRESS, "--port", str(paths.HTTP_PORT),
+         "--log", str(rd / "httpd.log"), "--pidfile", str(rd / "httpd.pid"),
+         "--map", f"debian={paths.MIRROR_DEBIAN}", "--map", f"nvidia={paths.NVIDIA_CACHE}"],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True, close_fds=True, cwd="/")
+    log.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if _httpd_pid() and _http_ok():
+            return
+        time.sleep(0.05)
+    tail = (rd / "httpd.log").read_text()[-800:]
+    raise SandboxError(f"the HTTP server did not start on {paths.MIRROR_URL} "
+                       f"(is the port taken? `ss -ltnp | grep {paths.HTTP_PORT}`):\n{tail}")
+
+
+def _http_ok() -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{paths.MIRROR_URL}/debian/dists/{paths.DEBIAN_SUITE}/Release",
+                                    timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------- up
+
+def up(n_hosts: int, ol: int = 0, docker_hosts: int = 1, overrides: dict | None = None,
+       refresh: bool = False) -> dict:
+    need_root()
+    t0 = time.monotonic()
+    rd = paths.run_dir()
+    request = {"hosts": n_hosts, "ol": ol, "docker_hosts": docker_hosts,
+               "overrides": overrides or {}}
+    current = read_json(_state_file())
+    if current and current.get("request") == request and _all_up(current["hosts"]):
+        say(f"fleet of {n_hosts} hosts is already up (no change): {rd / 'fleet.json'}")
+        return json.loads((rd / "fleet.json").read_text())
+
+    need_commands("mmdebstrap", "unshare", "ssh-keygen", "apt-ftparchive", "gpg", "chroot")
+    if not current and paths.HOSTS_DIR.exists() and any(paths.HOSTS_DIR.iterdir()):
+        # Hosts without runtime state (e.g. this machine rebooted): stale, start afresh.
+        with step("remove stale hosts from an earlier session"):
+            _kill_strays()
+            hosts.remove_tree(paths.HOSTS_DIR)
+    base.build_all(ol=ol > 0)
+    mstate = mirror.build(refresh=refresh)
+    wanted = spec.plan(n_hosts, ol, docker_hosts, overrides or {}, mstate["kernel_release"])
+    pubkey = _ensure_ssh_key()
+    with step(f"HTTP server on {paths.MIRROR_URL} (/debian, /nvidia)"):
+        start_httpd()
+
+    old = {h["name"]: h for h in (current or {}).get("hosts", [])}
+    keep = {h["name"] for h in wanted if old.get(h["name"]) == h
+            and hosts.host_dir(h["name"]).is_dir()}
+    drop = [name for name in old if name not in keep]
+    if drop:
+        with step(f"remove {len(drop)} hosts no longer in the spec"):
+            with ThreadPoolExecutor(8) as ex:
+                list(ex.map(hosts.destroy, drop))
+    new = [h for h in wanted if h["name"] not in keep]
+    if new:
+        with step(f"create {len(new)} hosts (upper dirs, keys, simulator files)"):
+            with ThreadPoolExecutor(8) as ex:
+                list(ex.map(lambda h: hosts.create(h, pubkey), new))
+    state = {"request": request, "hosts": wanted}
+    write_file(_state_file(), json.dumps(state, indent=1) + "\n")
+    with step(f"boot {len(wanted)} hosts and wait for sshd"):
+        for h in wanted:
+            hosts.start(h["name"])
+        _wait_ready(wanted)
+    _write_known_hosts(wanted)
+    fleet = spec.fleet_json(wanted, rd)
+    write_file(rd / "fleet.json", json.dumps(fleet, indent=1) + "\n")
+    say(f"fleet up: {len(wanted)} hosts in {time.monotonic() - t0:.1f}s; "
+        f"inventory: inventories/sandbox.py (reads {rd / 'fleet.json'})")
+    return fleet
+
+
+def _all_up(wanted: list[dict]) -> bool:
+    return _httpd_pid() is not None and all(
+        hosts.supervisor_pid(h["name"]) and hosts.ssh_ready(h["address"], h["port"])
+        for h in wanted)
+
+
+def _wait_ready(wanted: list[dict]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT
+    pending = {h["name"]: h for h in wanted}
+    while pending and time.monotonic() < deadline:
+        for name, h in list(pending.items()):
+            if hosts.ssh_ready(h["address"], h["port"], timeout=0.2):
+                del pending[name]
+        if pending:
+            time.sleep(0.1)
+    if pending:
+        name = sorted(pending)[0]
+        log = hosts.host_run_dir(name) / "console.log"
+        tail = log.read_text()[-1500:] if log.is_file() else "(no console log)"
+        raise SandboxError(
+            f"{len(pending)} hosts did not answer SSH within {READY_TIMEOUT:.0f}s: "
+            f"{', '.join(sorted(pending))}. Console of {name} ({log}):\n{tail}")
+
+
+def _write_known_hosts(wanted: list[dict]) -> None:
+    lines = []
+    for h in wanted:
+        pub = (hosts.host_dir(h["name"]) / "upper/etc/ssh/ssh_host_ed25519_key.pub").read_text()
+        keytype, key = pub.split()[:2]
+        lines.append(f"[{h['address']}]:{h['port']} {keytype} {key}\n")
+    write_file(paths.run_dir() / "known_hosts", "".join(lines))
+
+
+# ---------------------------------------------------------------- down
+
+def down() -> None:
+    need_root()
+    t0 = time.monotonic()
+    current = read_json(_state_file()) or {}
+    names = {h["name"] for h in current.get("hosts", [])}
+    hr = paths.run_dir() / "hosts"
+    if hr.is_dir():
+        names |= {p.name for p in hr.iterdir()}
+    with step(f"stop {len(names)} hosts (SIGKILL supervisors and namespaces)"):
+        with ThreadPoolExecutor(8) as ex:
+            list(ex.map(hosts.stop, sorted(names)))
+        _kill_strays()
+    with step("stop the HTTP server"):
+        pid = _httpd_pid()
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            _wait_dead([pid])
+    with step("remove hosts, cgroups and runtime files"):
+        hosts.remove_tree(paths.HOSTS_DIR)
+        _remove_cgroups()
+        hosts.remove_tree(paths.run_dir())
+    say(f"fleet down in {time.monotonic() - t0:.1f}s")
+
+
+def _sandbox_pids() -> list[int]:
+    """Every process started by the sandbox (supervisors, unshare, httpd), found by the
+    paths in their command lines: also those whose pid files are gone."""
+    markers = (str(hosts.SUPERVISOR), str(hosts.STAGE1), str(HTTPD))
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            cmd = _cmdline(int(p.name))
+            if any(m in cmd for m in markers):
+                out.append(int(p.name))
+    return out
+
+
+def _kill_strays() -> None:
+    pids = [p for p in _sandbox_pids() if str(HTTPD) not in _cmdline(p)]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _wait_dead(pids)
+
+
+def _wait_dead(pids: list[int], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            raise SandboxError(f"processes {pids} survived SIGKILL for {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+def _remove_cgroups() -> None:
+    """Remove the per-host cgroup parents dockerd created (/sys/fs/cgroup[/ctrl]/gpuhost-sandbox)."""
+    roots = [Path("/sys/fs/cgroup")] + [p for p in Path("/sys/fs/cgroup").glob("*") if p.is_dir()]
+    for r in roots:
+        top = r / paths.CGROUP_PARENT_PREFIX
+        if not top.is_dir():
+            continue
+        for d in sorted((p for p in top.rglob("*") if p.is_dir()),
+                        key=lambda p: len(p.parts), reverse=True):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        try:
+            top.rmdir()
+        except OSError as e:
+            say(f"warning: cannot remove cgroup {top}: {e.strerror}")
+
+
+# ---------------------------------------------------------------- status
+
+def status() -> int:
+    current = read_json(_state_file())
+    if not current:
+        print("sandbox: not running (no fleet): run `make sandbox-up`")
+        return 1
+    httpd = _httpd_pid()
+    print(f"http server  {paths.MIRROR_URL}  {'up (pid %d)' % httpd if httpd else 'DOWN'}")
+    bad = 0 if httpd else 1
+    for h in current["hosts"]:
+        st = hosts.state(h["name"])
+        ssh = hosts.ssh_ready(h["address"], h["port"])
+        boots = (hosts.host_run_dir(h["name"]) / "boots")
+        nboot = boots.read_text().strip() if boots.is_file() else "-"
+        shown = "up" if ssh else st
+        bad += 0 if ssh else 1
+        print(f"{h['name']:<8} {h['address']}:{h['port']}  {h['os']:<8} {shown:<8} "
+              f"boots={nboot:<3} {h['gpu_count']}x {h['gpu_model']}"
+              f"{'  docker' if h['docker'] else ''}")
+    return 0 if bad == 0 else 1

@@ -1,0 +1,237 @@
+"""One sandbox host: its files (upper directory), its supervisor, its state.
+
+Persistent (until `down`): /var/lib/gpuhost-sandbox/hosts/NAME/
+    upper/ work/    overlay upper and work directories (survive simulated reboots)
+    root/           mount point of the merged root (mounted only inside the host's namespace)
+    docker/         bound on /var/lib/docker inside (overlay2 needs a real file system)
+    spec.json       the host's spec; lower: its overlay lowerdir string
+Runtime: RUNDIR/hosts/NAME/ (see supervisor.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import base, mirror, paths
+from .spec import machine_json
+from .util import SandboxError, pid_alive, read_json, read_pid, run, write_file
+
+SUPERVISOR = paths.PACKAGE_DIR / "supervisor.py"
+STAGE1 = paths.FILES_DIR / "stage1.sh"
+POWER_NAMES = ["reboot", "poweroff", "halt", "shutdown", "init", "telinit"]
+
+
+def host_dir(name: str) -> Path:
+    return paths.HOSTS_DIR / name
+
+
+def host_run_dir(name: str) -> Path:
+    return paths.run_dir() / "hosts" / name
+
+
+def docker_opts(name: str) -> str:
+    """dockerd flags for a sandbox host: no networking of its own (the hosts share this
+    machine's network namespace), containers' cgroups under a per-host parent."""
+    return ("--iptables=false --ip6tables=false --bridge=none --ip-forward=false "
+            f"--ip-masq=false --cgroup-parent=/{paths.CGROUP_PARENT_PREFIX}/{name}")
+
+
+def _sshd_config(h: dict) -> str:
+    return (
+        "# gpuhost sandbox: this host's sshd listens on its loopback address only.\n"
+        f"ListenAddress {h['address']}:{h['port']}\n"
+        "HostKey /etc/ssh/ssh_host_ed25519_key\n"
+        "PermitRootLogin prohibit-password\n"
+        "PasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\n"
+        "UsePAM no\n"
+        "UseDNS no\n"
+        "X11Forwarding no\n"
+        "MaxStartups 200:30:400\n"
+        "MaxSessions 100\n"
+    )
+
+
+def create(h: dict, pubkey: str) -> None:
+    """Create the host's directories and write the simulator's files into its upper dir."""
+    d = host_dir(h["name"])
+    if d.exists():
+        shutil.rmtree(d)
+    upper = d / "upper"
+    for sub in ("upper", "work", "root", "docker"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    lowers = base.lower_dirs(h["os"])
+    for layer in lowers:
+        if not layer.is_dir():
+            raise SandboxError(f"base layer {layer} is missing: run `python -m sandbox base`")
+    write_file(d / "lower", ":".join(str(p) for p in lowers))
+    write_file(d / "spec.json", json.dumps(h, indent=1, sort_keys=True) + "\n")
+
+    name = h["name"]
+    write_file(upper / "etc/hostname", name + "\n")
+    write_file(upper / "etc/hosts", f"127.0.0.1\tlocalhost\n{h['address']}\t{name}\n"
+               "::1\tlocalhost ip6-localhost ip6-loopback\n")
+    write_file(upper / "etc/gpusim/machine.json",
+               json.dumps(machine_json(h), indent=1) + "\n")
+    # sshd: own host key, root key login, loopback address.
+    keyfile = upper / "etc/ssh/ssh_host_ed25519_key"
+    keyfile.parent.mkdir(parents=True, exist_ok=True)
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{name}", "-f", keyfile])
+    write_file(upper / "etc/ssh/sshd_config.d/gpuhost-sandbox.conf", _sshd_config(h))
+    (upper / "root/.ssh").mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_file(upper / "root/.ssh/authorized_keys", pubkey, mode=0o600)
+    # apt: the sandbox mirror only.
+    write_file(upper / "etc/apt/sources.list", mirror.sources_list())
+    shutil.copyfile(mirror.KEYRING, _mk(upper / "etc/apt/keyrings") / mirror.KEYRING_NAME)
+    # Simulator pieces: init, power commands, runlevel, uname.
+    sbin, local_sbin = _mk(upper / "usr/sbin"), _mk(upper / "usr/local/sbin")
+    _install(paths.FILES_DIR / "gpusim-init", local_sbin / "gpusim-init")
+    _install(paths.FILES_DIR / "gpusim-power", local_sbin / "gpusim-power")
+    for cmd in POWER_NAMES:
+        os.symlink("gpusim-power", local_sbin / cmd)
+        # /sbin/init must exist too: without it invoke-rc.d refuses to start services.
+        os.symlink("/usr/local/sbin/gpusim-power", sbin / cmd)
+    _install(paths.FILES_DIR / "runlevel", sbin / "runlevel")
+    _install(paths.FILES_DIR / "uname", _mk(upper / "usr/local/bin") / "uname")
+    if h["os"] == "debian12":
+        _docker_defaults(upper, name, lowers)
+    # The fake-driver helper's machine scripts (lspci, gpusim-boot, ...), when present.
+    if paths.NVIDIA_MACHINE_DIR.is_dir():
+        shutil.copytree(paths.NVIDIA_MACHINE_DIR, upper, symlinks=True, dirs_exist_ok=True)
+
+
+DOCKER_DEFAULTS = """\
+# gpuhost sandbox: dockerd flags for a simulated host: no network of its own (all hosts
+# share this machine's network namespace), containers' cgroups under a per-host parent.
+# daemon.json is left to gpuhost. Kept across docker.io installs by a local dpkg
+# diversion of this conffile (the package's copy goes to {dist}).
+DOCKER_OPTS="{opts}"
+
+# The init script raises `ulimit -n` to 1048576 (and -p) under `set -e`; without
+# CAP_SYS_RESOURCE (some CI machines) that fails: fall back to the hard limit.
+ulimit() {{
+    if [ "${{1:-}}" = -n ] && ! command ulimit -n "$2" 2>/dev/null; then
+        command ulimit -n "$(command ulimit -Hn)"
+    elif [ "${{1:-}}" != -n ]; then
+        command ulimit "$@" 2>/dev/null || true
+    fi
+}}
+"""
+DOCKER_DEFAULTS_DIST = "/etc/default/docker.docker-io-dist"
+
+
+def _docker_defaults(upper: Path, name: str, lowers: list[Path]) -> None:
+    write_file(upper / "etc/default/docker",
+               DOCKER_DEFAULTS.format(opts=docker_opts(name), dist=DOCKER_DEFAULTS_DIST))
+    # dpkg-divert --local --no-rename --divert DIST --add /etc/default/docker, written
+    # directly into this host's dpkg database (triplets: file, diverted-to, package).
+    diversions = ""
+    for layer in lowers:
+        f = layer / "var/lib/dpkg/diversions"
+        if f.is_file():
+            diversions = f.read_text()
+            break
+    if "/etc/default/docker\n" not in diversions:
+        diversions += f"/etc/default/docker\n{DOCKER_DEFAULTS_DIST}\n:\n"
+    write_file(upper / "var/lib/dpkg/diversions", diversions)
+
+
+def _mk(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _install(src: Path, dest: Path) -> None:
+    shutil.copyfile(src, dest)
+    os.chmod(dest, 0o755)
+
+
+def start(name: str) -> None:
+    """Start the host's supervisor (detached) unless it is running."""
+    rd = host_run_dir(name)
+    rd.mkdir(parents=True, exist_ok=True)
+    if supervisor_pid(name):
+        return
+    d = host_dir(name)
+    log = open(rd / "console.log", "ab")
+    subprocess.Popen(
+        [sys.executable, str(SUPERVISOR), "--name", name, "--rundir", str(rd),
+         "--stage1", str(STAGE1), "--lower", (d / "lower").read_text(),
+         "--upper", str(d / "upper"), "--work", str(d / "work"), "--root", str(d / "root"),
+         "--docker-data", str(d / "docker")],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True, close_fds=True, cwd="/",
+    )
+    log.close()
+
+
+def supervisor_pid(name: str) -> int | None:
+    pid = read_pid(host_run_dir(name) / "supervisor.pid")
+    if pid and pid_alive(pid) and "supervisor.py" in _cmdline(pid):
+        return pid
+    return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def stop(name: str) -> None:
+    """SIGKILL the host's supervisor and its unshare (the whole pid namespace goes)."""
+    rd = host_run_dir(name)
+    pids = []
+    for pidfile, marker in (("supervisor.pid", str(rd)), ("unshare.pid", str(STAGE1))):
+        pid = read_pid(rd / pidfile)
+        if pid and pid_alive(pid) and marker in _cmdline(pid):
+            pids.append(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 10
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def destroy(name: str) -> None:
+    stop(name)
+    shutil.rmtree(host_run_dir(name), ignore_errors=True)
+    remove_tree(host_dir(name))
+
+
+def remove_tree(path: Path) -> None:
+    """rm -rf that never crosses into another file system (a leftover mount)."""
+    if path.exists():
+        run(["rm", "-rf", "--one-file-system", str(path)])
+
+
+def state(name: str) -> str:
+    rd = host_run_dir(name)
+    if not supervisor_pid(name):
+        st = (rd / "state").read_text().strip() if (rd / "state").is_file() else ""
+        return "halted" if st == "halted" else "down"
+    return (rd / "state").read_text().strip() if (rd / "state").is_file() else "booting"
+
+
+def ssh_ready(address: str, port: int, timeout: float = 0.5) -> bool:
+    """True when something on address:port speaks SSH (reads the banner)."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            return s.recv(64).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def host_spec(name: str) -> dict | None:
+    return read_json(host_dir(name) / "spec.json")

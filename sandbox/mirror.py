@@ -1,0 +1,235 @@
+"""The Debian package mirror the sandbox hosts install from (they have no other network).
+
+  /var/cache/gpuhost/mirror/apt/        the controller-side apt configuration used to resolve
+                                        and download (own sources, lists, empty dpkg status)
+  /var/cache/gpuhost/mirror/gnupg/      the sandbox archive signing key (generated once)
+  /var/cache/gpuhost/mirror/debian/     served as http://127.77.0.1:8000/debian
+      pool/main/*.deb                   the packages (kept between builds: incremental)
+      dists/bookworm/{InRelease,Release,Release.gpg}, main/binary-amd64/Packages(.gz)
+      gpuhost-sandbox-archive.gpg       the keyring hosts trust (signed-by)
+
+Dependencies are resolved on the controller against an EMPTY dpkg status, so the pool
+holds the full closure of every listed package: `apt-get install docker.io dkms
+linux-headers-$(uname -r)` works on a host whatever it already has.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+from . import paths
+from .util import SandboxError, need_commands, read_json, recipe_hash, run, say, step, write_file
+
+# What the deploys (and the sandbox tests) install on Debian hosts; all dependencies too.
+MIRROR_PACKAGES = [
+    "docker.io", "containerd", "runc", "tini", "cgroupfs-mount",
+    "dkms", "gcc", "make", "libc6-dev", "fakeroot", "kmod", "initramfs-tools",
+    "unattended-upgrades", "apt-listchanges", "gnupg", "curl", "wget", "ca-certificates",
+    "apt-transport-https", "lsb-release", "xz-utils", "pigz", "sudo", "jq",
+    "python3", "python3-apt",
+]
+KEY_UID = "gpuhost sandbox mirror <sandbox-mirror@gpuhost.invalid>"
+KEYRING_NAME = "gpuhost-sandbox-archive.gpg"
+LISTS_MAX_AGE = 7 * 24 * 3600      # re-run apt-get update on the controller after a week
+MIRROR_FORMAT = 1                  # bump when the layout below changes
+
+APT_DIR = paths.MIRROR_CACHE / "apt"
+GNUPG_DIR = paths.MIRROR_CACHE / "gnupg"
+POOL = paths.MIRROR_DEBIAN / "pool" / "main"
+DIST = paths.MIRROR_DEBIAN / "dists" / paths.DEBIAN_SUITE
+STATE_FILE = paths.MIRROR_CACHE / "state.json"
+KEYRING = paths.MIRROR_DEBIAN / KEYRING_NAME
+
+
+def _apt_opts() -> list[str]:
+    return [
+        "-o", f"Dir::Etc::sourcelist={APT_DIR / 'sources.list'}",
+        "-o", f"Dir::Etc::sourceparts={APT_DIR / 'sources.list.d'}",
+        "-o", f"Dir::Etc::preferencesparts={APT_DIR / 'preferences.d'}",
+        "-o", f"Dir::State={APT_DIR / 'state'}",
+        "-o", f"Dir::State::status={APT_DIR / 'status'}",
+        "-o", f"Dir::Cache={APT_DIR / 'cache'}",
+        "-o", "APT::Architecture=amd64",
+        "-o", "APT::Architectures::=amd64",
+        "-o", "APT::Install-Recommends=false",
+        "-o", "Debug::NoLocking=true",
+        "-o", "Acquire::Languages=none",
+        "-q",
+    ]
+
+
+def _prepare_apt_dir() -> None:
+    for d in ("sources.list.d", "preferences.d", "state/lists/partial", "cache/archives/partial"):
+        (APT_DIR / d).mkdir(parents=True, exist_ok=True)
+    srcs = "\n".join(line.replace("deb ", f"deb [signed-by={paths.DEBIAN_KEYRING}] ", 1)
+                     for line in paths.DEBIAN_SOURCES) + "\n"
+    if not (APT_DIR / "sources.list").is_file() or (APT_DIR / "sources.list").read_text() != srcs:
+        write_file(APT_DIR / "sources.list", srcs)
+        _touch_old(APT_DIR / "state" / "updated")
+    if not (APT_DIR / "status").exists():
+        write_file(APT_DIR / "status", "")
+
+
+def _touch_old(p: Path) -> None:
+    if p.exists():
+        p.unlink()
+
+
+def _update_lists(refresh: bool) -> None:
+    stamp = APT_DIR / "state" / "updated"
+    fresh = stamp.exists() and time.time() - stamp.stat().st_mtime < LISTS_MAX_AGE
+    if fresh and not refresh:
+        return
+    with step("mirror: apt-get update (controller-side, Debian archive only)"):
+        run(["apt-get", *_apt_opts(), "update"], quiet=True)
+        write_file(stamp, time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+
+
+def newest_kernel_headers() -> str:
+    """Kernel release K of the newest linux-headers-6.1.0-*-amd64 the archive has."""
+    out = run(["apt-cache", *_apt_opts(), "search", "--names-only",
+               r"^linux-headers-6\.1\.0-[0-9]+-amd64$"], capture=True).stdout
+    abis = [int(m.group(1)) for m in re.finditer(r"^linux-headers-6\.1\.0-(\d+)-amd64 ",
+                                                   out, re.M)]
+    if not abis:
+        raise SandboxError("apt knows no linux-headers-6.1.0-*-amd64 package: "
+                           "check the controller's access to deb.debian.org")
+    return f"6.1.0-{max(abis)}-amd64"
+
+
+def _package_list(kernel: str) -> list[str]:
+    abi = kernel.removesuffix("-amd64")
+    pkgs = MIRROR_PACKAGES + [f"linux-headers-{kernel}", f"linux-headers-{abi}-common",
+                              "linux-kbuild-6.1", "linux-headers-amd64"]
+    if paths.NVIDIA_MIRROR_PACKAGES.is_file():
+        for line in paths.NVIDIA_MIRROR_PACKAGES.read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                pkgs.append(line)
+    return sorted(set(pkgs))
+
+
+def _resolve(pkgs: list[str]) -> list[tuple[str, str, str]]:
+    """(name, version, arch) of the full dependency closure against an empty system."""
+    proc = run(["apt-get", *_apt_opts(), "-s", "install", *pkgs], capture=True, check=False)
+    if proc.returncode != 0:
+        raise SandboxError("cannot resolve the mirror's packages against the Debian archive:\n"
+                           + (proc.stdout + proc.stderr).strip()[-2000:])
+    out = []
+    for m in re.finditer(r"^Inst (\S+) \((\S+) .*?\[(\S+)\]\)", proc.stdout, re.M):
+        out.append((m.group(1), m.group(2), m.group(3)))
+    if not out:
+        raise SandboxError("apt resolved no package for the mirror (unexpected): "
+                           + proc.stdout[-500:])
+    return sorted(out)
+
+
+def deb_filename(name: str, version: str, arch: str) -> str:
+    """The file name `apt-get download` writes (':' of an epoch is URL-encoded)."""
+    return f"{name}_{version.replace(':', '%3a')}_{arch}.deb"
+
+
+def _download(closure: list[tuple[str, str, str]]) -> int:
+    POOL.mkdir(parents=True, exist_ok=True)
+    missing = [(n, v, a) for n, v, a in closure if not (POOL / deb_filename(n, v, a)).is_file()]
+    if missing:
+        with step(f"mirror: apt-get download {len(missing)} of {len(closure)} packages"):
+            for i in range(0, len(missing), 100):
+                batch = [f"{n}={v}" for n, v, _ in missing[i:i + 100]]
+                proc = run(["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", str(POOL),
+                            "apt-get", *_apt_opts(), "download", *batch], check=False, quiet=True)
+                if proc.returncode != 0:
+                    raise SandboxError(f"apt-get download failed:\n{proc.stdout[-1500:]}")
+        still = [n for n, v, a in missing if not (POOL / deb_filename(n, v, a)).is_file()]
+        if still:
+            raise SandboxError(f"downloaded packages not found in {POOL}: {', '.join(still[:10])}")
+    wanted = {deb_filename(*c) for c in closure}
+    for f in POOL.glob("*.deb"):
+        if f.name not in wanted:
+            f.unlink()
+    return len(missing)
+
+
+def _ensure_key() -> None:
+    GNUPG_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    env = {"GNUPGHOME": str(GNUPG_DIR)}
+    have = run(["gpg", "--batch", "--list-secret-keys", "--with-colons"], capture=True,
+               env=env, check=False).stdout
+    if "sec:" not in have:
+        with step("mirror: generate the sandbox archive signing key"):
+            run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", KEY_UID,
+                 "ed25519", "sign", "never"], env=env, quiet=True)
+    KEYRING.parent.mkdir(parents=True, exist_ok=True)
+    tmp = KEYRING.with_suffix(".tmp")
+    run(["gpg", "--batch", "--yes", "--output", str(tmp), "--export", KEY_UID], env=env)
+    os.replace(tmp, KEYRING)
+    run(["gpg", "--batch", "--yes", "--armor", "--output",
+         str(paths.MIRROR_DEBIAN / "gpuhost-sandbox-archive.asc"), "--export", KEY_UID], env=env)
+
+
+def _index() -> None:
+    comp = DIST / "main" / "binary-amd64"
+    comp.mkdir(parents=True, exist_ok=True)
+    pk = run(["sh", "-c", 'cd "$1" && apt-ftparchive packages pool/main', "sh",
+              str(paths.MIRROR_DEBIAN)], capture=True).stdout
+    write_file(comp / "Packages", pk)
+    run(["gzip", "-9nkf", str(comp / "Packages")])
+    # Release lists index paths relative to the directory it is run in.
+    rel = run(["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", str(DIST),
+               "apt-ftparchive",
+               "-o", "APT::FTPArchive::Release::Origin=gpuhost-sandbox",
+               "-o", "APT::FTPArchive::Release::Label=gpuhost-sandbox",
+               "-o", f"APT::FTPArchive::Release::Suite={paths.DEBIAN_SUITE}",
+               "-o", f"APT::FTPArchive::Release::Codename={paths.DEBIAN_SUITE}",
+               "-o", "APT::FTPArchive::Release::Architectures=amd64",
+               "-o", "APT::FTPArchive::Release::Components=main",
+               "release", "."], capture=True).stdout
+    for f in ("Release", "InRelease", "Release.gpg"):
+        (DIST / f).unlink(missing_ok=True)
+    write_file(DIST / "Release", rel)
+    env = {"GNUPGHOME": str(GNUPG_DIR)}
+    run(["gpg", "--batch", "--yes", "--local-user", KEY_UID, "--clearsign",
+         "--output", str(DIST / "InRelease"), str(DIST / "Release")], env=env)
+    run(["gpg", "--batch", "--yes", "--local-user", KEY_UID, "--armor", "--detach-sign",
+         "--output", str(DIST / "Release.gpg"), str(DIST / "Release")], env=env)
+
+
+def build(refresh: bool = False) -> dict:
+    """Build or update the mirror; return its state (kernel release, package count)."""
+    need_commands("apt-get", "apt-ftparchive", "gpg", "gzip")
+    _prepare_apt_dir()
+    _update_lists(refresh)
+    kernel = newest_kernel_headers()
+    pkgs = _package_list(kernel)
+    closure = _resolve(pkgs)
+    want = recipe_hash({"format": MIRROR_FORMAT, "closure": closure})
+    state = read_json(STATE_FILE) or {}
+    if (state.get("hash") == want and (DIST / "InRelease").is_file() and KEYRING.is_file()
+            and all((POOL / deb_filename(*c)).is_file() for c in closure)):
+        say(f"mirror {paths.MIRROR_DEBIAN} is up to date ({len(closure)} packages, kernel {kernel})")
+        return state
+    _ensure_key()
+    fetched = _download(closure)
+    with step(f"mirror: index and sign {len(closure)} packages ({fetched} new)"):
+        _index()
+    state = {"hash": want, "kernel_release": kernel, "packages": pkgs,
+             "count": len(closure), "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_file(STATE_FILE, json.dumps(state, indent=1) + "\n")
+    return state
+
+
+def kernel_release() -> str:
+    """The simulated kernel of Debian hosts (the mirror must have been built)."""
+    state = read_json(STATE_FILE)
+    if not state or "kernel_release" not in state:
+        raise SandboxError("the package mirror is not built: run `python -m sandbox mirror` "
+                           "or `make sandbox-up`")
+    return state["kernel_release"]
+
+
+def sources_list() -> str:
+    return (f"deb [signed-by=/etc/apt/keyrings/{KEYRING_NAME}] {paths.MIRROR_URL}/debian "
+            f"{paths.DEBIAN_SUITE} main\n")

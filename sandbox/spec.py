@@ -1,0 +1,119 @@
+"""Which hosts a fleet has: names, OS, simulated kernel and GPUs (deterministic by index).
+
+Host N (1-based) is `gpu-NN` (Debian 12) for the first `hosts - ol` indexes, then
+`ol8-NN` and `ol9-NN` (the `ol` count split between the two, OL8 gets the odd one).
+GPU model cycles A100-SXM4-40GB, H100-80GB-HBM3, L4 and the count cycles 1..8 with the
+index; an 8-GPU A100/H100 host has NVSwitch. The first `docker_hosts` Debian hosts are the
+docker hosts. `overrides` (from --spec) change any of this per host name or index.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import paths
+from .util import SandboxError
+
+GPU_CYCLE = ["A100-SXM4-40GB", "H100-80GB-HBM3", "L4"]
+GPU_MODELS = GPU_CYCLE + ["V100-SXM2-16GB", "T4"]
+# Simulated kernels of the Oracle Linux hosts (RHCK on OL8, UEK on OL9: both code paths).
+OL_KERNELS = {
+    "ol8": "4.18.0-553.el8_10.x86_64",
+    "ol9": "5.15.0-303.171.5.2.el9uek.x86_64",
+}
+OVERRIDABLE = {"gpu_model": str, "gpu_count": int, "nvswitch": bool, "kernel_release": str,
+               "docker": bool}
+
+
+def load_overrides(text: str | None) -> dict[str, dict]:
+    """--spec value: JSON text, or @path to a JSON file: {"gpu-01" or "1": {key: value}}."""
+    if not text:
+        return {}
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text()
+        except OSError as e:
+            raise SandboxError(f"--spec: cannot read {text[1:]}: {e.strerror}") from e
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SandboxError(f"--spec is not valid JSON ({e}): pass e.g. "
+                           '\'{"gpu-01": {"gpu_model": "H100-80GB-HBM3", "gpu_count": 8}}\'') from e
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise SandboxError('--spec must map a host name or index to settings, e.g. '
+                           '{"gpu-01": {"gpu_count": 4}}')
+    for host, settings in data.items():
+        for key, value in settings.items():
+            if key not in OVERRIDABLE:
+                raise SandboxError(f"--spec {host}: unknown key {key!r}; "
+                                   f"allowed: {', '.join(sorted(OVERRIDABLE))}")
+            if not isinstance(value, OVERRIDABLE[key]) or (
+                    OVERRIDABLE[key] is int and isinstance(value, bool)):
+                raise SandboxError(f"--spec {host}: {key} must be {OVERRIDABLE[key].__name__}, "
+                                   f"got {value!r}")
+        if "gpu_model" in settings and settings["gpu_model"] not in GPU_MODELS:
+            raise SandboxError(f"--spec {host}: gpu_model {settings['gpu_model']!r} is not one "
+                               f"of {', '.join(GPU_MODELS)}")
+        if "gpu_count" in settings and not 0 <= settings["gpu_count"] <= 16:
+            raise SandboxError(f"--spec {host}: gpu_count must be 0..16")
+    return data
+
+
+def plan(hosts: int, ol: int, docker_hosts: int, overrides: dict[str, dict],
+         debian_kernel: str) -> list[dict]:
+    if not 1 <= hosts <= paths.MAX_HOSTS:
+        raise SandboxError(f"--hosts must be 1..{paths.MAX_HOSTS}, got {hosts}")
+    if not 0 <= ol <= hosts:
+        raise SandboxError(f"--ol must be 0..{hosts} (the OL hosts are part of --hosts)")
+    n_debian = hosts - ol
+    if not 0 <= docker_hosts <= n_debian:
+        raise SandboxError(f"--docker-hosts must be 0..{n_debian} (docker hosts are Debian hosts)")
+    n_ol8 = (ol + 1) // 2
+    out = []
+    for i in range(1, hosts + 1):
+        if i <= n_debian:
+            os_name = "debian12"
+        elif i <= n_debian + n_ol8:
+            os_name = "ol8"
+        else:
+            os_name = "ol9"
+        prefix = "gpu" if os_name == "debian12" else os_name
+        model = GPU_CYCLE[(i - 1) % len(GPU_CYCLE)]
+        count = (i - 1) % 8 + 1
+        h = {
+            "name": f"{prefix}-{i:02d}",
+            "address": paths.host_address(i),
+            "port": paths.SSH_PORT,
+            "os": os_name,
+            "kernel_release": debian_kernel if os_name == "debian12" else OL_KERNELS[os_name],
+            "gpu_model": model,
+            "gpu_count": count,
+            "nvswitch": count == 8 and model != "L4",
+            "docker": os_name == "debian12" and i <= docker_hosts,
+        }
+        h.update(overrides.get(h["name"], {}))
+        h.update(overrides.get(str(i), {}))
+        if h["docker"] and os_name != "debian12":
+            raise SandboxError(f"--spec {h['name']}: docker hosts must be Debian hosts")
+        out.append(h)
+    unknown = set(overrides) - {h["name"] for h in out} - {str(i) for i in range(1, hosts + 1)}
+    if unknown:
+        raise SandboxError(f"--spec names hosts this fleet does not have: {', '.join(sorted(unknown))}")
+    return out
+
+
+def machine_json(h: dict) -> dict:
+    """/etc/gpusim/machine.json of a host (docs/architecture.md)."""
+    return {"hostname": h["name"]} | {
+        k: h[k] for k in ("os", "kernel_release", "gpu_model", "gpu_count", "nvswitch")}
+
+
+def fleet_json(hosts: list[dict], rundir: Path) -> dict:
+    return {
+        "ssh_key": str(rundir / "id_ed25519"),
+        "known_hosts": str(rundir / "known_hosts"),
+        "mirror": paths.MIRROR_URL,
+        "hosts": [{k: h[k] for k in ("name", "address", "port", "os", "kernel_release",
+                                     "gpu_model", "gpu_count", "nvswitch", "docker")}
+                  for h in hosts],
+    }
