@@ -522,3 +522,16 @@ if __name__ == "__main__":  # python -m gpuhost.settings docs/settings.md
     doc = Path(sys.argv[1])
     doc.write_text(sync_docs(doc.read_text()))
     print(f"updated {doc}")
+
+
+def group_problems(problems_by_host: Mapping[str, list[str]], limit: int = 4) -> list[str]:
+    """One line per distinct problem, naming the hosts that have it (for fleet-wide errors)."""
+    hosts_by_problem: dict[str, list[str]] = {}
+    for host_name, problems in problems_by_host.items():
+        for problem in problems:
+            hosts_by_problem.setdefault(problem, []).append(host_name)
+    lines = []
+    for problem, hosts in hosts_by_problem.items():
+        shown = ", ".join(hosts[:limit]) + (f" and {len(hosts) - limit} more" if len(hosts) > limit else "")
+        lines.append(f"{problem}  [{shown}]")
+    return lines

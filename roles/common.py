@@ -45,10 +45,9 @@ def check_inventory() -> None:
     global _checked_inventory
     if _checked_inventory:
         return
-    problems = []
-    for other in inventory:
-        for problem in settings.validate(other.data.dict(), host_name=other.name):
-            problems.append(problem if problem.startswith(other.name) else f"{other.name}: {problem}")
+    problems = settings.group_problems(
+        {other.name: settings.validate(other.data.dict()) for other in inventory}
+    )
     _checked_inventory = True
     if problems:
         raise GpuhostError(

@@ -1,0 +1,43 @@
+"""Bad inventory data stops pyinfra before it connects to any host."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from gpuhost import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+PYINFRA = ROOT / ".venv" / "bin" / "pyinfra"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(PYINFRA), *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_example_inventory_is_refused_before_connecting():
+    result = run("inventories/prod.py", "deploys/gpu_host.py", "--dry")
+    assert result.returncode == 2
+    assert "no host was contacted" in result.stderr
+    assert "Connecting to hosts" not in result.stderr + result.stdout
+    # one line per distinct problem, naming the hosts, not one per host
+    assert result.stderr.count('[debian12] sha256') == 1
+    assert "and 2 more" in result.stderr
+
+
+def test_command_line_data_is_validated_too():
+    result = run("inventories/prod.py", "deploys/gpu_host.py", "--dry",
+                 "--data", "nvidia_driver_version=570")
+    assert result.returncode == 2
+    assert "nvidia_driver_version: 570 is a number" in result.stderr
+
+
+def test_fact_gathering_is_never_blocked_by_settings():
+    result = run("inventories/prod.py", "fact", "server.Hostname", "--limit", "nohost")
+    assert "inventory data is invalid" not in result.stderr
+
+
+def test_group_problems_names_hosts_once_per_problem():
+    lines = settings.group_problems({"a": ["x bad"], "b": ["x bad", "y bad"]})
+    assert lines == ["x bad  [a, b]", "y bad  [b]"]
