@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Build the cached Debian 12 VM image that vm.py boots under QEMU/TCG.
+
+    python vagrant/qemu/image.py            # build when missing or when the recipe changed
+    python vagrant/qemu/image.py --force    # rebuild
+    python vagrant/qemu/image.py --show     # print image.json
+
+Steps (no loop mounts, no root filesystem tricks): `mmdebstrap` a bookworm root with the
+Debian kernel (linux-image-6.1.0-<K>-amd64, the same ABI as the sandbox mirror's headers),
+systemd as init, openssh-server and python3; customise it (networkd DHCP, fstab, a small
+initramfs with the virtio modules, an SSH host key and an authorized key we keep in the
+cache); `mkfs.ext4 -d ROOT` turns the directory into a filesystem image; `qemu-img convert`
+makes the read-only qcow2 base that every run puts a throw-away overlay on.
+
+Output in $GPUHOST_VM_CACHE (default /var/cache/gpuhost/vm):
+  base.qcow2 vmlinuz initrd.img id_ed25519[.pub] host_ed25519.pub image.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CACHE = Path(os.environ.get("GPUHOST_VM_CACHE", "/var/cache/gpuhost/vm"))
+SUITE = "bookworm"
+DEBIAN_SOURCES = [
+    "deb http://deb.debian.org/debian bookworm main",
+    "deb http://deb.debian.org/debian bookworm-updates main",
+    "deb http://deb.debian.org/debian-security bookworm-security main",
+]
+# Packages on top of mmdebstrap's minbase. Kept close to what a cloud Debian 12 image has,
+# minus what the deploy itself installs (docker, headers, dkms come from the sandbox mirror).
+BASE_PACKAGES = [
+    "systemd-sysv", "udev", "dbus", "kmod", "openssh-server", "python3", "ca-certificates",
+    "iproute2", "procps", "gnupg", "curl", "less", "zstd",
+]
+IMAGE_SIZE = "8G"
+HOSTNAME = "gpuvm"
+# Everything that changes the image goes into this number or into recipe(): bump it when
+# customize() changes so cached images are rebuilt.
+RECIPE_VERSION = 4
+TOOLS = {"mmdebstrap": "mmdebstrap", "mkfs.ext4": "e2fsprogs", "qemu-img": "qemu-utils",
+         "ssh-keygen": "openssh-client"}
+
+
+class ImageError(RuntimeError):
+    """The image cannot be built; the message says what to do."""
+
+
+def log(msg: str) -> None:
+    print(f"[vm-image] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, check=True, text=True, **kwargs)
+    except FileNotFoundError as exc:
+        raise ImageError(f"{cmd[0]} is not installed: run `make deps` (or apt-get install "
+                         f"{TOOLS.get(cmd[0], cmd[0])})") from exc
+    except subprocess.CalledProcessError as exc:
+        out = (exc.stderr or exc.stdout or "").strip()[-2000:]
+        raise ImageError(f"`{' '.join(cmd[:3])} ...` failed with exit {exc.returncode}\n{out}")\
+            from exc
+
+
+def check_tools() -> None:
+    missing = sorted({pkg for tool, pkg in TOOLS.items() if shutil.which(tool) is None})
+    if missing:
+        raise ImageError(f"missing tools for the VM image: apt-get install -y {' '.join(missing)}"
+                         " (or `make deps`)")
+    if os.geteuid() != 0:
+        raise ImageError("building the VM image needs root (mmdebstrap and mkfs.ext4 -d must "
+                         "preserve file ownership): run it as root")
+
+
+def kernel_abi() -> str:
+    """The 6.1.0-<K>-amd64 ABI: $GPUHOST_VM_KERNEL, else the sandbox pool's headers, else
+    what linux-image-amd64 points to in this machine's apt lists (what the mirror serves)."""
+    forced = os.environ.get("GPUHOST_VM_KERNEL", "").strip()
+    if forced:
+        if not re.fullmatch(r"6\.1\.0-\d+-amd64", forced):
+            raise ImageError(f"GPUHOST_VM_KERNEL={forced!r} is not a Debian 12 kernel ABI "
+                             "like 6.1.0-56-amd64")
+        return forced
+    pool = Path("/var/cache/gpuhost")
+    found = sorted(
+        (m.group(1) for p in pool.glob("**/linux-headers-6.1.0-*-amd64_*.deb")
+         if (m := re.match(r"linux-headers-(6\.1\.0-\d+-amd64)_", p.name))),
+        key=lambda abi: int(abi.split("-")[1]))
+    if found:
+        return found[-1]
+    out = run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True).stdout
+    m = re.search(r"Depends: linux-image-(6\.1\.0-\d+-amd64)\b", out)
+    if not m:
+        raise ImageError("cannot tell which Debian kernel to install: apt-cache knows no "
+                         "linux-image-amd64 (run apt-get update) or set GPUHOST_VM_KERNEL")
+    return m.group(1)
+
+
+def recipe(abi: str) -> dict:
+    return {"version": RECIPE_VERSION, "suite": SUITE, "kernel_release": abi,
+            "packages": sorted(BASE_PACKAGES + [f"linux-image-{abi}"]),
+            "sources": DEBIAN_SOURCES, "size": IMAGE_SIZE}
+
+
+def recipe_id(rec: dict) -> str:
+    return hashlib.sha256(json.dumps(rec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cached_image(cache: Path = CACHE) -> dict | None:
+    """image.json of a complete cached image, or None."""
+    meta = cache / "image.json"
+    if not meta.is_file():
+        return None
+    info = json.loads(meta.read_text())
+    needed = ["base.qcow2", "vmlinuz", "initrd.img", "id_ed25519", "host_ed25519.pub"]
+    if any(not (cache / name).is_file() for name in needed):
+        return None
+    return info
+
+
+def write(path: Path, text: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+
+
+def customize(root: Path, stage: Path) -> None:
+    """Turn the bootstrap directory into a bootable, SSH-reachable machine."""
+    write(root / "etc/hostname", f"{HOSTNAME}\n")
+    write(root / "etc/hosts", f"127.0.0.1 localhost\n127.0.1.1 {HOSTNAME}\n")
+    write(root / "etc/fstab", "/dev/vda / ext4 defaults,errors=remount-ro 0 1\n")
+    # No DNS on purpose (restricted user networking); apt sources are written by vm.py at
+    # boot time to the reverse-tunnelled mirror on 127.0.0.1.
+    write(root / "etc/resolv.conf", "# gpuhost VM: no DNS, the mirror is 127.0.0.1:18000\n")
+    write(root / "etc/apt/sources.list", "# written by vagrant/qemu/vm.py at boot\n")
+    # QEMU user networking always gives the guest 10.0.2.15; a static address saves the
+    # DHCP round (seconds under TCG). No gateway: nothing outside is reachable anyway.
+    write(root / "etc/systemd/network/20-wired.network",
+          "[Match]\nName=eth0\n\n[Network]\nAddress=10.0.2.15/24\nLinkLocalAddressing=no\n"
+          "IPv6AcceptRA=no\n")
+    write(root / "etc/sysctl.d/90-gpuhost-vm.conf", "kernel.printk = 3 4 1 3\n")
+    # A small initramfs: only what mounts a virtio ext4 root (36 MB -> 6 MB, faster boot).
+    conf = root / "etc/initramfs-tools/initramfs.conf"
+    conf.write_text(re.sub(r"(?m)^MODULES=.*$", "MODULES=list", conf.read_text()))
+    write(root / "etc/initramfs-tools/modules", "virtio_pci\nvirtio_blk\next4\n")
+    run(["chroot", str(root), "systemctl", "enable", "systemd-networkd"], capture_output=True)
+    # Units that only cost boot time in a throw-away VM, and apt timers that would race
+    # the deploy for the dpkg lock.
+    run(["chroot", str(root), "systemctl", "mask", "e2scrub_reap.service",
+         "apt-daily.timer", "apt-daily-upgrade.timer", "systemd-networkd-wait-online.service"],
+        capture_output=True)
+    run(["chroot", str(root), "update-initramfs", "-u", "-k", "all"], capture_output=True)
+    # SSH: our own host key (so known_hosts is exact) and our own client key.
+    for old in (root / "etc/ssh").glob("ssh_host_*"):
+        old.unlink()
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{HOSTNAME}",
+         "-f", str(root / "etc/ssh/ssh_host_ed25519_key")])
+    shutil.copy(root / "etc/ssh/ssh_host_ed25519_key.pub", stage / "host_ed25519.pub")
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpuhost-vm",
+         "-f", str(stage / "id_ed25519")])
+    ssh_dir = root / "root/.ssh"
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    write(ssh_dir / "authorized_keys", (stage / "id_ed25519.pub").read_text(), 0o600)
+    write(root / "etc/ssh/sshd_config.d/gpuhost.conf",
+          "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n"
+          "HostKey /etc/ssh/ssh_host_ed25519_key\nClientAliveInterval 5\n")
+    abi = (root / "boot").glob("vmlinuz-*")
+    kernels = sorted(abi)
+    if len(kernels) != 1:
+        raise ImageError(f"expected one kernel in the image, found {kernels}")
+    shutil.copy(kernels[0], stage / "vmlinuz")
+    shutil.copy(root / "boot" / kernels[0].name.replace("vmlinuz", "initrd.img"),
+                stage / "initrd.img")
+
+
+def build(force: bool = False, cache: Path = CACHE) -> dict:
+    """Build the image unless a cached one matches the recipe. Returns image.json."""
+    check_tools()
+    abi = kernel_abi()
+    rec = recipe(abi)
+    rid = recipe_id(rec)
+    current = cached_image(cache)
+    if current and current.get("recipe_id") == rid and not force:
+        log(f"cached image {cache}/base.qcow2 is current (kernel {abi})")
+        return current
+    cache.mkdir(parents=True, exist_ok=True)
+    stage = cache / "build"
+    shutil.rmtree(stage, ignore_errors=True)
+    root = stage / "root"
+    stage.mkdir()
+    t0 = time.monotonic()
+    log(f"mmdebstrap {SUITE} with linux-image-{abi} into {root} (about a minute)")
+    run(["mmdebstrap", "--variant=minbase", "--include=" + ",".join(rec["packages"]),
+         SUITE, str(root), *DEBIAN_SOURCES], capture_output=True)
+    t_strap = time.monotonic() - t0
+    customize(root, stage)
+    raw = stage / "base.raw"
+    log(f"mkfs.ext4 -d {root} ({IMAGE_SIZE} sparse) and qemu-img convert")
+    run(["mkfs.ext4", "-q", "-F", "-L", "gpuhost-root", "-d", str(root), str(raw), IMAGE_SIZE],
+        capture_output=True)
+    run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(stage / "base.qcow2")],
+        capture_output=True)
+    raw.unlink()
+    shutil.rmtree(root)
+    info = {**rec, "recipe_id": rid, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                  time.gmtime()),
+            "mmdebstrap_seconds": round(t_strap, 1),
+            "build_seconds": round(time.monotonic() - t0, 1)}
+    write(stage / "image.json", json.dumps(info, indent=2) + "\n")
+    for name in ["base.qcow2", "vmlinuz", "initrd.img", "id_ed25519", "id_ed25519.pub",
+                 "host_ed25519.pub", "image.json"]:
+        os.replace(stage / name, cache / name)
+    (cache / "id_ed25519").chmod(0o600)
+    stage.rmdir()
+    log(f"image ready in {info['build_seconds']} s: {cache}/base.qcow2 (kernel {abi})")
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--force", action="store_true", help="rebuild even if cached")
+    ap.add_argument("--show", action="store_true", help="print the cached image.json")
+    args = ap.parse_args(argv)
+    try:
+        if args.show:
+            info = cached_image()
+            if info is None:
+                raise ImageError(f"no image in {CACHE}: run `make vm-image`")
+        else:
+            info = build(force=args.force)
+    except ImageError as exc:
+        print(f"vm-image: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
