@@ -219,7 +219,8 @@ def modules_yaml(version: str, el: str, pkgs: list[RpmPackage]) -> str:
         meta = extra[0]
         names = sorted(common + extra)
         rpms = "\n".join(f"      - {n}-3:{version}-{rel}.{arch_of[n]}" for n in names)
-        components = "\n".join(f"    {n}:\n      rationale: {flavor} driver stack" for n in names)
+        components = "\n".join(f"      {n}:\n        rationale: {flavor} driver stack"
+                               for n in names)
         docs.append(f"""---
 document: modulemd
 version: 2

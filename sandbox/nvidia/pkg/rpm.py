@@ -30,6 +30,9 @@ class RpmPackage:
     obsoletes: list[str] = field(default_factory=list)
     files: dict[str, tuple[str | bytes, int]] = field(default_factory=dict)
     config_files: list[str] = field(default_factory=list)
+    symlinks: dict[str, str] = field(default_factory=dict)
+    dirs: list[str] = field(default_factory=list)
+    payload: str = "w6.xzdio"
     # "post", "preun", ... -> argv run through rpm.execute(); fails the scriptlet on non-zero
     scriptlets: dict[str, list[str]] = field(default_factory=dict)
     description: str = "Simulated package for the gpuhost sandbox; no real software inside."
@@ -57,6 +60,8 @@ class RpmPackage:
         for rel in sorted(self.files):
             path = "/" + rel.lstrip("/")
             body.append(f"%config(noreplace) {path}" if path in self.config_files else path)
+        body += sorted(self.symlinks)
+        body += [f"%dir {d}" for d in sorted(self.dirs)]
         for when, argv in self.scriptlets.items():
             args = ", ".join(lua_str(a) for a in argv)
             body += ["", f"%{when} -p <lua>",
@@ -79,13 +84,18 @@ def build_rpm(pkg: RpmPackage, outdir: Path) -> Path:
     stage.mkdir()
     for rel, (content, mode) in pkg.files.items():
         write(stage / rel.lstrip("/"), content, mode)
+    for link, target in pkg.symlinks.items():
+        (stage / link.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (stage / link.lstrip("/")).symlink_to(target)
+    for d in pkg.dirs:
+        (stage / d.lstrip("/")).mkdir(parents=True, exist_ok=True)
     spec = write(top / f"{pkg.name}.spec", pkg.spec(stage))
     run(["rpmbuild", "-bb", "--quiet",
          "--define", f"_topdir {top}",
          "--define", "_build_id_links none",
          "--define", "debug_package %{nil}",
          "--define", "__os_install_post %{nil}",
-         "--define", "_binary_payload w6.xzdio",
+         "--define", f"_binary_payload {pkg.payload}",
          "--define", "source_date_epoch_from_changelog 0",
          "--define", "use_source_date_epoch_as_buildtime 1",
          "--define", "clamp_mtime_to_source_date_epoch 1",
