@@ -5,7 +5,7 @@
     pyinfra -y inventories/prod.py deploys/gpu_host.py        # apply without asking
 
 Kernel headers of the running kernel -> NVIDIA driver from NVIDIA's local repo package ->
-Docker -> NVIDIA Container Toolkit -> nvidia runtime merged into /etc/docker/daemon.json ->
+MIG mode/layout when set -> Docker -> NVIDIA Container Toolkit -> nvidia runtime merged into /etc/docker/daemon.json ->
 verification with facts. Every key it reads is documented in docs/settings.md; bad values
 stop the run before any host is changed. A second run on a converged host changes nothing.
 """
@@ -16,6 +16,7 @@ from roles import (
     daemon_json,
     docker_engine,
     kernel_headers,
+    mig,
     nvidia_driver,
     verify,
 )
@@ -24,6 +25,7 @@ common.check_inventory()
 if common.host_ready():
     kernel_headers.install()
     nvidia_driver.install()
+    mig.configure()
     docker_engine.install()
     container_toolkit.install()
     daemon_json.configure()

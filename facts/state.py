@@ -237,7 +237,7 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
             capability = gpu.get("compute_capability") or (model or {}).get("compute_capability")
             mig_capable = gpu.get("mig_capable")
             if mig_capable is None and model is not None:
-                mig_capable = bool(model.get("mig_capable"))
+                mig_capable = model.get("mig") is not None
             result.append(
                 {
                     "index": gpu["index"],
@@ -274,7 +274,7 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
                 "persistence_mode": None,
                 "mig_current": None,
                 "mig_pending": None,
-                "mig_capable": bool((model or {}).get("mig_capable")) if model else None,
+                "mig_capable": (model.get("mig") is not None) if model else None,
                 "compute_capability": (model or {}).get("compute_capability"),
                 "processes": [],
                 "source": "lspci",

@@ -97,3 +97,14 @@ def test_values_with_shell_metacharacters_reach_the_host_quoted():
     # the hostile value goes into daemon.json as data (an upload), never into a command
     assert "pwned" not in result.stdout
     assert any("docker image inspect" not in line for line in result.stdout.splitlines())
+
+
+def test_mig_mode_is_applied_where_it_differs_and_a_bad_layout_is_refused():
+    result = run_plan("debian12", {"mig_mode": "enabled"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "nvidia-smi -i 0 -mig 1" in result.stdout.splitlines()
+    bad = run_plan("debian12", {"mig_mode": "enabled",
+                                "mig_layout": ["4g.20gb", "4g.20gb"]})
+    lines = bad.stdout.splitlines()
+    assert any("mig_layout on A100-SXM4-40GB" in line and line.endswith("exit 1") for line in lines)
+    assert not any(line.startswith("nvidia-smi") for line in lines)

@@ -238,6 +238,7 @@ def test_gpus_come_from_lspci_when_the_driver_does_not_answer():
     gpus = state.gpus_state(sections)
     assert len(gpus) == 1 and gpus[0]["source"] == "lspci"
     assert gpus[0]["model"] == "H100-80GB-HBM3" and gpus[0]["architecture"] == "hopper"
+    assert gpus[0]["mig_capable"] is True
 
 
 @pytest.mark.parametrize(
