@@ -44,6 +44,12 @@ STATE_FILE = paths.MIRROR_CACHE / "state.json"
 KEYRING = paths.MIRROR_DEBIAN / KEYRING_NAME
 
 
+def _apt_env() -> dict[str, str]:
+    """Isolate apt from the controller's /etc/apt/apt.conf.d (which may disable caches or
+    add proxies and repositories that hosts will never see)."""
+    return {"APT_CONFIG": str(APT_DIR / "apt.conf")}
+
+
 def _apt_opts() -> list[str]:
     return [
         "-o", f"Dir::Etc::sourcelist={APT_DIR / 'sources.list'}",
@@ -62,8 +68,12 @@ def _apt_opts() -> list[str]:
 
 
 def _prepare_apt_dir() -> None:
-    for d in ("sources.list.d", "preferences.d", "state/lists/partial", "cache/archives/partial"):
+    for d in ("sources.list.d", "preferences.d", "apt.conf.d", "state/lists/partial",
+              "cache/archives/partial"):
         (APT_DIR / d).mkdir(parents=True, exist_ok=True)
+    write_file(APT_DIR / "apt.conf",
+               f'Dir::Etc::parts "{APT_DIR / "apt.conf.d"}";\n'
+               f'Dir::Etc::main "{APT_DIR / "apt.conf.main"}";\n')
     srcs = "\n".join(line.replace("deb ", f"deb [signed-by={paths.DEBIAN_KEYRING}] ", 1)
                      for line in paths.DEBIAN_SOURCES) + "\n"
     if not (APT_DIR / "sources.list").is_file() or (APT_DIR / "sources.list").read_text() != srcs:
@@ -84,14 +94,14 @@ def _update_lists(refresh: bool) -> None:
     if fresh and not refresh:
         return
     with step("mirror: apt-get update (controller-side, Debian archive only)"):
-        run(["apt-get", *_apt_opts(), "update"], quiet=True)
+        run(["apt-get", *_apt_opts(), "update"], quiet=True, env=_apt_env())
         write_file(stamp, time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
 
 
 def newest_kernel_headers() -> str:
     """Kernel release K of the newest linux-headers-6.1.0-*-amd64 the archive has."""
     out = run(["apt-cache", *_apt_opts(), "search", "--names-only",
-               r"^linux-headers-6\.1\.0-[0-9]+-amd64$"], capture=True).stdout
+               r"^linux-headers-6\.1\.0-[0-9]+-amd64$"], capture=True, env=_apt_env()).stdout
     abis = [int(m.group(1)) for m in re.finditer(r"^linux-headers-6\.1\.0-(\d+)-amd64 ",
                                                    out, re.M)]
     if not abis:
@@ -114,7 +124,8 @@ def _package_list(kernel: str) -> list[str]:
 
 def _resolve(pkgs: list[str]) -> list[tuple[str, str, str]]:
     """(name, version, arch) of the full dependency closure against an empty system."""
-    proc = run(["apt-get", *_apt_opts(), "-s", "install", *pkgs], capture=True, check=False)
+    proc = run(["apt-get", *_apt_opts(), "-s", "install", *pkgs], capture=True, check=False,
+               env=_apt_env())
     if proc.returncode != 0:
         raise SandboxError("cannot resolve the mirror's packages against the Debian archive:\n"
                            + (proc.stdout + proc.stderr).strip()[-2000:])
@@ -140,7 +151,8 @@ def _download(closure: list[tuple[str, str, str]]) -> int:
             for i in range(0, len(missing), 100):
                 batch = [f"{n}={v}" for n, v, _ in missing[i:i + 100]]
                 proc = run(["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", str(POOL),
-                            "apt-get", *_apt_opts(), "download", *batch], check=False, quiet=True)
+                            "apt-get", *_apt_opts(), "download", *batch], check=False, quiet=True,
+                           env=_apt_env())
                 if proc.returncode != 0:
                     raise SandboxError(f"apt-get download failed:\n{proc.stdout[-1500:]}")
         still = [n for n, v, a in missing if not (POOL / deb_filename(n, v, a)).is_file()]
@@ -197,27 +209,47 @@ def _index() -> None:
          "--output", str(DIST / "Release.gpg"), str(DIST / "Release")], env=env)
 
 
+def _inputs_hash() -> str:
+    """Everything the mirror's content depends on, cheap to compute: when it is unchanged
+    the (slow, ~5 s) dependency resolution is skipped."""
+    lists = sorted((f.name, f.stat().st_size, int(f.stat().st_mtime))
+                   for f in (APT_DIR / "state" / "lists").glob("*Packages*"))
+    extra = paths.NVIDIA_MIRROR_PACKAGES.read_text() if paths.NVIDIA_MIRROR_PACKAGES.is_file() else ""
+    return recipe_hash({"format": MIRROR_FORMAT, "packages": MIRROR_PACKAGES, "extra": extra,
+                        "sources": paths.DEBIAN_SOURCES, "lists": lists})
+
+
+def _complete(state: dict) -> bool:
+    return ((DIST / "InRelease").is_file() and KEYRING.is_file() and bool(state.get("files"))
+            and all((POOL / f).is_file() for f in state["files"]))
+
+
 def build(refresh: bool = False) -> dict:
     """Build or update the mirror; return its state (kernel release, package count)."""
     need_commands("apt-get", "apt-ftparchive", "gpg", "gzip")
     _prepare_apt_dir()
     _update_lists(refresh)
-    kernel = newest_kernel_headers()
-    pkgs = _package_list(kernel)
-    closure = _resolve(pkgs)
-    want = recipe_hash({"format": MIRROR_FORMAT, "closure": closure})
     state = read_json(STATE_FILE) or {}
-    if (state.get("hash") == want and (DIST / "InRelease").is_file() and KEYRING.is_file()
-            and all((POOL / deb_filename(*c)).is_file() for c in closure)):
-        say(f"mirror {paths.MIRROR_DEBIAN} is up to date ({len(closure)} packages, kernel {kernel})")
+    inputs = _inputs_hash()
+    if state.get("inputs") == inputs and _complete(state):
+        say(f"mirror {paths.MIRROR_DEBIAN} is up to date ({state['count']} packages, "
+            f"kernel {state['kernel_release']})")
         return state
-    _ensure_key()
-    fetched = _download(closure)
-    with step(f"mirror: index and sign {len(closure)} packages ({fetched} new)"):
-        _index()
-    state = {"hash": want, "kernel_release": kernel, "packages": pkgs,
-             "count": len(closure), "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with step("mirror: resolve dependencies against an empty system"):
+        kernel = newest_kernel_headers()
+        pkgs = _package_list(kernel)
+        closure = _resolve(pkgs)
+    files = sorted(deb_filename(*c) for c in closure)
+    if state.get("files") != files or not _complete(state):
+        _ensure_key()
+        fetched = _download(closure)
+        with step(f"mirror: index and sign {len(closure)} packages ({fetched} new)"):
+            _index()
+    state = {"inputs": inputs, "kernel_release": kernel, "packages": pkgs,
+             "count": len(closure), "files": files,
+             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_file(STATE_FILE, json.dumps(state, indent=1) + "\n")
+    say(f"mirror {paths.MIRROR_DEBIAN}: {len(closure)} packages, kernel {kernel}")
     return state
 
 
