@@ -8,7 +8,6 @@
   gpusim boot         same as gpusim-boot
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -158,30 +157,46 @@ def state_cmd(_args):
     return 0
 
 
-def parser():
-    p = argparse.ArgumentParser(prog="gpusim", description="Control the simulated GPUs.")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    proc = sub.add_parser("process", help="simulated GPU processes")
-    proc.add_argument("action", choices=("add", "remove", "clear", "list"))
-    proc.add_argument("--gpu", type=int, default=0)
-    proc.add_argument("--pid", type=int)
-    proc.add_argument("--name", default="python3")
-    proc.add_argument("--mem", type=int, default=1024, help="MiB of GPU memory")
-    proc.add_argument("--type", default="C", choices=("C", "G", "C+G"))
-    proc.add_argument("--gi", type=int)
-    proc.add_argument("--ci", type=int)
-    fault = sub.add_parser("fault", help="injected faults")
-    fault.add_argument("action", choices=("set", "clear", "list", "check"))
-    fault.add_argument("name", nargs="?")
-    fault.add_argument("value", nargs="?")
-    sub.add_parser("state", help="dump everything as JSON")
-    sub.add_parser("boot", help="what happens at boot (same as gpusim-boot)")
-    return p
+USAGE = __doc__.split("\n\n", 1)[0].strip() + "\n"
+PROCESS_OPTS = {"--gpu": int, "--pid": int, "--name": str, "--mem": int, "--type": str,
+                "--gi": int, "--ci": int}
+
+
+class _Args:
+    """Parsed command line (argparse needs gettext/shutil, which python3-minimal lacks)."""
+
+    def __init__(self, argv):
+        if not argv or argv[0] in ("-h", "--help"):
+            raise host.SimError(USAGE, 0 if argv else 2)
+        self.cmd, rest = argv[0], list(argv[1:])
+        self.action = rest.pop(0) if rest and not rest[0].startswith("-") else None
+        self.gpu, self.pid, self.name, self.mem, self.type = 0, None, "python3", 1024, "C"
+        self.gi = self.ci = self.value = None
+        choices = {"process": ("add", "remove", "clear", "list"),
+                   "fault": ("set", "clear", "list", "check"), "state": (None,), "boot": (None,)}
+        if self.cmd not in choices or self.action not in choices[self.cmd]:
+            raise host.SimError(f"gpusim: unknown command {' '.join(argv[:2])!r}.\n{USAGE}", 2)
+        if self.cmd == "fault":
+            self.name = rest.pop(0) if rest else None
+            self.value = rest.pop(0) if rest else None
+        while self.cmd == "process" and rest:
+            opt, eq, value = rest.pop(0).partition("=")
+            if opt not in PROCESS_OPTS or (not eq and not rest):
+                raise host.SimError(f"gpusim: bad option {opt!r} for process {self.action}.", 2)
+            value = value if eq else rest.pop(0)
+            try:
+                setattr(self, opt[2:], PROCESS_OPTS[opt](value))
+            except ValueError:
+                raise host.SimError(f"gpusim: {opt} needs a number, not {value!r}.", 2) from None
+        if rest:
+            raise host.SimError(f"gpusim: unexpected arguments {rest}.", 2)
+        if self.type not in ("C", "G", "C+G"):
+            raise host.SimError("gpusim: --type is C, G or C+G.", 2)
 
 
 def main(argv=None):
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        args = _Args(sys.argv[1:] if argv is None else argv)
         if args.cmd == "process":
             if args.action in ("add", "remove") and args.pid is None:
                 raise host.SimError(f"gpusim: process {args.action} needs --pid.", 2)
@@ -192,7 +207,7 @@ def main(argv=None):
             return state_cmd(args)
         return boot()
     except host.SimError as err:
-        print(err.message.rstrip("\n"), file=sys.stderr)
+        print(err.message.rstrip("\n"), file=sys.stdout if err.rc == 0 else sys.stderr)
         return err.rc
 
 
