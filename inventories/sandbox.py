@@ -47,19 +47,46 @@ def _host(fleet: dict, h: dict) -> tuple:
 def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
     """gpuhost settings for the whole sandbox fleet (merged into the `all` group data).
 
-    LEAD: fill in from docs/architecture.md "Inventory data keys", e.g.
-    nvidia_driver_version / nvidia_local_repo (URLs + sha256 from `manifest`),
-    container_toolkit_*, docker_source, offline=True. The sandbox provides:
-      fleet["mirror"]                  http://127.77.0.1:8000
-      {mirror}/debian                  Debian bookworm mirror (hosts' only apt source)
-      {mirror}/debian/gpuhost-sandbox-archive.gpg  its keyring (already on every host in
-                                       /etc/apt/keyrings/)
-      {mirror}/nvidia/...              the fake NVIDIA artifacts (manifest URLs)
+    Everything comes from the sandbox's own mirror (offline): the fake NVIDIA local repos
+    and toolkit repo from the manifest, Docker from Debian (docker.io). The driver version
+    is the newest fake one unless GPUHOST_SANDBOX_DRIVER names another
+    (e.g. 550.163.01 for the upgrade tests).
     """
-    settings = {"sandbox_mirror_url": fleet["mirror"]}
-    if manifest:
-        settings["sandbox_nvidia_manifest"] = manifest
+    mirror = fleet["mirror"]
+    settings = {"sandbox_mirror_url": mirror}
+    if not manifest:
+        return settings
+    version = os.environ.get("GPUHOST_SANDBOX_DRIVER") or manifest["driver_versions"][-1]
+    repos = manifest["local_repos"].get(version)
+    if repos is None:
+        sys.exit(f"sandbox: no fake driver {version}; built: {', '.join(manifest['driver_versions'])}")
+    toolkit = manifest["toolkit"]
+    settings.update(
+        nvidia_driver_version=version,
+        nvidia_local_repo={tag: {"url": r["url"], "sha256": r["sha256"]} for tag, r in repos.items()},
+        nvidia_artifact_cache="/var/cache/gpuhost/controller",
+        container_toolkit_version=toolkit["version"],
+        container_toolkit_source="mirror",
+        container_toolkit_repo_url={"apt": toolkit["apt"]["url"], "rpm": toolkit["rpm"]["url"]},
+        container_toolkit_gpgkey={"apt": toolkit["apt"]["gpgkey"], "rpm": toolkit["rpm"]["gpgkey"]},
+        docker_source="distro",
+        reboot_policy="when_needed",
+        offline=True,
+        offline_mirror_urls=[mirror],
+    )
+    image = manifest.get("verify_image")
+    if image:
+        settings.update(verify_image=image["name"], verify_image_archive=image["archive"])
     return settings
+
+
+def _ol_settings(manifest: dict | None, major: str) -> dict:
+    """Oracle Linux hosts take Docker from the sandbox's stand-in of Docker's RHEL repo."""
+    repo = (manifest or {}).get("ol_repos", {}).get(major)
+    if not repo:
+        return {}
+    return {"docker_source": "docker", "docker_repo_url": {"rhel": repo["url"]},
+            "docker_repo_gpgkey": {"rhel": repo["gpgkey"]}}
 
 
 def _load_manifest() -> dict | None:
@@ -74,6 +101,9 @@ _hosts = [_host(_fleet, h) for h in _fleet["hosts"]]
 _by_name = {h["name"]: h for h in _fleet["hosts"]}
 
 debian_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "debian12"], {})
+_manifest = _load_manifest()
 ol_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("ol8", "ol9")], {})
+ol8_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "ol8"], _ol_settings(_manifest, "ol8"))
+ol9_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "ol9"], _ol_settings(_manifest, "ol9"))
 docker_hosts = ([t for t in _hosts if _by_name[t[0]].get("docker")], {})
-all = (_hosts, sandbox_settings(_fleet, _load_manifest()))  # noqa: A001
+all = (_hosts, sandbox_settings(_fleet, _manifest))  # noqa: A001
