@@ -39,12 +39,19 @@ def simulator_digest() -> str:
     return tree_digest(Path(src))
 
 
-def build_local_repos(key: SigningKey, force: bool) -> None:
+def writable(path) -> bool:
+    while not path.exists():
+        path = path.parent
+    return os.access(path, os.W_OK)
+
+
+def build_local_repos(key: SigningKey, force: bool, versions: list[str],
+                      distros: list[str]) -> None:
     code = tree_digest(CODE, TEMPLATES)
     sim = simulator_digest()
-    for version in DRIVER_VERSIONS:
+    for version in versions:
         outdir = OUT_DIR / "local-repos" / version
-        for distro in APT_DISTROS + RPM_DISTROS:
+        for distro in distros:
             out = outdir / local_repo_filename(version, distro)
             digest = inputs_digest(code=code, sim=sim, key=key.fingerprint, v=version, d=distro)
             name = f"local-repo-{distro}-{version}"
@@ -91,12 +98,18 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", action="append", choices=PARTS, help="build only this part")
     ap.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    ap.add_argument("--driver-version", action="append", choices=DRIVER_VERSIONS,
+                    help="local repos: only this driver version (repeatable)")
+    ap.add_argument("--distro", action="append", choices=APT_DISTROS + RPM_DISTROS,
+                    help="local repos: only this distro tag (repeatable)")
     args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("error: run as root (the build writes /var/cache/gpuhost/nvidia and chroots "
-              "for the verify image)", file=sys.stderr)
-        return 1
     parts = args.only or list(PARTS)
+    if os.geteuid() != 0 and ("verify-image" in parts or not writable(OUT_DIR)):
+        print(f"error: run as root (the build writes {OUT_DIR} and runs mmdebstrap for the "
+              "verify image)", file=sys.stderr)
+        return 1
+    versions = args.driver_version or list(DRIVER_VERSIONS)
+    distros = args.distro or list(APT_DISTROS + RPM_DISTROS)
     t0 = time.monotonic()
     try:
         need_tools("gpg", "dpkg-deb", "apt-ftparchive", "rpmbuild", "rpmsign", "createrepo_c",
@@ -106,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         key.export_armored(OUT_DIR / "gpgkey")
         log(f"signing key {key.fingerprint} (public key: {OUT_DIR / 'gpgkey'})")
         if "local-repos" in parts:
-            build_local_repos(key, args.force)
+            build_local_repos(key, args.force, versions, distros)
         if "toolkit" in parts:
             from sandbox.nvidia.pkg import toolkit
             toolkit.build(key, args.force)

@@ -97,7 +97,7 @@ def apt_packages(version: str, distro: str) -> list[DebPackage]:
                    conffiles=[NOUVEAU], provides=["nvidia-kernel-common"],
                    conflicts=["nvidia-kernel-common"], replaces=["nvidia-kernel-common"]),
         DebPackage(f"nvidia-utils-{b}", v, f"NVIDIA driver support binaries (simulated nvidia-smi, {b})",
-                   depends=["python3"], files=utils_files(), section="non-free/utils",
+                   depends=["python3-minimal"], files=utils_files(), section="non-free/utils",
                    provides=["nvidia-utils"], conflicts=["nvidia-utils"], replaces=["nvidia-utils"]),
         DebPackage(f"nvidia-fabricmanager-{b}", v,
                    f"Fabric Manager for NVSwitch based systems (simulated, {version})",

@@ -7,9 +7,11 @@ Layout under OUT_DIR/toolkit/: deb/ (flat repo `deb URL /`), rpm/ (repodata), gp
 from __future__ import annotations
 
 import shutil
+import os
 import time
+from pathlib import Path
 
-from .common import (BASE_URL, OUT_DIR, TEMPLATES, TOOLKIT_COMMIT, TOOLKIT_VERSION, HERE,
+from .common import (BASE_URL, GPUSIM_SRC, OUT_DIR, BuildError, TEMPLATES, TOOLKIT_COMMIT, TOOLKIT_VERSION, HERE,
                      fresh_dir, inputs_digest, log, mark_done, template, tree_digest,
                      up_to_date, write)
 from .deb import DebPackage, build_deb, build_flat_repo
@@ -33,11 +35,22 @@ def payloads(version: str = TOOLKIT_VERSION) -> dict[str, dict[str, tuple[str, i
             "/usr/bin/nvidia-ctk": (template("nvidia-ctk", **sub), 0o755),
             "/usr/bin/nvidia-container-runtime":
                 (template("nvidia-container-runtime", **sub), 0o755),
-            CONF: (template("config.toml"), 0o644)},
+            CONF: (template("config.toml"), 0o644),
+            # python3-minimal has no json module: the tools fall back to this reader/writer
+            # (the GPU simulator's, sandbox/nvidia/gpusim/jsonlite.py).
+            "/usr/lib/nvidia-container-toolkit/jsonlite.py": (jsonlite_source(), 0o644)},
         "nvidia-container-toolkit": {
             "/usr/bin/nvidia-container-runtime-hook":
                 (template("nvidia-container-runtime-hook"), 0o755)},
     }
+
+
+def jsonlite_source() -> str:
+    src = Path(os.environ.get("GPUHOST_GPUSIM_SRC", GPUSIM_SRC)) / "jsonlite.py"
+    if not src.exists():
+        raise BuildError(f"{src} is missing (the GPU simulator's JSON module, needed by the "
+                         "toolkit tools on python3-minimal hosts)")
+    return src.read_text()
 
 
 def deb_packages(version: str = TOOLKIT_VERSION) -> list[DebPackage]:
@@ -50,7 +63,7 @@ def deb_packages(version: str = TOOLKIT_VERSION) -> list[DebPackage]:
                    depends=[f"libnvidia-container1 (>= {v})"],
                    files=files["libnvidia-container-tools"], section="utils"),
         DebPackage("nvidia-container-toolkit-base", v, "NVIDIA Container Toolkit Base (simulated)",
-                   depends=["python3"], files=files["nvidia-container-toolkit-base"],
+                   depends=["python3-minimal"], files=files["nvidia-container-toolkit-base"],
                    conffiles=[CONF], section="utils"),
         DebPackage("nvidia-container-toolkit", v, "NVIDIA Container toolkit (simulated)",
                    depends=[f"nvidia-container-toolkit-base (= {v})",
