@@ -1,0 +1,160 @@
+"""The audit report in three forms of one document (``gpuhost.audit.build``): a terminal
+table, JSON (schema ``gpuhost.audit/1``, docs/audit-schema.md) and a self-contained HTML page
+(``gpuhost.report_html``). Pure: the caller decides where the text goes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_ANSI = {"green": "32", "yellow": "33", "red": "31", "bold": "1", "dim": "2"}
+STATUS_COLOUR = {"ok": "green", "drift": "yellow", "failed": "red", "unreachable": "red"}
+COLUMNS = ("HOST", "OS", "KERNEL", "DRIVER loaded/pkg", "STATE", "CUDA<=", "GPUS", "MIG",
+           "TOOLKIT", "RUNTIME nv/default", "STATUS")
+
+
+def use_colour(stream: Any) -> bool:
+    """Colour only on a terminal, and never with NO_COLOR set (https://no-color.org)."""
+    return bool(getattr(stream, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR")
+
+
+def _paint(text: str, colour: str | None, enabled: bool) -> str:
+    if not enabled or not colour:
+        return text
+    return f"\033[{_ANSI[colour]}m{text}\033[0m"
+
+
+def _visible_len(text: str) -> int:
+    return len(re.sub(r"\033\[[0-9;]*m", "", text))
+
+
+def _dash(value: Any) -> str:
+    return "-" if value in (None, "", []) else str(value)
+
+
+def os_label(observed: Mapping[str, Any]) -> str:
+    info = observed["os"]
+    label = f"{info['id']} {info['version_id']}".strip() or "unknown"
+    return label if info["supported"] else f"{label} (unsupported)"
+
+
+def driver_label(observed: Mapping[str, Any]) -> str:
+    driver = observed["driver"]
+    loaded, installed = driver["loaded_version"], driver["installed_version"]
+    if loaded is None and installed is None:
+        return "-"
+    if loaded == installed:
+        return f"{loaded} {driver['flavor'] or ''}".strip()
+    return f"{_dash(loaded)}/{_dash(installed)}"
+
+
+def gpus_label(observed: Mapping[str, Any]) -> str:
+    return ", ".join(f"{g['model']} x{g['count']}" for g in observed["gpus"]) or "-"
+
+
+def mig_label(observed: Mapping[str, Any]) -> str:
+    mig = observed["mig"]
+    if mig["mode"] is None:
+        return "n/a" if observed["gpu_count"] else "-"
+    text = mig["mode"] + (" (pending)" if mig["pending"] else "")
+    layouts = {"+".join(profiles) or "empty" for profiles in mig["layout"].values()}
+    if layouts:
+        text += ": " + "; ".join(sorted(layouts))
+    return text
+
+
+def toolkit_label(observed: Mapping[str, Any]) -> str:
+    toolkit = observed["toolkit"]
+    if not toolkit["installed"]:
+        return "-"
+    return toolkit["version"] or "mixed!"
+
+
+def runtime_label(observed: Mapping[str, Any]) -> str:
+    docker = observed["docker"]
+    if not docker["installed"]:
+        return "no docker"
+    return f"{'yes' if docker['nvidia_runtime'] else 'no'}/{docker['default_runtime'] or 'runc'}"
+
+
+def status_label(host: Mapping[str, Any]) -> str:
+    if host["status"] == "drift":
+        items = sorted({item["item"] for item in host["drift"]})
+        return "drift: " + ",".join(items)
+    return host["status"]
+
+
+def row(host: Mapping[str, Any]) -> list[str]:
+    """The table cells of one host (plain text)."""
+    obs = host["observed"]
+    if obs is None:
+        return [host["name"]] + ["?"] * (len(COLUMNS) - 2) + [status_label(host)]
+    return [host["name"], os_label(obs), _dash(obs["kernel_release"]), driver_label(obs),
+            obs["driver"]["state"], _dash(obs["driver"]["newest_cuda"]), gpus_label(obs),
+            mig_label(obs), toolkit_label(obs), runtime_label(obs), status_label(host)]
+
+
+def summary_line(document: Mapping[str, Any]) -> str:
+    s = document["summary"]
+    parts = [f"{s[k]} {k}" for k in ("ok", "drift", "failed", "unreachable")]
+    meaning = {0: "all hosts match", 2: "drift", 3: "hosts failed or unreachable"}
+    return (f"{s['hosts']} hosts: {', '.join(parts)} -> exit {s['exit_code']} "
+            f"({meaning.get(s['exit_code'], '?')})")
+
+
+def render_table(document: Mapping[str, Any], colour: bool = False) -> str:
+    """The terminal report: one row per host, then drift details, CUDA answers, summary."""
+    hosts = document["hosts"]
+    rows = [list(COLUMNS)] + [row(h) for h in hosts]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = []
+    for index, cells in enumerate(rows):
+        painted = []
+        for i, cell in enumerate(cells):
+            text = cell.ljust(widths[i]) if i < len(cells) - 1 else cell
+            if index == 0:
+                text = _paint(text, "bold", colour)
+            elif i == len(cells) - 1:
+                text = _paint(text, STATUS_COLOUR[hosts[index - 1]["status"]], colour)
+            painted.append(text)
+        lines.append("  ".join(painted).rstrip())
+    problems = [(h, item["message"]) for h in hosts for item in h["drift"]]
+    problems += [(h, h["error"]) for h in hosts if h["status"] in ("failed", "unreachable")]
+    if problems:
+        lines += ["", _paint("Problems:", "bold", colour)]
+        width = max(len(h["name"]) for h, _ in problems)
+        for h, message in problems:
+            tag = _paint(h["status"].ljust(11), STATUS_COLOUR[h["status"]], colour)
+            lines.append(f"  {h['name'].ljust(width)}  {tag} {message}")
+    cuda = document["summary"].get("cuda")
+    if cuda:
+        lines += ["", _paint(f"CUDA {cuda['version']} (native needs driver >= "
+                             f"{cuda['driver_needed']}):", "bold", colour)]
+        for verdict, names in cuda["hosts"].items():
+            if names:
+                lines.append(f"  {verdict:<21} {', '.join(names)}")
+        for h in hosts:
+            if h["cuda"] and h["cuda"]["verdict"] != "native":
+                lines.append(f"    {h['name']}: {h['cuda']['message']}")
+        not_answered = [h["name"] for h in hosts if h["cuda"] is None]
+        if not_answered:
+            lines.append(f"  {'not audited':<21} {', '.join(not_answered)}")
+    colour_of = STATUS_COLOUR["ok"] if document["summary"]["exit_code"] == 0 else (
+        "yellow" if document["summary"]["exit_code"] == 2 else "red")
+    lines += ["", _paint(summary_line(document), colour_of, colour)]
+    return "\n".join(lines) + "\n"
+
+
+def render_json(document: Mapping[str, Any]) -> str:
+    """The document as JSON (stable key order, newline-terminated)."""
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+
+def render_html(document: Mapping[str, Any]) -> str:
+    """A self-contained HTML page (inline CSS and SVG, no script, no network)."""
+    from gpuhost import report_html
+
+    return report_html.render(document)
