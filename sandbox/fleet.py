@@ -7,6 +7,8 @@ encodes its index and OS, so changing --ol renames (recreates) the hosts it move
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -21,6 +23,20 @@ from .util import (SandboxError, need_commands, need_root, pid_alive, read_json,
 
 HTTPD = paths.PACKAGE_DIR / "httpd.py"
 READY_TIMEOUT = 60.0
+
+
+@contextlib.contextmanager
+def _lock():
+    """Serialise `up` and `down` (several sessions share this machine's one fleet)."""
+    rd = paths.run_dir()
+    rd.parent.mkdir(parents=True, exist_ok=True)
+    with open(rd.parent / f".{rd.name}.lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say("waiting for another `sandbox up/down` to finish")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def _state_file() -> Path:
@@ -94,6 +110,12 @@ def _http_ok() -> bool:
 def up(n_hosts: int, ol: int = 0, docker_hosts: int = 1, overrides: dict | None = None,
        refresh: bool = False) -> dict:
     need_root()
+    with _lock():
+        return _up(n_hosts, ol, docker_hosts, overrides, refresh)
+
+
+def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
+        refresh: bool) -> dict:
     t0 = time.monotonic()
     rd = paths.run_dir()
     request = {"hosts": n_hosts, "ol": ol, "docker_hosts": docker_hosts,
@@ -180,6 +202,11 @@ def _write_known_hosts(wanted: list[dict]) -> None:
 
 def down() -> None:
     need_root()
+    with _lock():
+        _down()
+
+
+def _down() -> None:
     t0 = time.monotonic()
     current = read_json(_state_file()) or {}
     names = {h["name"] for h in current.get("hosts", [])}

@@ -9,6 +9,10 @@ name=$1 lower=$2 upper=$3 work=$4 root=$5 docker_data=$6
 hostname "$name"
 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$upper,workdir=$work" "$root"
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
+# /proc/driver is a tmpfs the GPU simulator writes (/proc/driver/nvidia/version, ...).
+if [ -d "$root/proc/driver" ]; then
+    mount -t tmpfs -o mode=0755,nosuid,nodev,noexec tmpfs "$root/proc/driver"
+fi
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
 mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs "$root/run"

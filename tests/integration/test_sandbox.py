@@ -1,0 +1,220 @@
+"""The sandbox fleet itself: real SSH hosts reached by real pyinfra, the package mirror,
+reboots, Docker inside a host, and a `down` that leaves nothing behind."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+STATE_DIR = Path("/var/lib/gpuhost-sandbox")
+
+
+def _hosts(fleet: dict, os_names: tuple[str, ...]) -> list[dict]:
+    return [h for h in fleet["hosts"] if h["os"] in os_names]
+
+
+def _fact(pyinfra, *facts: str) -> dict:
+    out = pyinfra("fact", *facts, "--json").stdout
+    return json.loads(out)
+
+
+def _uptime(ssh, name: str) -> float:
+    return float(ssh(name, "cat /proc/uptime").stdout.split()[0])
+
+
+def _run_dir() -> Path:
+    return Path(os.environ.get("GPUHOST_SANDBOX_DIR", "/run/gpuhost-sandbox"))
+
+
+def _boots(name: str) -> int:
+    return int((_run_dir() / "hosts" / name / "boots").read_text())
+
+
+def test_fleet_matches_spec(fleet, sandbox_spec):
+    assert len(fleet["hosts"]) == sandbox_spec["hosts"]
+    assert len(_hosts(fleet, ("ol8", "ol9"))) == sandbox_spec["ol"]
+    assert sum(h["docker"] for h in fleet["hosts"]) == sandbox_spec["docker_hosts"]
+    for i, h in enumerate(fleet["hosts"], start=1):
+        assert h["address"] == f"127.77.1.{i}" and h["port"] == 2222
+        assert h["name"].endswith(f"-{i:02d}")
+    assert Path(fleet["ssh_key"]).is_file() and Path(fleet["known_hosts"]).is_file()
+
+
+def test_pyinfra_sees_debian_and_oracle_linux(fleet, pyinfra):
+    facts = _fact(pyinfra, "server.LinuxDistribution", "server.KernelVersion")
+    dist, kernel = facts["server.LinuxDistribution"], facts["server.KernelVersion"]
+    assert set(dist) == {h["name"] for h in fleet["hosts"]}
+    for h in fleet["hosts"]:
+        d = dist[h["name"]]
+        assert kernel[h["name"]] == h["kernel_release"], h["name"]
+        if h["os"] == "debian12":
+            assert (d["name"], d["major"]) == ("Debian", 12)
+            assert re.fullmatch(r"6\.1\.0-\d+-amd64", kernel[h["name"]])
+        else:
+            assert d["name"] == "Oracle Linux Server"
+            assert d["release_meta"]["ID"] == "ol"
+            assert d["release_meta"]["ID_LIKE"] == "fedora"
+            assert (d["major"], d["minor"]) == {"ol8": (8, 10), "ol9": (9, 5)}[h["os"]]
+
+
+def test_host_identity_and_shims(fleet, ssh):
+    for h in fleet["hosts"]:
+        out = ssh(h["name"], "hostname; uname -r; uname -s; uname -m; uname -a; "
+                             "cat /etc/gpusim/machine.json").stdout.splitlines()
+        assert out[0] == h["name"]
+        assert out[1] == h["kernel_release"]
+        assert out[2:4] == ["Linux", "x86_64"]
+        assert out[4].startswith(f"Linux {h['name']} {h['kernel_release']} ")
+        machine = json.loads("\n".join(out[5:]))
+        assert machine == {"hostname": h["name"], "os": h["os"],
+                           "kernel_release": h["kernel_release"], "gpu_model": h["gpu_model"],
+                           "gpu_count": h["gpu_count"], "nvswitch": h["nvswitch"]}
+
+
+def test_hosts_are_isolated_but_share_no_network_namespace(fleet, ssh):
+    h = fleet["hosts"][0]
+    out = ssh(h["name"], "ps -e --no-headers | wc -l; cat /proc/1/cmdline | tr '\\0' ' '; "
+                         "ip -o addr show | grep -c 'inet '").stdout
+    lines = out.splitlines()
+    assert int(lines[0]) < 50                    # only this host's processes are visible
+    assert "gpusim-init" in lines[1]             # PID 1 is the sandbox init
+    # Own time namespace: the host's uptime is far below the machine's.
+    assert _uptime(ssh, h["name"]) < time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def test_apt_installs_from_the_mirror(fleet, pyinfra, ssh, tmp_path):
+    host = next(h for h in _hosts(fleet, ("debian12",)) if not h["docker"])["name"]
+    sources = ssh(host, "cat /etc/apt/sources.list; ls /etc/apt/sources.list.d").stdout
+    assert sources.strip() == ("deb [signed-by=/etc/apt/keyrings/gpuhost-sandbox-archive.gpg] "
+                               "http://127.77.0.1:8000/debian bookworm main")
+    deploy = tmp_path / "apt_jq.py"
+    deploy.write_text(textwrap.dedent("""
+        from pyinfra.operations import apt
+        apt.packages(name="jq from the sandbox mirror", packages=["jq"], update=True)
+    """))
+    pyinfra("--limit", host, "-y", str(deploy), timeout=300)
+    out = ssh(host, "jq -n '1+1'; apt-cache policy jq").stdout
+    assert out.splitlines()[0] == "2"
+    assert "http://127.77.0.1:8000/debian bookworm/main amd64 Packages" in out
+    # The deploys' heavy packages resolve from the mirror alone (signed Release, no network).
+    sim = ssh(host, "apt-get install -s -y docker.io dkms linux-headers-$(uname -r)").stdout
+    kernel = next(h for h in fleet["hosts"] if h["name"] == host)["kernel_release"]
+    assert f"Inst linux-headers-{kernel} " in sim
+    assert "Inst docker.io " in sim and "Inst dkms " in sim
+
+
+def test_server_reboot_through_pyinfra(fleet, pyinfra, ssh, tmp_path):
+    debian = next(h for h in _hosts(fleet, ("debian12",)) if not h["docker"])["name"]
+    ol = [h["name"] for h in _hosts(fleet, ("ol8", "ol9"))][:1]
+    names = [debian, *ol]
+    for name in names:
+        ssh(name, "touch /root/kept-across-reboot /tmp/gone-after-reboot")
+    # Make sure the hosts have been up long enough for "uptime dropped" to mean something.
+    deadline = time.monotonic() + 30
+    while min(_uptime(ssh, n) for n in names) < 5 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    before = {n: (_uptime(ssh, n), _boots(n)) for n in names}
+    deploy = tmp_path / "reboot.py"
+    deploy.write_text(textwrap.dedent("""
+        from pyinfra.operations import server
+        server.reboot(name="Reboot the sandbox host", delay=2, interval=1, reboot_timeout=120)
+    """))
+    t0 = time.monotonic()
+    limits = [arg for n in names for arg in ("--limit", n)]
+    proc = pyinfra(*limits, "-y", str(deploy), timeout=300)
+    took = time.monotonic() - t0
+    assert "Reboot the sandbox host" in proc.stderr + proc.stdout
+    for name in names:
+        up_after, boots_after = _uptime(ssh, name), _boots(name)
+        assert boots_after == before[name][1] + 1, name
+        assert up_after < before[name][0], (name, before[name][0], up_after)
+        assert up_after < took + 5
+        out = ssh(name, "ls /root/kept-across-reboot; ls /tmp").stdout.split()
+        assert out == ["/root/kept-across-reboot"], (name, out)
+
+
+def test_docker_runs_in_a_host_and_survives_reboot(fleet, ssh):
+    host = next(h for h in fleet["hosts"] if h["docker"])["name"]
+    ssh(host, "apt-get -q update && DEBIAN_FRONTEND=noninteractive apt-get -q -y install "
+              "docker.io", timeout=600)
+    defaults = ssh(host, "cat /etc/default/docker").stdout
+    assert "--iptables=false --ip6tables=false --bridge=none" in defaults
+    ssh(host, "service docker start; for i in $(seq 50); do docker info >/dev/null 2>&1 "
+              "&& exit 0; sleep 0.2; done; exit 1")
+    ssh(host, "cd /tmp && tar --dereference -cf tiny.tar -C / bin/true "
+              "lib/x86_64-linux-gnu/libc.so.6 lib64/ld-linux-x86-64.so.2 && "
+              "docker import -q tiny.tar sandbox/tiny:1 >/dev/null && "
+              "docker run --rm --network=none sandbox/tiny:1 /bin/true")
+    ssh(host, "update-rc.d docker enable >/dev/null 2>&1; ls /etc/rc2.d/S*docker")
+    boots = _boots(host)
+    ssh(host, "reboot")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if _boots(host) > boots and ssh(host, "pidof dockerd && docker info >/dev/null",
+                                        check=False).returncode == 0:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"dockerd did not come back on {host} after a reboot")
+    assert _uptime(ssh, host) < 120
+    ssh(host, "docker run --rm --network=none sandbox/tiny:1 /bin/true")
+    # dockerd stayed off the machine's network: no bridge appeared here.
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert "docker0" not in links
+
+
+def test_up_again_with_the_same_spec_is_a_quick_noop(fleet, sandbox_spec, sandbox_tools):
+    boots = {h["name"]: _boots(h["name"]) for h in fleet["hosts"]}
+    t0 = time.monotonic()
+    out = sandbox_tools.cli(*sandbox_tools.up_args(sandbox_spec)).stdout
+    assert time.monotonic() - t0 < 10
+    assert "already up" in out
+    assert {h["name"]: _boots(h["name"]) for h in fleet["hosts"]} == boots
+
+
+@pytest.mark.sandbox_last
+def test_down_leaves_nothing(fleet, sandbox_spec, sandbox_tools):
+    t = sandbox_tools
+    t.cli("down")
+    t.cli("down")                                         # idempotent
+    markers = [str(t.root / "sandbox" / "supervisor.py"), str(t.root / "sandbox" / "httpd.py"),
+               str(t.root / "sandbox" / "files" / "stage1.sh")]
+    procs = []
+    mounts = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            mi = (p / "mountinfo").read_text()
+        except OSError:
+            continue
+        if any(m in cmd for m in markers) or "gpusim-init" in cmd:
+            procs.append(cmd)
+        mounts += [line for line in mi.splitlines() if str(STATE_DIR) in line]
+    assert procs == []
+    assert mounts == []
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert netns.strip() == ""
+    listening = subprocess.run(["ss", "-Hltn"], capture_output=True, text=True).stdout
+    assert "127.77." not in listening
+    assert not t.run_dir().exists()
+    assert not (STATE_DIR / "hosts").exists()
+    cgroups = Path("/sys/fs/cgroup")
+    assert not [*cgroups.glob("gpuhost-sandbox"), *cgroups.glob("*/gpuhost-sandbox")]
+    # The inventory now says, in one line, what to do.
+    env = {**os.environ, "PYINFRA_PROGRESS": "off"}
+    proc = subprocess.run([t.pyinfra_bin(), "inventories/sandbox.py", "fact", "server.Os"],
+                          cwd=t.root, capture_output=True, text=True, env=env)
+    assert proc.returncode != 0
+    assert "sandbox is not running: run `make sandbox-up`" in proc.stderr + proc.stdout
+    if os.environ.get("GPUHOST_KEEP_SANDBOX") == "1":
+        t.cli(*t.up_args(sandbox_spec))
