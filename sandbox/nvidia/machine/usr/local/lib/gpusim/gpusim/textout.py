@@ -41,7 +41,7 @@ def table(views, driver_version, cuda_version, timestamp):
         ecc = "On" if v["mig_enabled"] else "0"
         util = "N/A" if v["util_gpu"] is None else f"{v['util_gpu']}%"
         out.append(f"|{v['index']:>4}  {name:<31}{pm}|   {v['bus_id']} Off |{ecc:>21} |")
-        out.append(f"| N/A {v['temp']:>4}C {v['pstate']:>5} {v['power_draw']:>15}W / "
+        out.append(f"| N/A {v['temp']:>4}C {v['pstate']:>5}{v['power_draw']:>15}W / "
                    f"{v['power_limit']:>4}W |{v['mem_used']:>8}MiB / {v['mem_total']:>6}MiB |"
                    f"{util:>8}      Default |")
         mig = v["mig_current"]

@@ -1,0 +1,449 @@
+"""The GPU simulator (sandbox/nvidia/gpusim), run as subprocesses in temporary GPUSIM_ROOTs.
+
+Every run goes through an import guard that only lets python3-minimal's modules load (the
+sandbox hosts have nothing more). Layouts are compared with real outputs of the same era
+in ../shared/corpus (those tests skip only when that folder is absent).
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TREE = ROOT / "sandbox/nvidia/machine"
+PKG_DIR = TREE / "usr/local/lib/gpusim"
+CORPUS = ROOT.parent / "shared/corpus"
+KR = "6.1.0-56-amd64"
+SHIMS = {"gpusim-boot": "usr/local/sbin/gpusim-boot", "gpusim": "usr/local/bin/gpusim",
+         "lspci": "usr/local/bin/lspci", "modprobe": "usr/local/sbin/modprobe",
+         "rmmod": "usr/local/sbin/rmmod", "lsmod": "usr/local/sbin/lsmod"}
+
+# Debian 12 python3.11-minimal + libpython3.11-minimal (dpkg -L), and the builtins of its
+# /usr/bin/python3.11; refreshed from dpkg at test time when this machine has them.
+MINIMAL = set("""__future__ _collections_abc _compat_pickle _hashlib _py_abc _sitebuiltins _ssl
+_strptime _threading_local _weakrefset abc argparse ast base64 bisect calendar codecs collections
+compileall configparser contextlib copy copyreg csv datetime dis email encodings enum filecmp
+fnmatch functools genericpath getopt glob hashlib heapq imp importlib inspect io ipaddress keyword
+linecache locale logging opcode operator optparse os pathlib pickle pkgutil platform posixpath
+py_compile quopri random re reprlib runpy selectors signal site sitecustomize socket sre_compile
+sre_constants sre_parse ssl stat string stringprep struct subprocess sysconfig tempfile textwrap
+threading token tokenize traceback tracemalloc types typing urllib uu warnings weakref zipfile
+zipimport _abc _ast _bisect _blake2 _codecs _collections _csv _datetime _elementtree _functools
+_heapq _imp _io _locale _md5 _opcode _operator _pickle _posixsubprocess _random _sha1 _sha256
+_sha3 _sha512 _signal _socket _sre _stat _statistics _string _struct _symtable _thread
+_tokenize _tracemalloc _warnings _weakref array atexit binascii builtins cmath errno faulthandler
+fcntl gc grp itertools marshal math posix pwd pyexpat select spwd sys syslog time unicodedata
+xxsubtype zlib""".split())
+
+GUARD = r"""
+import runpy, sys
+allowed = set(sys.argv[1].split(","))
+pkg, target, args = sys.argv[2], sys.argv[3], sys.argv[4:]
+ok = lambda name: name.split(".")[0] in allowed
+for name, mod in list(sys.modules.items()):
+    if getattr(mod, "__file__", None) and not ok(name):
+        del sys.modules[name]
+class Guard:
+    def find_spec(self, name, path=None, target=None):
+        if not ok(name):
+            raise ModuleNotFoundError(f"No module named {name!r} (not in python3-minimal)")
+sys.meta_path.insert(0, Guard())
+if pkg:
+    sys.path.insert(0, pkg)
+sys.argv = [target] + args
+if "/" in target:
+    runpy.run_path(target, run_name="__main__")
+else:
+    runpy.run_module(target, run_name="__main__", alter_sys=True)
+"""
+
+
+def _minimal_modules():
+    names = set(MINIMAL)
+    try:
+        out = subprocess.run(["dpkg", "-L", "libpython3.11-minimal", "python3.11-minimal"],
+                             capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    for line in out.splitlines():
+        m = re.match(r"/usr/lib/python3\.11/(?:lib-dynload/)?([A-Za-z_][A-Za-z0-9_]*)", line)
+        if m:
+            names.add(m.group(1))
+    return ",".join(sorted(names | {"gpusim"}))
+
+
+ALLOWED = _minimal_modules()
+
+
+def body(name):
+    """A corpus file's verbatim output (after its header)."""
+    path = CORPUS / name
+    if not CORPUS.is_dir():
+        pytest.skip("../shared/corpus is absent on this machine")
+    return path.read_text().split("# ----- END HEADER (verbatim output starts on next line) "
+                                  "-----\n", 1)[1]
+
+
+class Sim:
+    def __init__(self, root, tree=TREE):
+        self.root, self.tree = root, tree
+
+    def machine(self, model="A100-SXM4-40GB", count=1, nvswitch=False, os_name="debian12"):
+        self.write("etc/gpusim/machine.json", json.dumps({
+            "hostname": "gpu-01", "os": os_name, "kernel_release": KR, "gpu_model": model,
+            "gpu_count": count, "nvswitch": nvswitch}))
+        return self
+
+    def install(self, version="570.172.08", flavor="open", kernel=KR, userspace=True):
+        """What the fake driver packages leave: a DKMS-built module and userspace.json."""
+        self.write(f"lib/modules/{kernel}/updates/dkms/nvidia.ko",
+                   f"gpusim-module version={version} flavor={flavor} kernel={kernel}\n")
+        if userspace:
+            self.write("usr/lib/gpusim/userspace.json",
+                       json.dumps({"version": version, "flavor": flavor}))
+        return self
+
+    def write(self, rel, text):
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def read(self, rel):
+        return (self.root / rel).read_text()
+
+    def _run(self, pkg, target, args, timeout=30, crash_ok=False):
+        env = {"GPUSIM_ROOT": str(self.root), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        res = subprocess.run([sys.executable, "-I", "-S", "-c", GUARD, ALLOWED, pkg, target,
+                              *map(str, args)], capture_output=True, text=True, env=env,
+                             timeout=timeout)
+        assert crash_ok or "Traceback" not in res.stderr, res.stderr
+        return res
+
+    def smi(self, *args, rc=0):
+        res = self._run(str(PKG_DIR), "gpusim.smi", args)
+        if rc is not None:
+            assert res.returncode == rc, res.stdout + res.stderr
+        return res.stdout
+
+    def tool(self, name, *args, rc=0):
+        res = self._run("", str(self.tree / SHIMS[name]), args)
+        if rc is not None:
+            assert res.returncode == rc, res.stdout + res.stderr
+        return res
+
+    def boot(self):
+        return self.tool("gpusim-boot").stdout
+
+    def state(self):
+        return json.loads(self.read("var/lib/gpusim/state.json"))
+
+
+@pytest.fixture
+def sim(tmp_path):
+    return Sim(tmp_path)
+
+
+@pytest.fixture
+def a100(sim):
+    sim.machine("A100-SXM4-40GB", 2).install()
+    sim.boot()
+    return sim
+
+
+@pytest.fixture
+def parsers():
+    return pytest.importorskip("facts.parsers")
+
+
+def mask(text):
+    return re.sub(r"(GPU|MIG)-[0-9a-f-]{36}", r"\1-UUID", text)
+
+
+def shape(line):
+    return re.sub(r"[0-9A-Za-z.%]", "x", line)
+
+
+# ----- the guard itself --------------------------------------------------------------------
+def test_guard_refuses_modules_missing_from_python3_minimal(sim):
+    sim.write("probe.py", "import json\n")
+    res = sim._run("", str(sim.root / "probe.py"), [], crash_ok=True)
+    assert res.returncode == 1 and "not in python3-minimal" in res.stderr
+
+
+def test_jsonlite_round_trips_and_reports_position():
+    sys.path.insert(0, str(PKG_DIR))
+    try:
+        from gpusim import jsonlite
+    finally:
+        sys.path.remove(str(PKG_DIR))
+    value = {"a": [1, 2.5, True, None, "é\n\"x"], "b": {}, "c": []}
+    assert json.loads(jsonlite.dumps(value)) == value
+    assert jsonlite.dumps(value) == json.dumps(value, indent=2, ensure_ascii=False)
+    assert jsonlite.loads(json.dumps(value)) == value
+    with pytest.raises(ValueError, match="line 2 column 7"):
+        jsonlite.loads('{"a": 1,\n "b": }')
+
+
+# ----- driver states -----------------------------------------------------------------------
+NOT_LOADED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+              "Make sure that the latest NVIDIA driver is installed and running.\n\n")
+
+
+def test_driver_not_loaded_until_boot_then_loaded(sim, parsers):
+    sim.machine().install()
+    assert sim.smi("-L", rc=9) == NOT_LOADED
+    assert parsers.classify_smi_error(NOT_LOADED) == "driver_not_loaded"
+    assert "nvidia 570.172.08 (open) loaded" in sim.boot()
+    proc = sim.read("proc/driver/nvidia/version")
+    assert re.fullmatch(r"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570\.172\.08  "
+                        r"Release Build  \(\S+\)  \w{3} \w{3} [ \d]\d [\d:]{8} UTC \d{4}\n"
+                        r"GCC version:  gcc version 12\.2\.0 \(Debian [^)]+\) \n", proc), proc
+    assert parsers.parse_driver_version_file(proc) == {
+        "version": "570.172.08", "flavor": "open", "arch": "x86_64", "gcc": "12.2.0"}
+    assert sim.smi("-L").startswith("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-")
+
+
+def test_proprietary_module_line_and_rhel_gcc(sim, parsers):
+    sim.machine(os_name="rhel9").install("550.163.01", "proprietary")
+    sim.boot()
+    proc = sim.read("proc/driver/nvidia/version")
+    assert proc.startswith("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.163.01  ")
+    assert parsers.parse_driver_version_file(proc)["gcc"] == "11.4.1"
+    assert parsers.parse_driver_version_file(proc)["flavor"] == "proprietary"
+
+
+def test_no_module_for_running_kernel(sim):
+    sim.machine().install(kernel="6.1.0-99-amd64")
+    assert "not loaded (modprobe: FATAL: Module nvidia not found in directory " \
+           f"/lib/modules/{KR})" in sim.boot()
+    assert not (sim.root / "proc/driver/nvidia/version").exists()
+    sim.smi("-q", "-x", rc=9)
+    err = sim.tool("modprobe", "nvidia", rc=1).stderr
+    assert err == f"modprobe: FATAL: Module nvidia not found in directory /lib/modules/{KR}\n"
+
+
+def test_open_module_cannot_drive_volta(sim):
+    sim.machine("V100-SXM2-16GB").install(flavor="open")
+    assert "could not insert 'nvidia': No such device" in sim.boot()
+    sim.smi(rc=9)
+    sim.install(flavor="proprietary")
+    sim.tool("modprobe", "nvidia")
+    assert "Tesla V100-SXM2-16GB" in sim.smi("-L")
+
+
+def test_mismatch_after_upgrade_until_reboot(sim, parsers):
+    sim.machine().install("550.163.01", "open")
+    sim.boot()
+    assert "550.163.01" in sim.smi("--version")
+    sim.install("570.172.08", "open")          # the package upgrade, no reboot yet
+    out = sim.smi("-q", "-x", rc=18)
+    assert out == ("Failed to initialize NVML: Driver/library version mismatch\n"
+                   "NVML library version: 570.172\n")
+    assert parsers.classify_smi_error(out) == "library_mismatch"
+    assert "550.163.01" in sim.read("proc/driver/nvidia/version")
+    sim.boot()
+    assert parsers.parse_smi_xml(sim.smi("-q", "-x"))["driver_version"] == "570.172.08"
+
+
+def test_missing_userspace_library(sim):
+    sim.machine().install(userspace=False)
+    sim.boot()
+    assert "couldn't find libnvidia-ml.so" in sim.smi(rc=12)
+
+
+# ----- formats compared with real outputs --------------------------------------------------
+def ssup2_layout(sim):
+    """The A100 layout of the 580.126.09 corpus captures: 4g + 2g (two 1c CIs) + 1g."""
+    sim.smi("-i", "0", "-mig", "1")
+    sim.smi("mig", "-i", "0", "-cgi", "4g.20gb,14,MIG 1g.5gb", "-C")
+    sim.smi("mig", "-i", "0", "-dci", "-gi", "3")
+    sim.smi("mig", "-i", "0", "-cci", "0,0", "-gi", "3")
+
+
+def test_mig_tables_match_real_captures_byte_for_byte(sim):
+    sim.machine("A100-SXM4-40GB", 1).install()
+    sim.boot()
+    sim.smi("-mig", "1")
+    free = sim.smi("mig", "-lgip")
+    assert free == body("mig_lgip__a100-40gb__580.126.09__ssup2__all-free.txt")
+    sim.smi("-mig", "0")
+    ssup2_layout(sim)
+    assert sim.smi("mig", "-i", "0", "-lgi") == body("mig_lgi__a100-40gb__580.126.09__ssup2.txt")
+    assert sim.smi("mig", "-i", "0", "-lci") == body(
+        "mig_lci__a100-40gb__580.126.09__ssup2__with-placement.txt")
+    assert sim.smi("mig", "-i", "0", "-lgip") == body(
+        "mig_lgip__a100-40gb__580.126.09__ssup2__all-used.txt")
+    assert mask(sim.smi("-L")) == mask(body("smi_L__a100-40gb-mig__580.126.09__ssup2__mixed-ci.txt"))
+
+
+def test_list_matches_h100_capture(sim, parsers):
+    sim.machine("H100-80GB-HBM3", 1).install()
+    sim.boot()
+    sim.smi("-mig", "1")
+    sim.smi("mig", "-cgi", "9,14,19,19", "-C")
+    out = sim.smi("-L")
+    assert mask(out) == mask(body("smi_L__h100-80gb-mig__590.48.01.txt"))
+    gpus = parsers.parse_smi_list(out)
+    assert [d["profile"] for d in gpus[0]["mig_devices"]] == ["3g.40gb", "2g.20gb", "1g.10gb",
+                                                               "1g.10gb"]
+
+
+def xml_paths(text):
+    root = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", text[text.index("<?xml"):]))
+    paths, order = set(), {}
+
+    def walk(el, prefix):
+        here = f"{prefix}/{el.tag}"
+        paths.add(here)
+        kids = order.setdefault(here, [])
+        for child in el:
+            if child.tag not in kids:
+                kids.append(child.tag)
+            walk(child, here)
+    walk(root, "")
+    return paths, order
+
+
+# What facts/parsers.py reads from -q -x.
+FACT_PATHS = ["/nvidia_smi_log/driver_version", "/nvidia_smi_log/cuda_version",
+              "/nvidia_smi_log/attached_gpus"] + [f"/nvidia_smi_log/gpu/{p}" for p in (
+               "product_name", "product_architecture", "uuid", "pci/pci_bus_id",
+               "fb_memory_usage/total", "persistence_mode", "mig_mode/current_mig",
+               "mig_mode/pending_mig", "mig_devices/mig_device/index",
+               "mig_devices/mig_device/gpu_instance_id",
+               "mig_devices/mig_device/compute_instance_id",
+               "mig_devices/mig_device/fb_memory_usage/total", "processes/process_info/pid",
+               "processes/process_info/process_name", "processes/process_info/used_memory",
+               "processes/process_info/type", "processes/process_info/gpu_instance_id")]
+
+
+def test_xml_tags_sit_where_real_535_and_590_outputs_put_them(a100, parsers):
+    ssup2_layout(a100)
+    a100.tool("gpusim", "process", "add", "--gpu", "0", "--pid", "4242", "--name", "python3",
+              "--gi", "3", "--ci", "1")
+    text = a100.smi("-q", "-x")
+    assert text.startswith('<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM '
+                           '"nvsmi_device_v12.dtd">\n<nvidia_smi_log>\n\t<timestamp>')
+    sim_paths, sim_order = xml_paths(text)
+    c535, o535 = xml_paths(body("smi_qx__a100-sxm4-80gb-mig__535.54.03__trimmed-4gpu.xml"))
+    c590, _ = xml_paths(body("smi_qx__dual-rtx-a5000__590.44.01.xml"))
+    assert sim_paths - (c535 | c590) == set()
+    for path in FACT_PATHS:
+        assert path in sim_paths and path in (c535 | c590), path
+    for parent, kids in sim_order.items():   # siblings in the real order
+        real = [k for k in o535.get(parent, []) if k in kids]
+        assert [k for k in kids if k in real] == real, parent
+    parsed = parsers.parse_smi_xml(text)
+    gpu0 = parsed["gpus"][0]
+    assert (parsed["attached_gpus"], gpu0["mig_current"], len(gpu0["mig_devices"])) == (2, "enabled", 4)
+    assert gpu0["processes"][0]["gpu_instance_id"] == 3 and gpu0["memory_total_mib"] == 40960
+    assert parsed["gpus"][1]["mig_devices"] == [] and parsed["gpus"][1]["mig_current"] == "disabled"
+
+
+def test_xml_non_mig_gpu_reports_na(sim, parsers):
+    sim.machine("L4", 1).install()
+    sim.boot()
+    gpu = parsers.parse_smi_xml(sim.smi("-q", "-x"))["gpus"][0]
+    assert (gpu["mig_current"], gpu["mig_pending"], gpu["mig_capable"]) == (None, None, False)
+
+
+def bars(line):
+    return [i for i, ch in enumerate(line) if ch in "|+"]
+
+
+def test_table_layout_matches_550_capture(sim):
+    sim.machine("L4", 1).install("550.90.07")
+    sim.boot()
+    sim.smi("-pm", "1")
+    out = sim.smi().splitlines()
+    real = body("smi_table__l4__550.90.07__no-procs.txt").splitlines()
+    assert re.fullmatch(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4} {7}", out[0])
+    assert out[1:9] == real[:8] and out[10:] == real[9:]   # all but the load row
+    assert shape(out[9]) == shape(real[8])                  # same columns, other numbers
+    sim.tool("gpusim", "process", "add", "--pid", "2358", "--name", "/usr/lib/xorg/Xorg",
+             "--mem", "4", "--type", "G")
+    procs = body("smi_table__laptop-nvidia-rtx-2000-ada-gene__550.120.txt").splitlines()
+    assert sim.smi().splitlines()[18] == procs[-2]        # a real 550 process row
+
+
+def test_table_process_and_mig_rows_of_newer_drivers(sim):
+    sim.machine("H100-80GB-HBM3", 1).install("590.48.01")
+    sim.boot()
+    sim.smi("-mig", "1")
+    sim.smi("mig", "-cgi", "9,9", "-C")
+    sim.tool("gpusim", "process", "add", "--pid", "21180", "--name", "/root/tools/memhog",
+             "--mem", "2296", "--gi", "2", "--ci", "0")
+    out = sim.smi().splitlines()
+    real = body("smi_table__h100-80gb-mig__590.48.01__load-procs.txt").splitlines()
+    assert out[1:8] == real[1:8] and out[12:20] == real[12:20] and out[-7:-2] == real[-9:-4]
+    assert [bars(x) for x in out[8:12] + out[20:23]] == [bars(x) for x in real[8:12] + real[20:23]]
+    assert "|    0    2    0            21180      C   /root/tools/memhog" \
+           "                     2296MiB |" in out
+    assert out[-1] == real[-1]
+
+
+def test_query_text_key_column_and_section_order(a100):
+    out = a100.smi("-q", "-i", "1").splitlines()
+    real = body("smi_q__l4__550.90.07.txt").splitlines()
+    assert out[:3] == real[:3] and out[0] == "" and shape(out[3]) == shape(real[3])
+    kv = [x for x in out if " : " in x or x.endswith(" :")]
+    assert kv and all(x.index(" : ") == 41 for x in kv if " : " in x)
+    top = [x.split(":")[0].strip() for x in out if re.match(r"    \S", x)]
+    real_top = [x.split(":")[0].strip() for x in real if re.match(r"    \S", x)]
+    assert [k for k in top if k in real_top] == [k for k in real_top if k in top]
+    assert len([k for k in top if k in real_top]) >= 20
+
+
+def test_version_matches_590_capture(sim):
+    sim.machine("H100-80GB-HBM3", 1).install("590.48.01")
+    sim.boot()
+    assert sim.smi("--version") == body("smi_version__h100-80gb-mig__590.48.01.txt")
+
+
+def test_query_csv_headers_units_and_errors(a100, parsers):
+    assert a100.smi("-i", "0", "--query-gpu=pci.bus_id,mig.mode.current", "--format=csv") == \
+        body("query_csv__a100-40gb__migguide__bus-id-mig-mode.csv").replace("36:00", "07:00"
+                                                                           ).replace("Enabled", "Disabled")
+    fields = ("index,name,uuid,pci.bus_id,driver_version,memory.total,memory.used,"
+              "persistence_mode,mig.mode.current,mig.mode.pending,compute_cap,utilization.gpu,"
+              "temperature.gpu")
+    out = a100.smi(f"--query-gpu={fields}", "--format=csv")
+    assert out.splitlines()[0] == ("index, name, uuid, pci.bus_id, driver_version, memory.total "
+                                   "[MiB], memory.used [MiB], persistence_mode, mig.mode.current, "
+                                   "mig.mode.pending, compute_cap, utilization.gpu [%], "
+                                   "temperature.gpu")
+    rows = parsers.parse_query_csv(out)
+    assert rows[1]["memory.total"] == "40960 MiB" and rows[1]["compute_cap"] == "8.0"
+    assert rows[1]["driver_version"] == "570.172.08" and rows[1]["utilization.gpu"] == "0 %"
+    bare = a100.smi("--query-gpu=memory.total,utilization.gpu", "--format=noheader,nounits,csv")
+    assert bare == "40960, 0\n40960, 0\n"
+    assert a100.smi("--query-gpu=index,bogus.field", "--format=csv", rc=2) == \
+        'Field "bogus.field" is not a valid field to query.\n\n'
+    a100.smi("-i", "0", "-mig", "1")
+    assert a100.smi("-i", "0", "--query-gpu=utilization.gpu,mig.mode.current",
+                    "--format=csv,noheader") == "[N/A], Enabled\n"
+    assert a100.smi("-i", "7", "-L", rc=6) == "No devices were found\n"
+
+
+def test_query_compute_apps(a100, parsers):
+    head = ("timestamp,gpu_name,gpu_bus_id,gpu_serial,gpu_uuid,pid,process_name,"
+            "used_gpu_memory")
+    assert a100.smi(f"--query-compute-apps={head}", "--format=csv") == \
+        body("query_csv__h100-80gb-mig__590.48.01__compute-apps.csv").splitlines(True)[0]
+    a100.tool("gpusim", "process", "add", "--gpu", "1", "--pid", "4242", "--name", "python3",
+              "--mem", "1500")
+    rows = parsers.parse_query_csv(a100.smi(
+        "--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv"))
+    uuid1 = parsers.parse_smi_list(a100.smi("-L"))[1]["uuid"]
+    assert rows == [{"pid": "4242", "process_name": "python3", "used_gpu_memory": "1500 MiB",
+                     "gpu_uuid": uuid1}]
+    assert a100.smi("-i", uuid1, "--query-gpu=index,memory.used", "--format=csv,noheader") == \
+        "1, 1501 MiB\n"
