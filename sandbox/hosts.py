@@ -100,6 +100,14 @@ def create(h: dict, pubkey: str) -> None:
         os.symlink("/usr/local/sbin/gpusim-power", sbin / cmd)
     _install(paths.FILES_DIR / "runlevel", sbin / "runlevel")
     _install(paths.FILES_DIR / "uname", _mk(upper / "usr/local/bin") / "uname")
+    # apt runs dpkg with its own PATH (DPkg::Path, no /usr/local) and rpm runs scriptlets
+    # with %_install_script_path: let both see the simulator's shims (uname, lspci,
+    # modprobe), so DKMS in a driver package's postinst builds for the simulated kernel.
+    local_first = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    write_file(upper / "etc/apt/apt.conf.d/00gpuhost-sandbox-path",
+               f'DPkg::Path "{local_first}";\n')
+    write_file(upper / "etc/rpm/macros.gpuhost-sandbox",
+               f"%_install_script_path {local_first}\n")
     if h["os"] == "debian12":
         _docker_defaults(upper, name, lowers)
     # The fake-driver helper's machine scripts (lspci, gpusim-boot, ...), when present.
