@@ -1,0 +1,391 @@
+"""The sandbox's fake NVIDIA packages: names, control fields, signatures, rpm headers,
+dnf module metadata and the toolkit tools' behaviour.
+
+A mini artifact set (driver 570.172.08 for debian12/ubuntu2404/rhel9, toolkit) is built
+once per session into a temporary directory with its own throwaway signing key (about
+ten seconds; no root needed). Needs dpkg-dev, apt-utils, gnupg, rpm, createrepo-c
+(`make deps`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+VER = "570.172.08"
+TK = "1.17.8"
+TOOLS = ("dpkg-deb", "apt-ftparchive", "rpmbuild", "rpmsign", "createrepo_c", "modifyrepo_c",
+         "gpg", "gpgv", "rpm")
+
+
+def sh(*cmd, check=True, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} failed rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> dict:
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    assert not missing, f"missing build tools {missing}: run `make deps` (mk/nvidia.mk)"
+    base = tmp_path_factory.mktemp("nvidia")
+    env = {**os.environ, "GPUHOST_NVIDIA_OUT": str(base / "out"),
+           "GPUHOST_NVIDIA_WORK": str(base / "work"), "GPUHOST_NVIDIA_GNUPG": str(base / "gnupg")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sandbox.nvidia.build", "--only", "local-repos", "--only", "toolkit",
+         "--driver-version", VER, "--distro", "debian12", "--distro", "ubuntu2404",
+         "--distro", "rhel9"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = base / "out"
+    keyring = base / "keyring.gpg"
+    keyring.write_bytes(subprocess.run(["gpg", "--dearmor"], input=(out / "gpgkey").read_bytes(),
+                                       capture_output=True, check=True).stdout)
+    return {"out": out, "base": base, "keyring": keyring, "log": proc.stdout, "env": env}
+
+
+def extract_deb(deb: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    sh("dpkg-deb", "-x", str(deb), str(dest))
+    return dest
+
+
+@pytest.fixture(scope="session")
+def deb12(built, tmp_path_factory) -> dict:
+    deb = built["out"] / "local-repos" / VER / f"nvidia-driver-local-repo-debian12-{VER}_1.0-1_amd64.deb"
+    root = extract_deb(deb, tmp_path_factory.mktemp("deb12"))
+    return {"deb": deb, "root": root, "repo": root / f"var/nvidia-driver-local-repo-debian12-{VER}"}
+
+
+def control(deb: Path) -> dict:
+    text = sh("dpkg-deb", "-f", str(deb)).stdout
+    fields, key = {}, None
+    for line in text.splitlines():
+        if line.startswith(" ") and key:
+            fields[key] += "\n" + line
+        else:
+            key, _, value = line.partition(": ")
+            fields[key] = value
+    return fields
+
+
+def test_local_repo_file_names_are_nvidias(built):
+    names = sorted(p.name for p in (built["out"] / "local-repos" / VER).iterdir())
+    assert names == [f"nvidia-driver-local-repo-debian12-{VER}_1.0-1_amd64.deb",
+                     f"nvidia-driver-local-repo-rhel9-{VER}-1.0-1.x86_64.rpm",
+                     f"nvidia-driver-local-repo-ubuntu2404-{VER}_1.0-1_amd64.deb"]
+
+
+def test_local_repo_deb_control_and_layout(deb12):
+    fields = control(deb12["deb"])
+    assert fields["Package"] == f"nvidia-driver-local-repo-debian12-{VER}"
+    assert fields["Version"] == "1.0-1"
+    assert fields["Architecture"] == "amd64"
+    repo = deb12["repo"]
+    for name in ("Packages", "Packages.gz", "Release", "InRelease", "Release.gpg"):
+        assert (repo / name).is_file(), name
+    keyrings = list(repo.glob("nvidia-driver-local-*-keyring.gpg"))
+    assert len(keyrings) == 1
+    assert re.fullmatch(r"nvidia-driver-local-[0-9A-F]{8}-keyring\.gpg", keyrings[0].name)
+    sources = deb12["root"] / f"etc/apt/sources.list.d/nvidia-driver-local-debian12-{VER}.list"
+    assert sources.read_text() == (
+        f"deb [signed-by=/usr/share/keyrings/{keyrings[0].name}] "
+        f"file:///var/nvidia-driver-local-repo-debian12-{VER} /\n")
+
+
+def packages_index(repo: Path) -> dict[str, dict]:
+    out = {}
+    for para in repo.joinpath("Packages").read_text().strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in para.splitlines() if ": " in line
+                      and not line.startswith(" "))
+        out[fields["Package"]] = fields
+    return out
+
+
+def test_driver_packages_named_and_versioned_as_nvidia(deb12, built, tmp_path):
+    idx = packages_index(deb12["repo"])
+    assert set(idx) == {
+        "cuda-drivers-570", "nvidia-open-570", "cuda-drivers", "nvidia-open",
+        "nvidia-driver-570", "nvidia-driver-570-open", "nvidia-dkms-570", "nvidia-dkms-570-open",
+        "nvidia-utils-570", "nvidia-fabricmanager-570", "nvidia-persistenced",
+        "nvidia-kernel-common-570"}
+    assert {f["Version"] for f in idx.values()} == {f"{VER}-1"}
+    deps = idx["cuda-drivers-570"]["Depends"]
+    for name in ("nvidia-driver-570 ", "nvidia-dkms-570 ", "nvidia-utils-570 "):
+        assert name + f"(= {VER}-1)" in deps
+    assert f"nvidia-driver-570-open (= {VER}-1)" in idx["nvidia-open-570"]["Depends"]
+    assert f"nvidia-dkms-570-open (= {VER}-1)" in idx["nvidia-open-570"]["Depends"]
+    assert "dkms" in idx["nvidia-dkms-570"]["Depends"].split(", ")
+    # Ubuntu flavour of the same repo
+    u = extract_deb(built["out"] / "local-repos" / VER /
+                    f"nvidia-driver-local-repo-ubuntu2404-{VER}_1.0-1_amd64.deb", tmp_path / "u")
+    uidx = packages_index(u / f"var/nvidia-driver-local-repo-ubuntu2404-{VER}")
+    assert set(uidx) == set(idx)
+    assert {f["Version"] for f in uidx.values()} == {f"{VER}-0ubuntu1"}
+
+
+def test_package_payloads(deb12, tmp_path):
+    repo = deb12["repo"]
+    common = extract_deb(repo / f"nvidia-kernel-common-570_{VER}-1_amd64.deb", tmp_path / "c")
+    assert "blacklist nouveau" in (common / "etc/modprobe.d/nvidia-blacklists-nouveau.conf").read_text()
+    utils = extract_deb(repo / f"nvidia-utils-570_{VER}-1_amd64.deb", tmp_path / "u")
+    launcher = (utils / "usr/bin/nvidia-smi").read_text()
+    assert "python3 -m gpusim.smi" in launcher and "/usr/lib/gpusim" in launcher
+    assert (utils / "usr/lib/gpusim/gpusim/smi.py").is_file()
+    for flavor, pkg in (("proprietary", "nvidia-dkms-570"), ("open", "nvidia-dkms-570-open")):
+        d = extract_deb(repo / f"{pkg}_{VER}-1_amd64.deb", tmp_path / pkg)
+        assert json.loads((d / "usr/lib/gpusim/userspace.json").read_text()) == {
+            "version": VER, "flavor": flavor}
+        conf = (d / f"usr/src/nvidia-{VER}/dkms.conf").read_text()
+        assert f'PACKAGE_VERSION="{VER}"' in conf and 'PACKAGE_NAME="nvidia"' in conf
+        build = (d / f"usr/src/nvidia-{VER}/gpusim-build.sh").read_text()
+        assert f"gpusim-module version=%s flavor=%s" in build and f'"{flavor}"' in build
+        scripts = sh("dpkg-deb", "-I", str(repo / f"{pkg}_{VER}-1_amd64.deb"), "postinst").stdout
+        assert f"/usr/src/nvidia-{VER}/gpusim-dkms-hook.sh install" in scripts
+
+
+def test_apt_signatures_verify_with_the_keyring(deb12, tmp_path):
+    repo = deb12["repo"]
+    keyring = next(repo.glob("nvidia-driver-local-*-keyring.gpg"))
+    sh("gpgv", "--keyring", str(keyring), str(repo / "InRelease"))
+    sh("gpgv", "--keyring", str(keyring), str(repo / "Release.gpg"), str(repo / "Release"))
+    tampered = tmp_path / "Release"
+    tampered.write_text(repo.joinpath("Release").read_text().replace("amd64", "arm64"))
+    bad = sh("gpgv", "--keyring", str(keyring), str(repo / "Release.gpg"), str(tampered), check=False)
+    assert bad.returncode != 0 and "BAD signature" in bad.stderr
+    # Release lists the Packages file with its real sha256
+    digest = hashlib.sha256(repo.joinpath("Packages").read_bytes()).hexdigest()
+    assert re.search(rf"^ {digest} +\d+ Packages$", repo.joinpath("Release").read_text(), re.M)
+
+
+@pytest.fixture(scope="session")
+def rhel9(built, tmp_path_factory) -> dict:
+    rpm = built["out"] / "local-repos" / VER / f"nvidia-driver-local-repo-rhel9-{VER}-1.0-1.x86_64.rpm"
+    root = tmp_path_factory.mktemp("rhel9")
+    sh("sh", "-c", f'rpm2cpio "{rpm}" | (cd "{root}" && cpio -idm --quiet)')
+    return {"rpm": rpm, "root": root, "repo": root / f"var/nvidia-driver-local-repo-rhel9-{VER}"}
+
+
+def qf(rpm: Path, fmt: str) -> str:
+    return sh("rpm", "-qp", "--qf", fmt, str(rpm)).stdout
+
+
+def test_rpm_local_repo_layout_and_headers(rhel9):
+    assert qf(rhel9["rpm"], "%{NAME} %{VERSION}-%{RELEASE} %{ARCH}") == \
+        f"nvidia-driver-local-repo-rhel9-{VER} 1.0-1 x86_64"
+    repo_file = rhel9["root"] / f"etc/yum.repos.d/nvidia-driver-local-rhel9-{VER}.repo"
+    text = repo_file.read_text()
+    assert f"baseurl=file:///var/nvidia-driver-local-repo-rhel9-{VER}" in text
+    assert "gpgcheck=1" in text
+    gpgkey = re.search(r"^gpgkey=file://(\S+)$", text, re.M).group(1)
+    assert (rhel9["root"] / gpgkey.lstrip("/")).is_file()
+    names = {}
+    for rpm in rhel9["repo"].glob("*.rpm"):
+        name, evr = qf(rpm, "%{NAME} %{EPOCH}:%{VERSION}-%{RELEASE}").split()
+        names[name] = evr
+    assert set(names) == {"nvidia-driver", "nvidia-driver-cuda", "kmod-nvidia-latest-dkms",
+                          "kmod-nvidia-open-dkms", "nvidia-kmod-common", "cuda-drivers",
+                          "nvidia-open", "nvidia-fabric-manager", "nvidia-persistenced"}
+    assert set(names.values()) == {f"3:{VER}-1.el9"}
+    requires = sh("rpm", "-qp", "--requires", str(rhel9["repo"] / f"nvidia-open-{VER}-1.el9.x86_64.rpm")).stdout
+    assert f"kmod-nvidia-open-dkms = 3:{VER}-1.el9" in requires
+    # no dependency the Debian-based OL hosts' rpm database cannot satisfy
+    kmod = rhel9["repo"] / f"kmod-nvidia-latest-dkms-{VER}-1.el9.x86_64.rpm"
+    reqs = sh("rpm", "-qp", "--requires", str(kmod)).stdout.split("\n")
+    assert not [r for r in reqs if r.startswith("/")], reqs
+    assert "gpusim-dkms-hook.sh" in sh("rpm", "-qp", "--scripts", str(kmod)).stdout
+
+
+def test_rpm_signatures_verify(rhel9, built, tmp_path):
+    db = tmp_path / "rpmdb"
+    db.mkdir()
+    rpms = [rhel9["rpm"], *rhel9["repo"].glob("*.rpm")]
+    unsigned = sh("rpm", "--dbpath", str(db), "-K", str(rpms[0]), check=False)
+    assert unsigned.returncode != 0  # key not imported yet: signature cannot be checked
+    sh("rpm", "--dbpath", str(db), "--import", str(built["out"] / "gpgkey"))
+    for rpm in rpms:
+        out = sh("rpm", "--dbpath", str(db), "-K", str(rpm)).stdout
+        assert "signatures OK" in out, out
+    repomd = rhel9["repo"] / "repodata" / "repomd.xml"
+    sh("gpgv", "--keyring", str(built["keyring"]), str(repomd) + ".asc", str(repomd))
+
+
+def test_modules_yaml_lists_nvidias_streams(rhel9):
+    docs = list(yaml.safe_load_all(gzip.decompress(
+        (rhel9["repo"] / "repodata" / "modules.yaml.gz").read_bytes())))
+    streams = {d["data"]["stream"]: d["data"] for d in docs if d["document"] == "modulemd"}
+    assert set(streams) == {"570-dkms", "570-open", "latest-dkms", "open-dkms"}
+    files = {p.name for p in rhel9["repo"].glob("*.rpm")}
+    for name, data in streams.items():
+        assert data["name"] == "nvidia-driver"
+        assert set(data["profiles"]) >= {"default", "fm"}
+        assert "nvidia-fabric-manager" in data["profiles"]["fm"]["rpms"]
+        meta = "nvidia-open" if name.endswith("open") or name == "open-dkms" else "cuda-drivers"
+        assert data["profiles"]["default"]["rpms"] == [meta]
+        for nevra in data["artifacts"]["rpms"]:  # name-3:ver-rel.arch -> name-ver-rel.arch.rpm
+            assert nevra.replace(f"-3:{VER}", f"-{VER}") + ".rpm" in files, nevra
+    kmods = {name: [a for a in d["artifacts"]["rpms"] if a.startswith("kmod-")]
+             for name, d in streams.items()}
+    assert all("open-dkms" in k[0] for s, k in kmods.items() if "open" in s)
+    assert all("latest-dkms" in k[0] for s, k in kmods.items() if "open" not in s)
+    defaults = [d for d in docs if d["document"] == "modulemd-defaults"]
+    assert defaults and defaults[0]["data"]["module"] == "nvidia-driver"
+
+
+def test_manifest_matches_the_files(built):
+    m = json.loads((built["out"] / "manifest.json").read_text())
+    assert m["driver_versions"] == ["550.163.01", "570.172.08"]
+    assert set(m["local_repos"][VER]) == {"debian12", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9"}
+    checked = 0
+    for version, distros in m["local_repos"].items():
+        for distro, entry in distros.items():
+            path = built["out"] / "local-repos" / version / entry["file"]
+            assert entry["url"] == f"http://127.77.0.1:8000/nvidia/local-repos/{version}/{entry['file']}"
+            if path.exists():
+                assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+                checked += 1
+            else:
+                assert entry["sha256"] is None
+    assert checked == 3
+    assert m["toolkit"]["version"] == TK
+    assert set(m["ol_repos"]) == {"ol8", "ol9"}
+    assert m["verify_image"]["name"] == "gpuhost/verify:sandbox"
+
+
+def test_toolkit_repos(built, tmp_path):
+    deb = built["out"] / "toolkit" / "deb"
+    sh("gpgv", "--keyring", str(built["keyring"]), str(deb / "InRelease"))
+    idx = packages_index(deb)
+    assert set(idx) == {"nvidia-container-toolkit", "nvidia-container-toolkit-base",
+                        "libnvidia-container-tools", "libnvidia-container1"}
+    assert {f["Version"] for f in idx.values()} == {f"{TK}-1"}
+    assert f"nvidia-container-toolkit-base (= {TK}-1)" in idx["nvidia-container-toolkit"]["Depends"]
+    rpms = {qf(p, "%{NAME}-%{VERSION}-%{RELEASE}") for p in (built["out"] / "toolkit" / "rpm").glob("*.rpm")}
+    assert rpms == {f"{n}-{TK}-1" for n in idx}
+
+
+@pytest.fixture(scope="session")
+def toolkit_root(built, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tk")
+    for deb in (built["out"] / "toolkit" / "deb").glob("*.deb"):
+        extract_deb(deb, root)
+    return root
+
+
+def test_nvidia_ctk_and_cli_versions(toolkit_root):
+    out = sh(sys.executable, str(toolkit_root / "usr/bin/nvidia-ctk"), "--version").stdout
+    assert out.splitlines()[0] == f"NVIDIA Container Toolkit CLI version {TK}"
+    assert out.splitlines()[1].startswith("commit: ")
+    cli = sh("sh", str(toolkit_root / "usr/bin/nvidia-container-cli"), "--version").stdout
+    assert cli.splitlines()[0] == f"cli-version: {TK}"
+
+
+@pytest.mark.parametrize("no_json", [False, True], ids=["python3", "python3-minimal"])
+def test_nvidia_ctk_runtime_configure_merges_in_place(toolkit_root, tmp_path, no_json):
+    env = dict(os.environ)
+    if no_json:  # python3-minimal has no json module: the tool must use its bundled jsonlite
+        shadow = tmp_path / "shadow"
+        shadow.mkdir()
+        (shadow / "json.py").write_text("raise ImportError('no json in python3-minimal')\n")
+        (shadow / "jsonlite.py").write_text(
+            (toolkit_root / "usr/lib/nvidia-container-toolkit/jsonlite.py").read_text())
+        env["PYTHONPATH"] = str(shadow)
+    daemon = tmp_path / "daemon.json"
+    daemon.write_text('{"log-driver": "json-file", "runtimes": {"crun": {"path": "/usr/bin/crun"}}}')
+    inode = daemon.stat().st_ino
+    proc = sh(sys.executable, str(toolkit_root / "usr/bin/nvidia-ctk"), "runtime", "configure",
+              "--runtime=docker", f"--config={daemon}", env=env)
+    assert f"Wrote updated config to {daemon}" in proc.stderr
+    data = json.loads(daemon.read_text())
+    assert data == {"log-driver": "json-file",
+                    "runtimes": {"crun": {"path": "/usr/bin/crun"},
+                                 "nvidia": {"args": [], "path": "nvidia-container-runtime"}}}
+    assert daemon.read_text().startswith('{\n    "log-driver"')  # Go-style: sorted, 4 spaces
+    assert daemon.stat().st_ino == inode  # rewritten in place, no rename
+    assert not list(tmp_path.glob("daemon.json*[!n]"))  # no backup left behind
+    sh(sys.executable, str(toolkit_root / "usr/bin/nvidia-ctk"), "runtime", "configure",
+       "--runtime=docker", f"--config={daemon}", "--set-as-default", env=env)
+    assert json.loads(daemon.read_text())["default-runtime"] == "nvidia"
+    daemon.write_text('{"log-driver": "json-file",\n  oops}')
+    bad = sh(sys.executable, str(toolkit_root / "usr/bin/nvidia-ctk"), "runtime", "configure",
+             "--runtime=docker", f"--config={daemon}", check=False, env=env)
+    assert bad.returncode == 1 and bad.stderr.startswith("ERRO[0000] unable to load config")
+    assert daemon.read_text() == '{"log-driver": "json-file",\n  oops}'
+
+
+def runtime_env(toolkit_root: Path, tmp_path: Path) -> tuple[dict, Path, Path]:
+    """A driver root holding the four host paths, a config.toml pointing at it and a
+    fake runc that records its argv."""
+    drv = tmp_path / "drv"
+    for rel in ("usr/lib/gpusim", "etc/gpusim", "var/lib/gpusim"):
+        (drv / rel).mkdir(parents=True)
+    (drv / "usr/bin").mkdir(parents=True)
+    (drv / "usr/bin/nvidia-smi").write_text("#!/bin/sh\n")
+    cfg = tmp_path / "xdg" / "nvidia-container-runtime"
+    cfg.mkdir(parents=True)
+    conf = (toolkit_root / "etc/nvidia-container-runtime/config.toml").read_text()
+    assert 'root = "/"' in conf
+    (cfg / "config.toml").write_text(conf.replace('root = "/"', f'root = "{drv}"'))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    record = tmp_path / "runc-argv"
+    (bindir / "runc").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{record}"\n')
+    (bindir / "runc").chmod(0o755)
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+           "PATH": f"{bindir}:{os.environ['PATH']}"}
+    return env, drv, record
+
+
+@pytest.mark.parametrize("gpu_env,expect_mounts", [
+    ("NVIDIA_VISIBLE_DEVICES=all", True), ("NVIDIA_VISIBLE_DEVICES=void", False), (None, False)])
+def test_runtime_shim_adds_read_only_mounts_then_execs_runc(toolkit_root, tmp_path, gpu_env,
+                                                            expect_mounts):
+    env, drv, record = runtime_env(toolkit_root, tmp_path)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    spec = {"process": {"env": ["PATH=/usr/bin:/bin"] + ([gpu_env] if gpu_env else [])},
+            "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}]}
+    (bundle / "config.json").write_text(json.dumps(spec))
+    argv = ["--root", "/run/docker/runtime-runc/moby", "--log", str(tmp_path / "log.json"),
+            "--log-format", "json", "create", "--bundle", str(bundle), "--pid-file",
+            str(tmp_path / "pid"), "ctr-1"]
+    sh(sys.executable, str(toolkit_root / "usr/bin/nvidia-container-runtime"), *argv, env=env)
+    assert record.read_text().splitlines() == argv
+    mounts = json.loads((bundle / "config.json").read_text())["mounts"]
+    added = {m["destination"]: m for m in mounts if m["destination"] != "/proc"}
+    if not expect_mounts:
+        assert added == {}
+        return
+    assert set(added) == {"/usr/bin/nvidia-smi", "/usr/lib/gpusim", "/etc/gpusim", "/var/lib/gpusim"}
+    for dest, m in added.items():
+        assert m["source"] == str(drv) + dest and m["type"] == "bind" and "ro" in m["options"]
+    # a second create (restart) does not duplicate them
+    sh(sys.executable, str(toolkit_root / "usr/bin/nvidia-container-runtime"), *argv, env=env)
+    assert len(json.loads((bundle / "config.json").read_text())["mounts"]) == 5
+
+
+def test_runtime_shim_passes_other_commands_through(toolkit_root, tmp_path):
+    env, _, record = runtime_env(toolkit_root, tmp_path)
+    sh(sys.executable, str(toolkit_root / "usr/bin/nvidia-container-runtime"), "delete", "--force",
+       "ctr-1", env=env)
+    assert record.read_text().splitlines() == ["delete", "--force", "ctr-1"]
+
+
+def test_rebuild_is_incremental(built):
+    proc = subprocess.run(
+        [sys.executable, "-m", "sandbox.nvidia.build", "--only", "local-repos", "--only", "toolkit",
+         "--driver-version", VER, "--distro", "debian12"], cwd=REPO, env=built["env"],
+        capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "up to date" in proc.stdout and "built in" not in proc.stdout
