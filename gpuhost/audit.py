@@ -108,7 +108,7 @@ def _driver_drift(state: Mapping[str, Any], want: str | None) -> list[dict[str, 
     driver = state["driver"]
     items = []
     installed, loaded = driver["installed_version"], driver["loaded_version"]
-    if want is not None and (installed != want or (loaded is not None and loaded != want)):
+    if want is not None and installed != want:  # right packages, old module: reboot_pending
         have = installed or "not installed"
         if loaded is not None and loaded != installed:
             have = f"{have} (loaded {loaded})"
@@ -267,7 +267,9 @@ def _gpu_groups(gpus: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def _mig_summary(state: Mapping[str, Any]) -> dict[str, Any]:
     capable = [gpu for gpu in state["mig"]["gpus"] if gpu["mig_capable"]]
     modes = sorted({str(gpu["mode_current"]) for gpu in capable})
-    mode = None if not capable else modes[0] if len(modes) == 1 else "mixed"
+    mode = modes[0] if len(modes) == 1 else "mixed" if modes else None
+    if not capable and any(gpu["mig_capable"] for gpu in state["gpus"]):
+        mode = "unknown"  # MIG-capable GPUs seen by lspci, but nvidia-smi did not answer
     layouts = {str(gpu["index"]): sorted(str(i["profile"]) for i in gpu["gpu_instances"])
                for gpu in capable if gpu["mode_current"] == "enabled"}
     return {"mode": mode, "pending": any(gpu["pending_change"] for gpu in capable),

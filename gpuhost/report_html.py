@@ -50,7 +50,7 @@ def _bars(document: Mapping[str, Any]) -> list[tuple[str, int, str, list[str]]]:
         parts = label.split(".")
         if all(p.isdigit() for p in parts):
             return (0, [-int(p) for p in parts])
-        return (1, label)
+        return (1, ["not loaded", "failed", "unreachable"].index(label))
 
     bars = []
     for label in sorted(groups, key=order):
