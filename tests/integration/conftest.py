@@ -1,7 +1,8 @@
 """Fixtures for the integration tests: a real sandbox fleet (SSH hosts on this machine).
 
     fleet        session: brings the sandbox up with `sandbox_spec`, yields fleet.json's
-                 data, runs `sandbox down` at the end unless GPUHOST_KEEP_SANDBOX=1
+                 data, runs `sandbox down` at the end unless GPUHOST_KEEP_SANDBOX=1 or the
+                 fleet was already running when the session started (someone else's)
     sandbox_spec session: {"hosts": 4, "ol": 2, "docker_hosts": 1}; override the fixture
                  in a conftest of your own, or set GPUHOST_SANDBOX_SPEC='{"hosts": 6, ...}'
     pyinfra      run the pyinfra CLI (subprocess: the CLI monkey-patches gevent) from the
@@ -25,6 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/sandbox.py"
 DEFAULT_SPEC = {"hosts": 4, "ol": 2, "docker_hosts": 1}
+_SESSION = {"was_up": False}
 
 
 def run_dir() -> Path:
@@ -77,11 +79,17 @@ def sandbox_spec() -> dict:
 def fleet(sandbox_spec: dict):
     if os.geteuid() != 0:
         pytest.fail("the integration tests need root (namespaces, mounts): run them as root")
+    _SESSION["was_up"] = (run_dir() / "fleet.json").is_file()
     sandbox_cli(*up_args(sandbox_spec))
     data = json.loads((run_dir() / "fleet.json").read_text())
     yield data
-    if os.environ.get("GPUHOST_KEEP_SANDBOX") != "1":
+    if not keep_fleet():
         sandbox_cli("down")
+
+
+def keep_fleet() -> bool:
+    """Leave the fleet up after the session: asked for, or it was up before we started."""
+    return os.environ.get("GPUHOST_KEEP_SANDBOX") == "1" or _SESSION["was_up"]
 
 
 def _run_pyinfra(*args: str, timeout: float = 600, check: bool = True,
@@ -124,7 +132,7 @@ def sandbox_tools():
     from types import SimpleNamespace
 
     return SimpleNamespace(root=ROOT, run_dir=run_dir, pyinfra_bin=pyinfra_bin,
-                           cli=sandbox_cli, up_args=up_args)
+                           cli=sandbox_cli, up_args=up_args, keep_fleet=keep_fleet)
 
 
 @pytest.fixture(scope="session")

@@ -143,8 +143,9 @@ def test_server_reboot_through_pyinfra(fleet, pyinfra, ssh, tmp_path):
 
 def test_docker_runs_in_a_host_and_survives_reboot(fleet, ssh):
     host = next(h for h in fleet["hosts"] if h["docker"])["name"]
-    ssh(host, "apt-get -q update && DEBIAN_FRONTEND=noninteractive apt-get -q -y install "
-              "docker.io", timeout=600)
+    # Other sessions may deploy to the same fleet: wait for dpkg's lock instead of failing.
+    ssh(host, "apt-get -q -o DPkg::Lock::Timeout=300 update && DEBIAN_FRONTEND=noninteractive "
+              "apt-get -q -y -o DPkg::Lock::Timeout=300 install docker.io", timeout=900)
     defaults = ssh(host, "cat /etc/default/docker").stdout
     assert "--iptables=false --ip6tables=false --bridge=none" in defaults
     ssh(host, "service docker start; for i in $(seq 50); do docker info >/dev/null 2>&1 "
@@ -216,5 +217,5 @@ def test_down_leaves_nothing(fleet, sandbox_spec, sandbox_tools):
                           cwd=t.root, capture_output=True, text=True, env=env)
     assert proc.returncode != 0
     assert "sandbox is not running: run `make sandbox-up`" in proc.stderr + proc.stdout
-    if os.environ.get("GPUHOST_KEEP_SANDBOX") == "1":
+    if t.keep_fleet():
         t.cli(*t.up_args(sandbox_spec))
