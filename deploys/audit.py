@@ -28,8 +28,10 @@ reached never run this file at all; a host whose fact fails may end the run earl
 hosts remaining!"); ``--dry`` and a declined prompt exit from the middle of the CLI. An
 ``atexit`` handler registered by the first host runs after every one of those paths, once,
 when pyinfra has disconnected, and sees the whole inventory (so unreachable hosts are
-listed). It prints the report and then leaves with ``os._exit(code)``, the only way to set
-the process status after pyinfra's own ``sys.exit``. A state callback (``host_disconnect``)
+listed). It prints the report, runs the exit handlers registered before it, and leaves with
+``os._exit(code)``, the only way to set the process status after pyinfra's own
+``sys.exit`` (an exception raised in an exit handler is ignored). A state callback
+(``host_disconnect``)
 would need the same ``os._exit`` and misses runs where no host connected.
 """
 
@@ -160,6 +162,10 @@ class _AuditRun:
         except Exception as error:  # never die silently with pyinfra's status
             sys.stderr.write(f"gpuhost audit: could not build the report: {error!r}\n")
             code = audit.EXIT_USAGE
+        # os._exit skips the exit handlers registered before this one (logging's flush,
+        # wrappers that count commands): run them now, this one taken out first.
+        atexit.unregister(self.finish)
+        atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

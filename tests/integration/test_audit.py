@@ -1,0 +1,197 @@
+"""deploys/audit.py end to end through the pyinfra CLI.
+
+* ``@fake`` hosts (no sandbox, runs with the unit tests): exactly one remote command per
+  host (the GpuHostState script), no operation, statuses and exit code.
+* headless Chromium (needs Debian's ``chromium``, ``make deps``): the HTML report renders
+  with its chart and every host.
+* the sandbox fleet (marker ``integration``): one host wants another driver, one inventory
+  entry points at 127.77.9.9 where nothing listens; exit status 3 and the report names both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from facts.script import ALL_SECTIONS, MARKER, build_script
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else sys.executable
+DEAD = "127.77.9.9"  # loopback, nothing listens there
+
+# Runs the pyinfra CLI with the @fake connector recording every command per host.
+RECORDER = textwrap.dedent("""\
+    import pyinfra_cli  # gevent first
+    import atexit, json, sys
+    from collections import defaultdict
+    from pyinfra.connectors.fake import FakeConnector
+    SEEN = defaultdict(list)
+    _run, _put = FakeConnector.run_shell_command, FakeConnector.put_file
+    def run(self, command, *a, **k):
+        SEEN[self.host.name].append(command if isinstance(command, str) else command.get_raw_value())
+        return _run(self, command, *a, **k)
+    def put(self, *a, **k):
+        SEEN[self.host.name].append("UPLOAD")
+        return _put(self, *a, **k)
+    FakeConnector.run_shell_command, FakeConnector.put_file = run, put
+    out = sys.argv.pop(1)
+    atexit.register(lambda: open(out, "w").write(json.dumps(SEEN)))
+    from pyinfra_cli.main import main
+    sys.argv[0] = "pyinfra"
+    main()
+""")
+
+
+def sections_output(**sections: tuple[int, str]) -> str:
+    """What the GpuHostState script prints; tools absent unless given."""
+    values = {name: (127, "") for name in ALL_SECTIONS}
+    values.update(os_release=(0, 'ID=debian\nVERSION_ID="12"\nPRETTY_NAME="Debian 12"'),
+                  kernel=(0, "6.1.0-56-amd64\nx86_64"), dpkg=(0, ""), proc_version=(3, ""))
+    values.update(sections)
+    return "".join(f"{MARKER}{name} rc={rc}\n{out}\n" for name, (rc, out) in values.items())
+
+
+def fake_inventory(tmp_path: Path) -> Path:
+    module = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release "
+              "Build  (b@h)  Tue Jul  8 18:44:13 UTC 2025")
+    installed = sections_output(dpkg=(0, "nvidia-open\t570.172.08-1\tii \n"),
+                                proc_version=(0, module))
+    broken = sections_output(smi_xml=(0, "<nvidia_smi_log><gpu>"))  # unparsable XML
+    inventory = tmp_path / "fake_inventory.py"
+    inventory.write_text(textwrap.dedent(f"""\
+        _want = {{"nvidia_driver_version": "570.172.08", "fake_delay": 0, "fake_delay_jitter": 0}}
+        hosts = [
+            ("@fake/ok", {{**_want, "fake_responses": {{"_gh()": {installed!r}}}}}),
+            ("@fake/drifts", {{**_want, "nvidia_driver_version": "550.163.01",
+                               "fake_responses": {{"_gh()": {installed!r}}}}}),
+            ("@fake/broken", {{**_want, "fake_responses": {{"_gh()": {broken!r}}}}}),
+        ]
+    """))
+    return inventory
+
+
+def run_audit(inventory: Path, *args: str, record: Path | None = None, timeout: float = 300):
+    argv = [PYTHON, "-c", RECORDER, str(record)] if record else [str(ROOT / ".venv/bin/pyinfra")]
+    env = {**os.environ, "PYINFRA_PROGRESS": "off", "NO_COLOR": "1"}
+    return subprocess.run([*argv, "-y", str(inventory), "deploys/audit.py", *args], cwd=ROOT,
+                          text=True, capture_output=True, timeout=timeout, env=env)
+
+
+def test_fake_hosts_one_command_each_no_operation(tmp_path):
+    record, out = tmp_path / "commands.json", tmp_path / "audit.json"
+    proc = run_audit(fake_inventory(tmp_path), f"--data=audit_json={out}", "--data=cuda=12.4",
+                     record=record)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    commands = json.loads(record.read_text())
+    assert sorted(commands) == ["@fake/broken", "@fake/drifts", "@fake/ok"]
+    for host, sent in commands.items():
+        assert sent == [build_script(ALL_SECTIONS)], host  # one command, no upload
+    assert "Grand total" in proc.stderr and "Success" in proc.stderr  # pyinfra's empty results
+    document = json.loads(out.read_text())
+    status = {h["name"]: h for h in document["hosts"]}
+    assert status["@fake/ok"]["status"] == "ok"
+    assert status["@fake/ok"]["observed"]["driver"]["loaded_version"] == "570.172.08"
+    assert [i["item"] for i in status["@fake/drifts"]["drift"]] == ["driver"]
+    assert status["@fake/broken"]["status"] == "failed"
+    assert "XML is malformed" in status["@fake/broken"]["error"]
+    assert document["cuda"] == "12.4"  # --data cuda=12.4 arrived as a float
+    assert "@fake/broken  failed" in proc.stdout and "-> exit 3" in proc.stdout
+
+
+def test_invalid_options_stop_before_any_host(tmp_path):
+    record = tmp_path / "commands.json"
+    proc = run_audit(fake_inventory(tmp_path), "--data=cuda=11.9", record=record)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "cuda=11.9" in proc.stderr and "known versions" in proc.stderr
+    assert json.loads(record.read_text()) == {}
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.mark.integration
+def test_html_report_renders_in_headless_chromium(tmp_path):
+    browser = shutil.which("chromium")
+    if browser is None:
+        pytest.fail("chromium is not installed: run `make deps` (mk/bench.mk adds it)")
+    sys.path.insert(0, str(ROOT / "tests/unit"))
+    from test_report import fleet
+
+    from gpuhost import report
+
+    document = fleet()
+    page = tmp_path / "audit.html"
+    page.write_text(report.render_html(document))
+    proc = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    dom = proc.stdout
+    assert proc.returncode == 0 and '<svg id="driver-chart"' in dom, proc.stderr[-2000:]
+    assert dom.count('<g class="bar"') == 6
+    for host in document["hosts"]:
+        assert f'data-host="{host["name"].replace("<", "&lt;").replace(">", "&gt;")}"' in dom
+    shot = tmp_path / "audit.png"
+    subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                    "--window-size=1280,900", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def sandbox_inventory(tmp_path: Path, fleet: dict, drift_host: str) -> Path:
+    """The sandbox hosts with only one setting: drift_host wants a driver no host has."""
+    inventory = tmp_path / "audit_inventory.py"
+    base = {"ssh_port": 2222, "ssh_user": "root", "ssh_key": fleet["ssh_key"],
+            "ssh_known_hosts_file": fleet["known_hosts"], "ssh_connect_retries": 0}
+    hosts = [(h["name"], {**base, "ssh_hostname": h["address"], "ssh_port": h["port"]})
+             for h in fleet["hosts"]]
+    for name, data in hosts:
+        if name == drift_host:
+            data["nvidia_driver_version"] = "525.60.13"
+    hosts.append(("gpu-down", {**base, "ssh_hostname": DEAD}))
+    inventory.write_text(f"hosts = {hosts!r}\n")
+    return inventory
+
+
+@pytest.mark.integration
+def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
+    drift_host = fleet["hosts"][1]["name"]
+    inventory = sandbox_inventory(tmp_path, fleet, drift_host)
+    out, html, record = tmp_path / "audit.json", tmp_path / "audit.html", tmp_path / "count.json"
+    counter = ROOT / "tests/integration/count_commands.py"
+    env = {**os.environ, "PYINFRA_PROGRESS": "off", "NO_COLOR": "1"}
+    proc = subprocess.run([PYTHON, str(counter), str(record), "--", "-y", str(inventory),
+                           "deploys/audit.py", f"--data=audit_json={out}",
+                           f"--data=audit_html={html}"], cwd=ROOT, text=True,
+                          capture_output=True, timeout=300, env=env)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    document = json.loads(out.read_text())
+    status = {h["name"]: h for h in document["hosts"]}
+    assert status["gpu-down"]["status"] == "unreachable" and DEAD in status["gpu-down"]["error"]
+    assert status[drift_host]["status"] == "drift"
+    assert any(i["item"] == "driver" and i["want"] == "525.60.13"
+               for i in status[drift_host]["drift"])
+    for line in ("gpu-down", drift_host):
+        assert any(row.startswith(line) for row in proc.stdout.splitlines())
+    assert "unreachable" in proc.stdout and "want 525.60.13" in proc.stdout
+    # read-only: one remote command per reachable host, nothing uploaded
+    counts = json.loads(record.read_text())
+    assert counts == {h["name"]: {"commands": 1, "uploads": 0} for h in fleet["hosts"]}
+    assert 'data-host="gpu-down"' in html.read_text()
+    for h in fleet["hosts"]:  # every sandbox host has real facts in the report
+        assert status[h["name"]]["observed"]["os"]["distro_tag"] is not None, h["name"]
+
+    # without the unreachable host: drift only -> 2; without the drifting host -> its status
+    proc = run_audit(inventory, "--limit", drift_host)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    clean = [n for n, h in status.items() if h["status"] == "ok"]
+    assert clean, f"expected a host without drift: {[(n, h['drift']) for n, h in status.items()]}"
+    proc = run_audit(inventory, "--limit", clean[0])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 hosts: 1 ok" in proc.stdout
