@@ -44,7 +44,7 @@ fcntl gc grp itertools marshal math posix pwd pyexpat select spwd sys syslog tim
 xxsubtype zlib""".split())
 
 GUARD = r"""
-import runpy, sys
+import sys
 allowed = set(sys.argv[1].split(","))
 pkg, target, args = sys.argv[2], sys.argv[3], sys.argv[4:]
 ok = lambda name: name.split(".")[0] in allowed
@@ -59,10 +59,13 @@ sys.meta_path.insert(0, Guard())
 if pkg:
     sys.path.insert(0, pkg)
 sys.argv = [target] + args
-if "/" in target:
-    runpy.run_path(target, run_name="__main__")
-else:
-    runpy.run_module(target, run_name="__main__", alter_sys=True)
+if "/" in target:  # a shim script, run as its #! line would
+    sys.path.insert(0, target.rsplit("/", 1)[0])
+    with open(target) as fh:
+        code = compile(fh.read(), target, "exec")
+    exec(code, {"__name__": "__main__", "__file__": target})
+else:  # python3 -m gpusim.smi, as the utils package's launcher runs it
+    sys.exit(__import__(target, fromlist=["main"]).main())
 """
 
 
@@ -81,6 +84,8 @@ def _minimal_modules():
 
 
 ALLOWED = _minimal_modules()
+# The hosts' interpreter when this machine has it (Debian's python3 also starts 5x faster).
+PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
 
 def body(name):
@@ -121,7 +126,7 @@ class Sim:
 
     def _run(self, pkg, target, args, timeout=30, crash_ok=False):
         env = {"GPUSIM_ROOT": str(self.root), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-        res = subprocess.run([sys.executable, "-I", "-S", "-c", GUARD, ALLOWED, pkg, target,
+        res = subprocess.run([PYTHON, "-I", "-S", "-c", GUARD, ALLOWED, pkg, target,
                               *map(str, args)], capture_output=True, text=True, env=env,
                              timeout=timeout)
         assert crash_ok or "Traceback" not in res.stderr, res.stderr
@@ -447,3 +452,288 @@ def test_query_compute_apps(a100, parsers):
                      "gpu_uuid": uuid1}]
     assert a100.smi("-i", uuid1, "--query-gpu=index,memory.used", "--format=csv,noheader") == \
         "1, 1501 MiB\n"
+
+
+# ----- MIG mode, persistence, reset, reboot ------------------------------------------------
+def modes(sim, i=0):
+    return sim.smi("-i", str(i), "--query-gpu=mig.mode.current,mig.mode.pending",
+                   "--format=csv,noheader")
+
+
+@pytest.fixture
+def persistenced(sim):
+    """A live process named like the daemon, with its pid file, as the fake package runs it."""
+    proc = subprocess.Popen(["nvidia-persistenced", "60"], executable="/bin/sleep")
+    sim.write("var/run/nvidia-persistenced/nvidia-persistenced.pid", f"{proc.pid}\n")
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_ampere_mig_pending_while_held_then_reset(a100, persistenced):
+    bus = "00000000:07:00.0"
+    assert "Persistence-M" in a100.smi() and "On  |" in a100.smi()
+    assert a100.smi("-i", "0", "-mig", "1") == (
+        f"Warning: MIG mode is in pending enable state for GPU {bus}:In use by another client\n"
+        f"{bus} is currently being used by one or more other processes (e.g. CUDA application "
+        "or a monitoring application such as another instance of nvidia-smi). Please first kill "
+        "all processes using the device and retry the command or reboot the system to make MIG "
+        "mode effective.\nAll done.\n")
+    assert modes(a100) == "Disabled, Enabled\n"
+    a100.smi("mig", "-lgi", rc=6)
+    out = a100.smi("-i", "0", "--gpu-reset", rc=255)
+    assert out.startswith(f"The following GPUs could not be reset:\n  GPU {bus}: In use by "
+                          "another client\n\n1 device is currently being used by one or more")
+    assert a100.smi("-i", "0", "-pm", "0") == f"Disabled persistence mode for GPU {bus}.\nAll done.\n"
+    assert a100.smi("-i", "0", "--gpu-reset") == f"GPU {bus} was successfully reset.\n"
+    assert modes(a100) == "Enabled, Enabled\n" and modes(a100, 1) == "Disabled, Disabled\n"
+    assert a100.smi("-i", "1", "-pm", "1") == \
+        "Persistence mode is already Enabled for GPU 00000000:0F:00.0.\nAll done.\n"
+
+
+def test_ampere_pending_applies_at_boot_and_mode_survives_reboot(a100):
+    a100.smi("-pm", "1")
+    assert a100.smi("-i", "0", "-pm", "1").startswith("Persistence mode is already Enabled")
+    assert "pending enable state" in a100.smi("-i", "0", "-mig", "1")
+    a100.boot()
+    assert modes(a100) == "Enabled, Enabled\n"
+    a100.smi("mig", "-cgi", "9,9", "-C")
+    a100.boot()
+    assert modes(a100) == "Enabled, Enabled\n"         # InfoROM bit: kept
+    assert a100.smi("mig", "-lgi", rc=6) == "No GPU instances found: Not Found\n"
+    assert "Persistence-M" in a100.smi() and "Off |" in a100.smi()   # legacy -pm is gone
+
+
+def test_ampere_enable_applies_at_once_when_nothing_holds_the_gpu(a100):
+    assert a100.smi("-i", "0", "-mig", "1") == "Enabled MIG Mode for GPU 00000000:07:00.0\nAll done.\n"
+    assert modes(a100) == "Enabled, Enabled\n"
+
+
+def test_gpu_reset_unsupported_fault(a100):
+    a100.tool("gpusim", "fault", "set", "gpu_reset_unsupported")
+    out = a100.smi("-i", "0", "-mig", "1")
+    assert out == body("smi_mig_enable__a100-40gb__migguide__pending-enable-warning.txt"
+                       ).replace("00:03.0", "07:00.0")
+    assert a100.smi("-i", "0", "-r", rc=3) == "Resetting GPU 00000000:07:00.0 is not supported.\n"
+
+
+def test_hopper_mig_immediate_and_lost_at_reboot(sim):
+    sim.machine("H100-80GB-HBM3", 1).install()
+    sim.boot()
+    out = sim.smi("-mig", "1")
+    assert out.startswith("Enabled MIG Mode for GPU 00000000:18:00.0\n\nWarning: persistence "
+                          "mode is disabled on device 00000000:18:00.0. See the Known Issues")
+    assert modes(sim) == "Enabled, Enabled\n"
+    sim.smi("-pm", "1")
+    assert sim.smi("-mig", "0") == "Disabled MIG Mode for GPU 00000000:18:00.0\nAll done.\n"
+    sim.smi("-mig", "1")
+    sim.boot()
+    assert modes(sim) == "Disabled, Disabled\n"
+
+
+def test_non_mig_gpu(sim):
+    sim.machine("L4", 2).install()
+    sim.boot()
+    assert sim.smi("-i", "1", "-mig", "1") == (
+        "Unable to enable MIG Mode for GPU 00000000:21:00.0: Not Supported\n"
+        "Treating as warning and moving on.\nAll done.\n")
+    assert modes(sim) == "[N/A], [N/A]\n"
+    assert sim.smi("mig", "-lgi", rc=6) == "No MIG-supported devices found.\n"
+
+
+# ----- MIG geometry ------------------------------------------------------------------------
+def created(out):
+    return [int(x) for x in re.findall(r"Successfully created GPU instance ID +(\d+)", out)]
+
+
+def test_mig_capacity_rules(a100, parsers):
+    a100.smi("-mig", "1")
+    a100.smi("mig", "-lgi", rc=6)
+    out = a100.smi("mig", "-i", "0", "-cgi", ",".join(["19"] * 8), rc=23)
+    assert created(out) == [9, 7, 8, 11, 12, 13, 14]    # the order real drivers use
+    assert out.endswith("Unable to create a GPU instance on GPU  0 using profile 19: "
+                        "Insufficient Resources\nFailed to create GPU instances: Insufficient "
+                        "Resources\n")
+    free = {p["profile"]: p["free"] for p in
+            parsers.parse_mig_gpu_instance_profiles(a100.smi("mig", "-i", "0", "-lgip"))}
+    assert set(free.values()) == {0}
+    assert len(parsers.parse_mig_gpu_instances(a100.smi("mig", "-lgi"))) == 7
+    # GPU 1: 3g + 3g fill the memory; 4g + 3g fill the compute slices; +me at most once.
+    assert created(a100.smi("mig", "-i", "1", "-cgi", "9,3g.20gb,19", rc=23)) == [1, 2]
+    a100.smi("mig", "-i", "1", "-dgi")
+    a100.smi("mig", "-i", "1", "-cgi", "5,9")
+    assert "Insufficient Resources" in a100.smi("mig", "-i", "1", "-cgi", "19", rc=23)
+    a100.smi("mig", "-i", "1", "-dgi")
+    assert created(a100.smi("mig", "-i", "1", "-cgi", "20,20", rc=23)) == [9]
+    a100.smi("mig", "-i", "1", "-dgi")
+    assert "profile 7g.80gb: Invalid Argument" in a100.smi("mig", "-i", "1", "-cgi", "7g.80gb",
+                                                           rc=2)
+    assert created(a100.smi("mig", "-i", "1", "-cgi", "0")) == [0]
+
+
+def test_h100_documented_layout_fits(sim, parsers):
+    sim.machine("H100-80GB-HBM3", 1).install()
+    sim.boot()
+    sim.smi("-mig", "1")
+    sim.smi("mig", "-cgi", "3g.40gb,2g.20gb,1g.10gb,1g.10gb", "-C")
+    gis = parsers.parse_mig_gpu_instances(sim.smi("mig", "-lgi"))
+    assert sorted(g["profile"] for g in gis) == ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
+    placements = sorted(tuple(g["placement"]) for g in gis)
+    assert placements == [(0, 2), (2, 1), (3, 1), (4, 4)]
+
+
+def test_destroy_order_and_busy_instances(a100, parsers):
+    a100.smi("-i", "0", "-mig", "1")
+    a100.smi("mig", "-i", "0", "-cgi", "9,9", "-C")
+    assert a100.smi("mig", "-i", "0", "-dgi", rc=19) == (
+        "Unable to destroy GPU instance ID  1 from GPU  0: In use by another client\n"
+        "Failed to destroy GPU instances: In use by another client\n")
+    a100.tool("gpusim", "process", "add", "--gpu", "0", "--pid", "77", "--gi", "2")
+    assert a100.smi("mig", "-dci", "-gi", "2", rc=19).startswith(
+        "Unable to destroy compute instance ID  0 from GPU  0 GPU instance ID  2: In use")
+    assert a100.smi("mig", "-dci", "-gi", "1") == \
+        "Successfully destroyed compute instance ID  0 from GPU  0 GPU instance ID  1\n"
+    assert a100.smi("mig", "-dgi", "-gi", "1") == \
+        "Successfully destroyed GPU instance ID  1 from GPU  0\n"
+    a100.tool("gpusim", "process", "clear")
+    a100.smi("mig", "-dci")
+    a100.smi("mig", "-dgi")
+    assert a100.smi("mig", "-lci", rc=6) == "No compute instances found: Not Found\n"
+    a100.smi("mig", "-cgi", "14")
+    assert "using profile MIG 1c.2g.10gb (ID  0)" in a100.smi("mig", "-cci", "0,0", "-gi", "5")
+    assert "Insufficient Resources" in a100.smi("mig", "-cci", "0", "-gi", "5", rc=23)
+    cis = parsers.parse_mig_compute_instances(a100.smi("mig", "-lci"))
+    assert [(c["instance_id"], c["placement"]) for c in cis] == [(0, [0, 1]), (1, [1, 1])]
+
+
+def test_cuda_process_needs_a_mig_device(a100):
+    a100.smi("-i", "0", "-mig", "1")
+    err = a100.tool("gpusim", "process", "add", "--gpu", "0", "--pid", "5", rc=2).stderr
+    assert "MIG mode and has no such MIG device" in err
+    a100.smi("mig", "-cgi", "19", "-C")
+    a100.tool("gpusim", "process", "add", "--gpu", "0", "--pid", "5", "--mem", "100")
+    assert "|    0    9    0                5      C   python3" in a100.smi()
+
+
+# ----- processes, state, boot --------------------------------------------------------------
+def test_state_persists_and_boot_clears_processes(a100, parsers):
+    a100.tool("gpusim", "process", "add", "--gpu", "0", "--pid", "4242", "--name", "python3")
+    assert a100.state()["processes"][0]["pid"] == 4242
+    xml = parsers.parse_smi_xml(a100.smi("-q", "-x"))
+    assert xml["gpus"][0]["processes"][0]["name"] == "python3"
+    assert "4242" in a100.smi("-q") and "Used GPU Memory               : 1024 MiB" in a100.smi("-q")
+    a100.tool("gpusim", "process", "remove", "--pid", "4242")
+    a100.tool("gpusim", "process", "remove", "--pid", "4242", rc=1)
+    a100.tool("gpusim", "process", "add", "--gpu", "1", "--pid", "9")
+    a100.boot()
+    assert a100.state()["processes"] == [] and a100.state()["boots"] == 2
+    err = a100.tool("gpusim", "process", "add", "--gpu", "2", "--pid", "1", rc=2).stderr
+    assert "this machine has GPUs 0..1" in err
+
+
+def test_process_refused_without_a_usable_driver(sim):
+    sim.machine().install()
+    err = sim.tool("gpusim", "process", "add", "--pid", "1", rc=1).stderr
+    assert "the NVIDIA driver is not usable" in err
+
+
+# ----- kernel modules ----------------------------------------------------------------------
+def test_modules_unload_rules(a100):
+    assert a100.tool("lsmod").stdout.splitlines()[1].startswith("nvidia              ")
+    a100.tool("gpusim", "process", "add", "--gpu", "0", "--pid", "4242")
+    assert a100.tool("rmmod", "nvidia", rc=1).stderr == \
+        "rmmod: ERROR: Module nvidia is in use by: nvidia_uvm\n"
+    assert a100.tool("rmmod", "nvidia_uvm", rc=1).stderr == "rmmod: ERROR: Module nvidia_uvm is in use\n"
+    assert a100.tool("modprobe", "-r", "nvidia_uvm", rc=1).stderr == \
+        "modprobe: FATAL: Module nvidia_uvm is in use.\n"
+    a100.tool("gpusim", "process", "clear")
+    a100.tool("rmmod", "nvidia_uvm")
+    a100.smi("-i", "1", "-pm", "1")
+    assert a100.tool("rmmod", "nvidia", rc=1).stderr == "rmmod: ERROR: Module nvidia is in use\n"
+    a100.smi("-pm", "0")
+    a100.tool("modprobe", "nvidia_drm")
+    assert a100.tool("lsmod").stdout.count("nvidia") >= 4
+    assert "In use by another client" in a100.smi("-r", "-i", "0", rc=255)
+    a100.tool("modprobe", "-r", "nvidia_drm", "nvidia_modeset")
+    a100.tool("rmmod", "nvidia")
+    assert not (a100.root / "proc/driver/nvidia/version").exists()
+    a100.smi(rc=9)
+    a100.tool("rmmod", "nvidia", rc=1)
+    a100.tool("modprobe", "nvidia")
+    assert "570.172.08" in a100.read("proc/driver/nvidia/version")
+    err = a100.tool("modprobe", "br_netfilter", rc=1).stderr
+    assert "simulated kernel" in err and "br_netfilter" in err
+
+
+def test_unloading_the_driver_forgets_hopper_mig(sim):
+    sim.machine("H100-80GB-HBM3", 1).install()
+    sim.boot()
+    sim.smi("-mig", "1")
+    sim.tool("rmmod", "nvidia")
+    sim.tool("modprobe", "nvidia")
+    assert modes(sim) == "Disabled, Disabled\n"
+
+
+# ----- lspci, faults, the machine tree -----------------------------------------------------
+@pytest.mark.parametrize("model,device,count", [
+    ("A100-SXM4-40GB", "20b0", 6), ("H100-80GB-HBM3", "2330", 4), ("L4", "27b8", 0),
+    ("T4", "1eb8", 0), ("V100-SXM2-16GB", "1db1", 6)])
+def test_lspci_lists_the_machine(sim, parsers, model, device, count):
+    sim.machine(model, 8, nvswitch=True)
+    out = sim.tool("lspci", "-mm", "-nn", "-d", "10de:").stdout
+    devs = parsers.parse_lspci_nvidia(out)
+    gpus = [d for d in devs if d["class"] == "3D controller"]
+    assert len(gpus) == 8 and {d["device_id"] for d in gpus} == {device}
+    assert len(devs) - len(gpus) == count
+    plain = sim.tool("lspci").stdout
+    assert plain.count("NVIDIA Corporation") == 8 + count and "Host bridge" in plain
+    assert sim.tool("lspci", "-d", f"10de:{device}", "-n").stdout.splitlines()[0].endswith(
+        f": 10de:{device} (rev a1)")
+
+
+def test_lspci_kernel_driver_follows_the_module(sim):
+    sim.machine("L4", 1).install()
+    assert "Kernel driver in use" not in sim.tool("lspci", "-k", "-d", "10de:").stdout
+    sim.boot()
+    assert "\tKernel driver in use: nvidia\n" in sim.tool("lspci", "-k", "-d", "10de:").stdout
+
+
+def test_faults(a100):
+    a100.tool("gpusim", "fault", "set", "dkms_build_fail")
+    text = a100.read("etc/gpusim/faults.json")
+    assert re.search(r'"dkms_build_fail"[\s]*:[\s]*true', text)   # what the DKMS step greps
+    a100.tool("gpusim", "fault", "check", "dkms_build_fail")
+    a100.tool("gpusim", "fault", "check", "smi_hang", rc=1)
+    a100.tool("gpusim", "fault", "set", "no_such_fault", rc=2)
+    a100.tool("gpusim", "fault", "set", "smi_hang", "1")
+    start = time.monotonic()
+    a100.smi("-L")
+    assert time.monotonic() - start >= 1
+    a100.tool("gpusim", "fault", "clear")
+    assert json.loads(a100.read("etc/gpusim/faults.json")) == {}
+
+
+def test_state_dump(a100):
+    dump = json.loads(a100.tool("gpusim", "state").stdout)
+    assert dump["driver_status"] == "loaded" and dump["kernel_release"] == KR
+    assert dump["built_module"]["version"] == "570.172.08"
+
+
+def test_machine_tree_works_when_copied_like_the_sandbox_does(tmp_path):
+    host_root = tmp_path / "host"
+    shutil.copytree(TREE, host_root, symlinks=True)
+    for rel in SHIMS.values():
+        assert os.access(host_root / rel, os.X_OK), rel
+    sim = Sim(tmp_path / "root", tree=host_root)
+    sim.machine("L4", 1).install()
+    assert "loaded" in sim.boot()
+    assert "27b8" in sim.tool("lspci", "-nn").stdout
+
+
+def test_clear_errors_for_a_broken_machine_file(sim):
+    err = sim.tool("lspci", rc=1).stderr
+    assert "machine.json is missing" in err
+    sim.write("etc/gpusim/machine.json", '{"hostname": "x", "gpu_model": "B200"}')
+    assert "lacks os, kernel_release, gpu_count" in sim.tool("gpusim-boot", rc=1).stderr
+    sim.machine("A100-SXM4-80GB")
+    assert "unknown gpu_model 'A100-SXM4-80GB'" in sim.tool("gpusim-boot", rc=1).stderr

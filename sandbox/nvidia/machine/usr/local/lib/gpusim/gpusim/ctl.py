@@ -9,7 +9,6 @@
 """
 
 import os
-import subprocess
 import sys
 
 from . import host, jsonlite, mig, models
@@ -27,6 +26,7 @@ def _mount_proc_driver():
                     return None
     except OSError as exc:
         return f"cannot read /proc/mounts ({exc.strerror}): is /proc mounted in this host?"
+    import subprocess
     res = subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=1m", "gpusim",
                           "/proc/driver"], capture_output=True, text=True)
     if res.returncode != 0:

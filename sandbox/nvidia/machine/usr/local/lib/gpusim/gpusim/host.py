@@ -10,9 +10,7 @@ Files (all relative to GPUSIM_ROOT, default "/"):
 """
 
 import fcntl
-import hashlib
 import os
-import subprocess
 import sys
 
 from . import jsonlite, models
@@ -98,6 +96,7 @@ def load_machine():
 def kernel_release(machine):
     """The running kernel: `uname -r` on a host (the sandbox shims it), machine.json in tests."""
     if not under_test():
+        import subprocess  # only on a host: keeps every other nvidia-smi call quicker
         try:
             out = subprocess.run(["uname", "-r"], capture_output=True, text=True, timeout=10)
             if out.returncode == 0 and out.stdout.strip():
@@ -145,8 +144,14 @@ def fault(name):
     return load_faults().get(name) or None
 
 
+try:  # the builtin module: importing hashlib (OpenSSL) costs more than the rest of a call
+    from _sha1 import sha1 as _sha1
+except ImportError:  # pragma: no cover - interpreters without the builtin
+    from hashlib import sha1 as _sha1
+
+
 def _hex_id(*parts):
-    return hashlib.sha1("|".join(str(p) for p in parts).encode()).hexdigest()
+    return _sha1("|".join(str(p) for p in parts).encode()).hexdigest()
 
 
 def gpu_uuid(machine, index):
