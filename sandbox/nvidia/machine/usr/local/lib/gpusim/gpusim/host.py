@@ -60,7 +60,8 @@ def read_json(rel, what):
     try:
         return jsonlite.loads(text)
     except ValueError as exc:
-        raise SimError(f"gpusim: {full} ({what}) is not valid JSON: {exc}. Fix or rewrite it.", 1)
+        raise SimError(f"gpusim: {full} ({what}) is not valid JSON: {exc}. Fix or rewrite it.",
+                       1) from None
 
 
 def write_text(rel, text):
@@ -224,7 +225,8 @@ class Session:
             fcntl.flock(self.lock_fh, fcntl.LOCK_EX)
         except OSError as exc:
             if self.write:
-                raise SimError(f"gpusim: cannot lock {lock}: {exc.strerror}; run as root.", 4)
+                raise SimError(f"gpusim: cannot lock {lock}: {exc.strerror}; run as root.",
+                               4) from None
             self.lock_fh = None
         self.state = normalize(read_json(STATE, "simulator state") or {}, self.machine)
         sync_persistenced(self.state)
@@ -369,6 +371,8 @@ def write_proc(state, machine):
                     os.remove(os.path.join(dirpath, name))
                 for name in dirs:
                     os.rmdir(os.path.join(dirpath, name))
+            if os.path.isdir(base):
+                os.rmdir(base)  # the module's /proc/driver/nvidia goes with it
             return
         write_text(f"{PROC_NVIDIA}/version", proc_version_text(state["driver"], machine))
         info = models.model(machine["gpu_model"])

@@ -34,7 +34,7 @@ PROFILE_KEYS = ("id", "name", "mem_slices", "compute", "placements", "gib", "mib
 
 
 def _profiles(rows):
-    return [dict(zip(PROFILE_KEYS, row)) for row in rows]
+    return [dict(zip(PROFILE_KEYS, row, strict=True)) for row in rows]
 
 
 # Compute-instance profiles: id -> compute slices (1c, 2c, 3c, 4c, full 7c). A GI of g
