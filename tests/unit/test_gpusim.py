@@ -737,3 +737,98 @@ def test_clear_errors_for_a_broken_machine_file(sim):
     assert "lacks os, kernel_release, gpu_count" in sim.tool("gpusim-boot", rc=1).stderr
     sim.machine("A100-SXM4-80GB")
     assert "unknown gpu_model 'A100-SXM4-80GB'" in sim.tool("gpusim-boot", rc=1).stderr
+
+
+# ----- golden outputs (tests/fixtures/gpusim) and the parsers over all of them -------------
+FIXTURES = ROOT / "tests/fixtures/gpusim"
+FIXED_TIME = "Mon Jan  5 10:00:00 2026"
+
+
+def _fixed_time(text):
+    text = re.sub(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}", FIXED_TIME, text)
+    return re.sub(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}", "2026/01/05 10:00:00.000", text)
+
+
+def scenario_outputs(tmp_path):
+    """Named outputs of three machines: an A100 pair with MIG and a process, an L4 on the
+    550 branch, and a host whose driver is not usable."""
+    outs = {}
+    a = Sim(tmp_path / "a").machine("A100-SXM4-40GB", 2, nvswitch=True)
+    a.install()
+    a.boot()
+    ssup2_layout(a)
+    a.tool("gpusim", "process", "add", "--gpu", "0", "--pid", "4242", "--gi", "2", "--mem", "2000")
+    a.tool("gpusim", "process", "add", "--gpu", "1", "--pid", "5151", "--name", "/opt/app/train")
+    l4 = Sim(tmp_path / "l").machine("L4", 1)
+    l4.install("550.163.01", "proprietary")
+    l4.boot()
+    for name, sim in (("a100x2_mig", a), ("l4_550", l4)):
+        outs[f"{name}/smi_L.txt"] = sim.smi("-L")
+        outs[f"{name}/smi_qx.xml"] = sim.smi("-q", "-x")
+        outs[f"{name}/smi_q.txt"] = sim.smi("-q")
+        outs[f"{name}/smi_table.txt"] = sim.smi()
+        outs[f"{name}/query_gpu.csv"] = sim.smi(
+            "--query-gpu=index,name,uuid,pci.bus_id,driver_version,memory.total,memory.used,"
+            "persistence_mode,mig.mode.current,mig.mode.pending,compute_cap,utilization.gpu,"
+            "temperature.gpu", "--format=csv")
+        outs[f"{name}/query_apps.csv"] = sim.smi(
+            "--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv")
+        outs[f"{name}/proc_version.txt"] = sim.read("proc/driver/nvidia/version")
+        outs[f"{name}/lspci_mm.txt"] = sim.tool("lspci", "-mm", "-nn", "-d", "10de:").stdout
+    outs["a100x2_mig/mig_lgi.txt"] = a.smi("mig", "-lgi")
+    outs["a100x2_mig/mig_lci.txt"] = a.smi("mig", "-lci")
+    outs["a100x2_mig/mig_lgip.txt"] = a.smi("mig", "-lgip")
+    outs["l4_550/mig_lgi.txt"] = l4.smi("mig", "-lgi", rc=6)
+    l4.install("570.172.08", "proprietary")
+    outs["errors/smi_mismatch.txt"] = l4.smi("-q", "-x", rc=18)
+    l4.tool("rmmod", "nvidia")
+    outs["errors/smi_not_loaded.txt"] = l4.smi("-L", rc=9)
+    return {k: _fixed_time(v) for k, v in outs.items()}
+
+
+def test_outputs_match_the_golden_fixtures(tmp_path):
+    outs = scenario_outputs(tmp_path)
+    if os.environ.get("GPUSIM_REGEN_FIXTURES"):
+        for rel, text in outs.items():
+            (FIXTURES / rel).parent.mkdir(parents=True, exist_ok=True)
+            (FIXTURES / rel).write_text(text)
+    changed = [rel for rel, text in outs.items()
+               if not (FIXTURES / rel).is_file() or (FIXTURES / rel).read_text() != text]
+    assert not changed, (f"simulator outputs differ from tests/fixtures/gpusim: {changed}; if "
+                         "the change is intended, rerun with GPUSIM_REGEN_FIXTURES=1 and review "
+                         "the diff")
+
+
+PARSER_OF = {"smi_L": "parse_smi_list", "smi_qx": "parse_smi_xml", "query_gpu": "parse_query_csv",
+             "query_apps": "parse_query_csv", "proc_version": "parse_driver_version_file",
+             "lspci_mm": "parse_lspci_nvidia", "mig_lgi": "parse_mig_gpu_instances",
+             "mig_lci": "parse_mig_compute_instances",
+             "mig_lgip": "parse_mig_gpu_instance_profiles", "smi": "classify_smi_error"}
+
+
+def test_parsers_read_every_simulator_output(parsers):
+    files = sorted(FIXTURES.rglob("*.*"))
+    assert len(files) >= 20
+    parsed = {}
+    for path in files:
+        stem = path.stem.rsplit("_", 1)[0] if path.parent.name == "errors" else path.stem
+        func = PARSER_OF.get(stem)
+        if func is None:
+            continue
+        if path.match("l4_550/mig_lgi.txt"):  # "No MIG-supported devices found." (rc 6)
+            with pytest.raises(ValueError):
+                getattr(parsers, func)(path.read_text())
+            continue
+        value = getattr(parsers, func)(path.read_text())
+        parsed[f"{path.parent.name}/{path.stem}"] = value
+        assert value not in (None, [], {}) or path.match("l4_550/query_apps.csv"), path
+    xml, lst = parsed["a100x2_mig/smi_qx"], parsed["a100x2_mig/smi_L"]
+    assert [g["uuid"] for g in xml["gpus"]] == [g["uuid"] for g in lst]
+    gi_ids = {d["gpu_instance_id"] for d in xml["gpus"][0]["mig_devices"]}
+    assert gi_ids == {g["instance_id"] for g in parsed["a100x2_mig/mig_lgi"]} == {2, 3, 9}
+    assert [p["pid"] for g in xml["gpus"] for p in g["processes"]] == [4242, 5151]
+    assert len([d for d in parsed["a100x2_mig/lspci_mm"] if d["class"] == "Bridge"]) == 6
+    assert parsed["errors/smi_mismatch"] == "library_mismatch"
+    assert parsed["errors/smi_not_loaded"] == "driver_not_loaded"
+    assert parsed["l4_550/proc_version"]["flavor"] == "proprietary"
+    assert parsed["l4_550/smi_qx"]["cuda_version"] == "12.4"
