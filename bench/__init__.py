@@ -1,0 +1,1 @@
+"""make bench: the audit against the floor and Ansible (bench/run.py)."""
