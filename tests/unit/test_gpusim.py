@@ -803,7 +803,7 @@ PARSER_OF = {"smi_L": "parse_smi_list", "smi_qx": "parse_smi_xml", "query_gpu": 
              "query_apps": "parse_query_csv", "proc_version": "parse_driver_version_file",
              "lspci_mm": "parse_lspci_nvidia", "mig_lgi": "parse_mig_gpu_instances",
              "mig_lci": "parse_mig_compute_instances",
-             "mig_lgip": "parse_mig_gpu_instance_profiles", "smi": "classify_smi_error"}
+             "mig_lgip": "parse_mig_gpu_instance_profiles"}
 
 
 def test_parsers_read_every_simulator_output(parsers):
@@ -811,8 +811,7 @@ def test_parsers_read_every_simulator_output(parsers):
     assert len(files) >= 20
     parsed = {}
     for path in files:
-        stem = path.stem.rsplit("_", 1)[0] if path.parent.name == "errors" else path.stem
-        func = PARSER_OF.get(stem)
+        func = "classify_smi_error" if path.parent.name == "errors" else PARSER_OF.get(path.stem)
         if func is None:
             continue
         if path.match("l4_550/mig_lgi.txt"):  # "No MIG-supported devices found." (rc 6)
