@@ -1,0 +1,266 @@
+"""The fake NVIDIA packages installed for real, in throwaway chroots made here.
+
+- debian12: dpkg -i the local repo package, NO_PUBKEY until the keyring is copied,
+  `apt-get install cuda-drivers-570` failing with DKMS's headers error and succeeding
+  once headers exist (real Debian dkms), the dkms_build_fail fault, removal.
+- ol9 (a Debian root with rpm + dnf, like the sandbox's Oracle Linux hosts): rpm -i the
+  rhel9 local repo, `dnf module enable nvidia-driver:570-open` + `dnf install nvidia-open`,
+  the UEK 8 gcc-toolset-14 requirement, removal, docker-ce from the OL repo.
+- runc: the nvidia-container-runtime shim mounts the simulator into the verify image and
+  `nvidia-smi -L` works inside the container.
+
+Base root filesystems are cached in /var/cache/gpuhost/nvidia-itest (mmdebstrap, about a
+minute each the first time); every test runs in an overlay on top of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chroot, mounts, runc)")]
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+ITEST = Path("/var/cache/gpuhost/nvidia-itest")
+VER = "570.172.08"
+DEB_KERNEL = "6.1.0-56-amd64"
+UEK8 = "6.12.0-100.28.2.2.el9uek.x86_64"
+BASES = {"debian12": ["python3-minimal", "dkms", "kmod"],
+         "ol9": ["python3-minimal", "rpm", "dnf", "python3-dnf"]}
+
+
+def sh(*cmd, check=True, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} failed rc={proc.returncode}\n{proc.stdout[-4000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    proc = subprocess.run([sys.executable, "-m", "sandbox.nvidia.build"], cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return OUT
+
+
+def base_root(name: str) -> Path:
+    root = ITEST / f"{name}-base"
+    stamp = root / ".gpuhost-complete"
+    if not stamp.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        ITEST.mkdir(parents=True, exist_ok=True)
+        sh("mmdebstrap", "--quiet", "--variant=minbase", f"--include={','.join(BASES[name])}",
+           "bookworm", str(root))
+        stamp.write_text(",".join(BASES[name]) + "\n")
+    return root
+
+
+class Chroot:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def run(self, cmd: str, check=True) -> subprocess.CompletedProcess:
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive",
+               "LC_ALL": "C"}
+        return sh("chroot", str(self.path), "/bin/sh", "-c", cmd, check=check, env=env)
+
+    def file(self, rel: str) -> Path:
+        return self.path / rel.lstrip("/")
+
+
+@contextlib.contextmanager
+def overlay_chroot(name: str, tmp: Path, kernel: str, artifacts: Path):
+    lower = base_root(name)
+    upper, work, merged = tmp / "upper", tmp / "work", tmp / "merged"
+    for d in (upper, work, merged):
+        d.mkdir()
+    mounts = []
+    try:
+        sh("mount", "-t", "overlay", "overlay", "-o",
+           f"lowerdir={lower},upperdir={upper},workdir={work}", str(merged))
+        mounts.append(merged)
+        sh("mount", "-t", "proc", "proc", str(merged / "proc"))
+        mounts.append(merged / "proc")
+        sh("mount", "--rbind", "/dev", str(merged / "dev"))
+        mounts.append(merged / "dev")
+        inside = merged / str(artifacts).lstrip("/")
+        inside.mkdir(parents=True, exist_ok=True)
+        sh("mount", "--bind", "-o", "ro", str(artifacts), str(inside))
+        mounts.append(inside)
+        # uname reports the simulated kernel (apt runs maintainer scripts with
+        # PATH=/usr/sbin:/usr/bin:/sbin:/bin, so the shim replaces /usr/bin/uname)
+        uname = merged / "usr/bin/uname"
+        uname.rename(merged / "usr/bin/uname.distrib")
+        uname.write_text(f'#!/bin/sh\nif [ "$1" = -r ]; then echo {kernel}; '
+                         'else exec /usr/bin/uname.distrib "$@"; fi\n')
+        uname.chmod(0o755)
+        yield Chroot(merged)
+    finally:
+        for m in reversed(mounts):
+            subprocess.run(["umount", "-l", str(m)], capture_output=True)
+
+
+def test_debian12_local_repo_install_no_pubkey_dkms(artifacts, tmp_path):
+    deb = artifacts / "local-repos" / VER / f"nvidia-driver-local-repo-debian12-{VER}_1.0-1_amd64.deb"
+    repo = f"/var/nvidia-driver-local-repo-debian12-{VER}"
+    only_nvidia = "-o Dir::Etc::sourcelist=/dev/null -o Dir::Etc::sourceparts=/etc/apt/sources.list.d"
+    with overlay_chroot("debian12", tmp_path, DEB_KERNEL, artifacts) as c:
+        c.run(f"dpkg -i {deb}")
+        assert c.file(f"/etc/apt/sources.list.d/nvidia-driver-local-debian12-{VER}.list").exists()
+        before = c.run(f"apt-get update {only_nvidia}", check=False)
+        assert before.returncode != 0
+        assert "NO_PUBKEY" in before.stdout and "is not signed" in before.stdout
+        c.run(f"cp {repo}/nvidia-driver-*-keyring.gpg /usr/share/keyrings/")
+        after = c.run(f"apt-get update {only_nvidia}")
+        assert "NO_PUBKEY" not in after.stdout
+
+        no_headers = c.run(f"apt-get install -y {only_nvidia} cuda-drivers-570", check=False)
+        assert no_headers.returncode != 0
+        assert (f"Error! Your kernel headers for kernel {DEB_KERNEL} cannot be found at "
+                f"/lib/modules/{DEB_KERNEL}/build or /lib/modules/{DEB_KERNEL}/source."
+                ) in no_headers.stdout
+        assert "installed nvidia-dkms-570 package post-installation script subprocess " \
+               "returned error exit status" in no_headers.stdout
+        module = c.file(f"/lib/modules/{DEB_KERNEL}/updates/dkms/nvidia.ko")
+        assert not module.exists()
+
+        # what linux-headers-$(uname -r) provides for DKMS
+        c.run(f"mkdir -p /usr/src/linux-headers-{DEB_KERNEL}/include && "
+              f"mkdir -p /lib/modules/{DEB_KERNEL} && "
+              f"ln -s /usr/src/linux-headers-{DEB_KERNEL} /lib/modules/{DEB_KERNEL}/build")
+        c.run(f"apt-get install -y -f {only_nvidia}")
+        assert c.run("dpkg-query -W -f='${Status}' cuda-drivers-570").stdout == "install ok installed"
+        assert f"nvidia/{VER}, {DEB_KERNEL}, x86_64: installed" in c.run("dkms status").stdout
+        assert module.read_text().startswith(f"gpusim-module version={VER} flavor=proprietary")
+        assert json.loads(c.file("/usr/lib/gpusim/userspace.json").read_text()) == {
+            "version": VER, "flavor": "proprietary"}
+        assert c.file("/usr/bin/nvidia-smi").exists()
+        assert c.file("/etc/modprobe.d/nvidia-blacklists-nouveau.conf").exists()
+
+        # the simulator's fault makes the DKMS build fail like a real compile error
+        c.run("mkdir -p /etc/gpusim && echo '{\"dkms_build_fail\": true}' > /etc/gpusim/faults.json")
+        broken = c.run(f"apt-get install -y --reinstall {only_nvidia} nvidia-dkms-570", check=False)
+        assert broken.returncode != 0
+        assert f"Error! Bad return status for module build on kernel: {DEB_KERNEL} (x86_64)" \
+            in broken.stdout
+        assert not module.exists()  # prerm removed the old one, the rebuild failed
+        c.run("rm /etc/gpusim/faults.json && dpkg --configure -a")
+        assert module.exists()
+
+        # switching flavour swaps the module (Conflicts on nvidia-dkms-kernel)
+        c.run(f"apt-get install -y {only_nvidia} nvidia-open-570")
+        assert "flavor=open" in module.read_text()
+        assert c.run("dpkg-query -W -f='${Status}' nvidia-dkms-570", check=False).stdout \
+            != "install ok installed"
+
+        c.run(f"apt-get install -y {only_nvidia} nvidia-persistenced")
+        c.run("/etc/init.d/nvidia-persistenced start")
+        assert c.run("/etc/init.d/nvidia-persistenced status").returncode == 0
+        c.run("/etc/init.d/nvidia-persistenced stop")
+        assert c.run("/etc/init.d/nvidia-persistenced status", check=False).returncode == 3
+
+        c.run(f"apt-get remove -y {only_nvidia} nvidia-dkms-570-open")
+        assert not module.exists()
+        assert f"nvidia/{VER}" not in c.run("dkms status").stdout
+
+
+def test_ol9_dnf_module_stream_install(artifacts, tmp_path):
+    rpm = artifacts / "local-repos" / VER / f"nvidia-driver-local-repo-rhel9-{VER}-1.0-1.x86_64.rpm"
+    with overlay_chroot("ol9", tmp_path, UEK8, artifacts) as c:
+        c.file("/etc/yum.repos.d").mkdir(parents=True, exist_ok=True)
+        c.file("/etc/yum.repos.d/gpuhost-ol9.repo").write_text(
+            f"[gpuhost-ol9]\nname=ol9\nbaseurl=file://{artifacts}/ol/ol9\ngpgcheck=1\n"
+            f"gpgkey=file://{artifacts}/ol/gpgkey\n")
+        c.run(f"rpm -i {rpm}")
+        dnf = "dnf -y --releasever=9"
+        c.run(f"{dnf} install kernel-uek-devel-$(uname -r) dkms")
+        assert c.file(f"/lib/modules/{UEK8}/build/include").exists()
+        assert c.file("/opt/rh/gcc-toolset-14/enable").exists()
+        streams = c.run(f"{dnf} module list nvidia-driver").stdout
+        for s in ("570-dkms", "570-open", "latest-dkms", "open-dkms"):
+            assert f"nvidia-driver {s}" in streams
+        c.run(f"{dnf} module enable nvidia-driver:570-open")
+        out = c.run(f"{dnf} install nvidia-open").stdout
+        for pkg in ("kmod-nvidia-open-dkms", "nvidia-driver-cuda", "nvidia-kmod-common"):
+            assert f"{pkg}-3:{VER}-1.el9" in out
+        # UEK 8 is built with gcc 14: without the toolset configured for DKMS the build fails
+        assert "Error in POSTIN scriptlet in rpm package kmod-nvidia-open-dkms" in out
+        assert f"Error! Bad return status for module build on kernel: {UEK8} (x86_64)" in out
+        module = c.file(f"/lib/modules/{UEK8}/updates/dkms/nvidia.ko")
+        assert not module.exists()
+        c.file("/etc/dkms/framework.conf.d/gcc-toolset-14.conf").write_text(
+            ". /opt/rh/gcc-toolset-14/enable\n")
+        c.run(f"dkms install -m nvidia -v {VER}")
+        assert module.read_text().startswith(f"gpusim-module version={VER} flavor=open")
+        assert f"nvidia/{VER}, {UEK8}, x86_64: installed" in c.run("dkms status").stdout
+        # the stream lock: the proprietary kmod is filtered out while 570-open is enabled
+        other = c.run(f"{dnf} install kmod-nvidia-latest-dkms", check=False)
+        assert other.returncode != 0
+        c.run(f"{dnf} remove kmod-nvidia-open-dkms")
+        assert not module.exists()
+
+        c.run(f"{dnf} install docker-ce docker-ce-cli containerd.io")
+        assert c.run("dockerd --version").stdout.startswith("Docker version 20.10")
+        assert c.run("docker --version").stdout.startswith("Docker version 20.10")
+
+
+def test_runtime_shim_runs_nvidia_smi_in_the_verify_image(artifacts, tmp_path):
+    if shutil.which("runc") is None:
+        pytest.fail("runc is missing: run `make deps` (mk/nvidia.mk installs it)")
+    local = artifacts / "local-repos" / VER / f"nvidia-driver-local-repo-debian12-{VER}_1.0-1_amd64.deb"
+    x = tmp_path / "x"
+    sh("dpkg-deb", "-x", str(local), str(x))
+    repo = x / f"var/nvidia-driver-local-repo-debian12-{VER}"
+    drv, tk = tmp_path / "drv", tmp_path / "tk"
+    for deb in (f"nvidia-utils-570_{VER}-1_amd64.deb", f"nvidia-dkms-570-open_{VER}-1_amd64.deb"):
+        sh("dpkg-deb", "-x", str(repo / deb), str(drv))
+    for deb in (artifacts / "toolkit" / "deb").glob("*.deb"):
+        sh("dpkg-deb", "-x", str(deb), str(tk))
+    # the host as the sandbox makes it: machine.json, the DKMS-built module, gpusim-boot
+    (drv / "etc/gpusim").mkdir(parents=True)
+    (drv / "etc/gpusim/machine.json").write_text(json.dumps(
+        {"hostname": "gpu-01", "os": "debian12", "kernel_release": DEB_KERNEL,
+         "gpu_model": "A100-SXM4-40GB", "gpu_count": 2, "nvswitch": False}))
+    mod = drv / f"lib/modules/{DEB_KERNEL}/updates/dkms/nvidia.ko"
+    mod.parent.mkdir(parents=True)
+    mod.write_text(f"gpusim-module version={VER} flavor=open kernel={DEB_KERNEL}\n")
+    env = {**os.environ, "GPUSIM_ROOT": str(drv), "PYTHONPATH": str(drv / "usr/lib/gpusim")}
+    sh(sys.executable, "-c", "import sys; from gpusim import ctl; sys.exit(ctl.boot_main([]))",
+       env=env)
+    cfg = tmp_path / "xdg" / "nvidia-container-runtime"
+    cfg.mkdir(parents=True)
+    conf = (tk / "etc/nvidia-container-runtime/config.toml").read_text()
+    (cfg / "config.toml").write_text(conf.replace('root = "/"', f'root = "{drv}"'))
+
+    def run_container(name: str, gpu_env: list[str]) -> subprocess.CompletedProcess:
+        bundle = tmp_path / name
+        (bundle / "rootfs").mkdir(parents=True)
+        with tarfile.open(artifacts / "verify-image.tar") as tar:
+            tar.extractall(bundle / "rootfs", filter="fully_trusted")
+        sh("runc", "spec", cwd=bundle)
+        spec = json.loads((bundle / "config.json").read_text())
+        spec["process"].update(args=["nvidia-smi", "-L"], terminal=False)
+        spec["process"]["env"] += gpu_env
+        (bundle / "config.json").write_text(json.dumps(spec))
+        return sh(str(tk / "usr/bin/nvidia-container-runtime"), "run", "--bundle", str(bundle),
+                  f"gpuhost-itest-{name}-{os.getpid()}", check=False,
+                  env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")})
+
+    ok = run_container("gpu", ["NVIDIA_VISIBLE_DEVICES=all"])
+    assert ok.returncode == 0, ok.stdout
+    lines = ok.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith(f"GPU {i}: NVIDIA A100-SXM4-40GB (UUID: GPU-")
+                                   for i, line in enumerate(lines)), ok.stdout
+    plain = run_container("plain", [])
+    assert plain.returncode != 0 and "nvidia-smi" in plain.stdout
