@@ -338,14 +338,19 @@ def test_xml_tags_sit_where_real_535_and_590_outputs_put_them(a100, parsers):
     assert text.startswith('<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM '
                            '"nvsmi_device_v12.dtd">\n<nvidia_smi_log>\n\t<timestamp>')
     sim_paths, sim_order = xml_paths(text)
-    c535, o535 = xml_paths(body("smi_qx__a100-sxm4-80gb-mig__535.54.03__trimmed-4gpu.xml"))
-    c590, _ = xml_paths(body("smi_qx__dual-rtx-a5000__590.44.01.xml"))
-    assert sim_paths - (c535 | c590) == set()
+    real = {p.name: xml_paths(body(p.name)) for p in sorted(CORPUS.glob("smi_qx__*535*")) +
+            sorted(CORPUS.glob("smi_qx__*590*"))}
+    assert len(real) >= 4
+    union = set().union(*(paths for paths, _ in real.values()))
+    assert sim_paths - union == set()          # no tag where no real output has one
     for path in FACT_PATHS:
-        assert path in sim_paths and path in (c535 | c590), path
-    for parent, kids in sim_order.items():   # siblings in the real order
-        real = [k for k in o535.get(parent, []) if k in kids]
-        assert [k for k in kids if k in real] == real, parent
+        assert path in sim_paths and path in union, path
+    for name, (_paths, order) in real.items():  # siblings in the order of the v12 era
+        if "535" not in name:  # 590 (DTD v13) moved gsp_firmware_version after virtualization
+            continue
+        for parent, kids in sim_order.items():
+            seen = [k for k in order.get(parent, []) if k in kids]
+            assert [k for k in kids if k in seen] == seen, (name, parent)
     parsed = parsers.parse_smi_xml(text)
     gpu0 = parsed["gpus"][0]
     assert (parsed["attached_gpus"], gpu0["mig_current"], len(gpu0["mig_devices"])) == (2, "enabled", 4)

@@ -113,14 +113,8 @@ def render(names, fmt, rows, table, aliases):
     return "".join(line + "\n" for line in out)
 
 
-def gpu_rows(views, driver_version):
-    rows = []
-    for v in views:
-        row = dict(v)
-        row["driver_version"] = driver_version
-        row["count"] = len(views)
-        rows.append(row)
-    return rows
+def gpu_rows(views, driver_version, attached):
+    return [dict(v, driver_version=driver_version, count=attached) for v in views]
 
 
 def app_rows(views):

@@ -146,7 +146,8 @@ def dispatch(s, opts, indexes, out):
     views = view.all_views(machine, state, indexes)
     if opts.get("query_gpu") is not None:
         out.write(query.render(opts["query_gpu"], opts.get("format"),
-                               query.gpu_rows(views, version), query.GPU_FIELDS,
+                               query.gpu_rows(views, version, machine["gpu_count"]),
+                               query.GPU_FIELDS,
                                query.GPU_ALIASES))
     elif opts.get("query_apps") is not None:
         out.write(query.render(opts["query_apps"], opts.get("format"), query.app_rows(views),
