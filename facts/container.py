@@ -26,7 +26,8 @@ class DockerDaemonConfig(SectionFact):
                             "style": "args" | "runtimeArgs" | None, "args": []},
          "default_runtime": "nvidia" | "runc" | None,
          "nvidia_is_default": bool,
-         "docker_installed": bool, "docker_version": "20.10.24+dfsg1" | None,
+         "docker_installed": bool,  # dockerd is on the host
+         "docker_version": "20.10.24+dfsg1" | None,  # the running daemon's
          "daemon": {"running": bool, "runtimes": ["io.containerd.runc.v2", "nvidia", "runc"],
                     "default_runtime": "runc" | None, "version": ...}}
     """

@@ -7,7 +7,8 @@ fact (``facts.host.GpuHostState``) runs every section in one command, so a full 
 host costs one round trip; the single facts run only the sections they need.
 
 Exit status conventions inside a section: 127 = the tool is not installed, 3 = the file is
-absent, 124 = timed out (``timeout``), anything else is the tool's own status.
+absent, 4 = skipped (not relevant on this host, e.g. MIG tables without MIG), 124 = timed
+out (``timeout``), anything else is the tool's own status.
 """
 
 from __future__ import annotations
@@ -28,14 +29,19 @@ def _file(path: str) -> str:
     return f"if test -e {path}; then cat {path}; else exit 3; fi"
 
 
+# Sections that only matter when a GPU has MIG enabled run only then: they read the XML
+# that smi_xml left in $_gh_smi_xml (same chain, same shell) and exit 4 ("skipped")
+# otherwise, so a host without MIG costs one nvidia-smi call.
+_IF_MIG = 'case "$_gh_smi_xml" in *"<current_mig>Enabled"*) ;; *) exit 4;; esac; '
+
 SECTIONS: dict[str, str] = {
     "os_release": _file("/etc/os-release"),
     "kernel": "uname -r; uname -m",
     "proc_version": _file("/proc/driver/nvidia/version"),
     "smi_xml": _tool("nvidia-smi", f"{_SMI} -q -x"),
-    "smi_list": _tool("nvidia-smi", f"{_SMI} -L"),
-    "mig_lgi": _tool("nvidia-smi", f"{_SMI} mig -lgi"),
-    "mig_lci": _tool("nvidia-smi", f"{_SMI} mig -lci"),
+    "smi_list": _IF_MIG + _tool("nvidia-smi", f"{_SMI} -L"),
+    "mig_lgi": _IF_MIG + _tool("nvidia-smi", f"{_SMI} mig -lgi"),
+    "mig_lci": _IF_MIG + _tool("nvidia-smi", f"{_SMI} mig -lci"),
     "lspci": _tool("lspci", "lspci -mm -nn -d 10de:"),
     "dpkg": _tool(
         "dpkg-query",
@@ -59,7 +65,7 @@ SECTIONS: dict[str, str] = {
     "dkms": _tool("dkms", "dkms status 2>&1"),
     "secure_boot": _tool("mokutil", "mokutil --sb-state 2>&1"),
     "daemon_json": _file("/etc/docker/daemon.json"),
-    "docker_version": _tool("dockerd", "dockerd --version"),
+    "docker_version": _tool("dockerd", "command -v dockerd"),
     "docker_info": _tool(
         "docker",
         "timeout 10 docker info --format "
@@ -69,9 +75,21 @@ SECTIONS: dict[str, str] = {
     "nvidia_container_cli": _tool("nvidia-container-cli", "nvidia-container-cli --version"),
 }
 
+# Slow tools run side by side: each chain is one background job; sections within a chain
+# run in order (the MIG sections need the XML of smi_xml). Everything else runs in the
+# foreground meanwhile. Output is printed in SECTIONS order whatever finishes first.
+CHAINS: tuple[tuple[str, ...], ...] = (
+    ("smi_xml", "smi_list", "mig_lgi", "mig_lci"),
+    ("dkms",),
+    ("docker_info", "nvidia_ctk", "nvidia_container_cli"),
+)
+
+# _gh NN NAME CODE: run CODE, keep its output in $_gh_NAME (for later sections of the
+# same chain), write the marker line and the output to $_d/NN for the final, ordered cat.
 _RUNNER = (
-    "_gh() { _o=$(eval \"$2\" 2>&1); _r=$?; "
-    f"printf '{MARKER}%s rc=%d\\n%s\\n' \"$1\" \"$_r\" \"$_o\"; }}; "
+    "_d=$(mktemp -d 2>/dev/null) || exit 0; "
+    '_gh() { _o=$(eval "$3" 2>&1); _r=$?; eval "_gh_$2=\\$_o"; '
+    f"printf '{MARKER}%s rc=%d\\n%s\\n' \"$2\" \"$_r\" \"$_o\" > \"$_d/$1\"; }}; "
 )
 
 
@@ -80,14 +98,28 @@ def _shell_single_quote(text: str) -> str:
 
 
 def build_script(names: list[str] | tuple[str, ...]) -> str:
-    """One POSIX shell command running the named sections in order; always exits 0."""
+    """One POSIX shell command running the named sections; always exits 0.
+
+    Sections print in ``SECTIONS`` order; the slow ones run in parallel chains.
+    """
     unknown = [name for name in names if name not in SECTIONS]
     if unknown:
         raise KeyError(f"unknown fact sections: {', '.join(unknown)}")
+    order = {name: index for index, name in enumerate(SECTIONS)}
+    wanted = sorted(set(names), key=order.__getitem__)
+
+    def call(name: str) -> str:
+        return f"_gh {order[name]:02d} {name} {_shell_single_quote(SECTIONS[name])}; "
+
     parts = [_RUNNER]
-    for name in names:
-        parts.append(f"_gh {name} {_shell_single_quote(SECTIONS[name])}; ")
-    parts.append("true")
+    chained: set[str] = set()
+    for chain in CHAINS:
+        members = [name for name in chain if name in wanted]
+        if members and len(wanted) > len(members):
+            parts.append("( " + "".join(call(name) for name in members) + ") & ")
+            chained.update(members)
+    parts.extend(call(name) for name in wanted if name not in chained)
+    parts.append('wait; cat "$_d"/* 2>/dev/null; rm -rf "$_d"; true')
     return "".join(parts)
 
 

@@ -366,8 +366,7 @@ def docker_state(sections: Sections) -> dict[str, Any]:
             error = str(problem)
     runtime = _nvidia_runtime(config)
     default_runtime = config.get("default-runtime") if isinstance(config, dict) else None
-    version_out = _ok(sections, "docker_version")
-    version_match = re.search(r"version ([0-9][^\s,]*)", version_out or "")
+    dockerd_path = _ok(sections, "docker_version")
     info_rc, info_out = _section(sections, "docker_info")
     daemon: dict[str, Any] = {"running": False, "runtimes": [], "default_runtime": None}
     if info_rc == 0 and info_out.strip():
@@ -392,8 +391,8 @@ def docker_state(sections: Sections) -> dict[str, Any]:
         "nvidia_runtime": runtime,
         "default_runtime": default_runtime,
         "nvidia_is_default": default_runtime == "nvidia" and runtime["defined"],
-        "docker_installed": version_out is not None,
-        "docker_version": version_match.group(1) if version_match else None,
+        "docker_installed": dockerd_path is not None,
+        "docker_version": daemon.get("version"),
         "daemon": daemon,
     }
 

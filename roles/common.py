@@ -97,11 +97,18 @@ def host_ready() -> bool:
     return True
 
 
+_state_cache: dict[str, dict[str, Any]] = {}
+
+
 def host_state() -> dict[str, Any]:
-    """The host as it is before the deploy (one remote command). Only immutable parts (OS,
-    kernel release, GPU models) may steer deploy code; changing state is read by operations
-    at execute time."""
-    return host.get_fact(GpuHostState)
+    """The host as it is before the deploy (one remote command, read once per host and run).
+
+    Only immutable parts (OS, kernel release, GPU models) may steer deploy code; state that
+    the deploy changes is read again by the operations themselves at execute time.
+    """
+    if host.name not in _state_cache:
+        _state_cache[host.name] = host.get_fact(GpuHostState)
+    return _state_cache[host.name]
 
 
 def distro_tag(state: dict[str, Any]) -> str:
@@ -185,6 +192,13 @@ def fetch_key(location: str, config: dict[str, Any]) -> bytes:
     if location.startswith("file://") or location.startswith("/"):
         data = Path(location.removeprefix("file://")).read_bytes()
     else:
+        mirrors = tuple(config.get("offline_mirror_urls") or ())
+        if config.get("offline") and not location.startswith(mirrors or ("\0",)):
+            raise GpuhostError(
+                f"offline is set but the signing key {settings.mask_url(location)} is not on "
+                "a mirror in offline_mirror_urls: point the *_gpgkey setting at the mirror or "
+                "a local file"
+            )
         session = artifacts.make_session(proxy=config.get("http_proxy"))
         try:
             response = session.get(location, timeout=30)

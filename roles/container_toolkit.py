@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from io import StringIO
 
 from pyinfra.api import deploy
-from pyinfra.operations import apt, dnf, files
+from pyinfra.operations import apt, dnf
 
 from gpuhost import packages
+from roles.files import config_file
 from roles.common import distro_tag, fetch_key, host_settings, host_state, is_armored
 from roles.repos import apt_repository, local_packages, rpm_repository
 
@@ -44,9 +44,9 @@ def install() -> None:
             )
         wanted = packages.toolkit_packages(tag, version)
         if family == "debian":
-            files.put(
+            config_file(
                 name=f"Pin the toolkit packages at {version}",
-                src=StringIO(packages.toolkit_apt_pin(tag, version)),
+                content=(packages.toolkit_apt_pin(tag, version)),
                 dest=APT_PIN,
                 mode="644",
             )

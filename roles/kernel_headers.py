@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.api import QuoteString
-from pyinfra.operations import files
 
 from facts.kernel import KernelHeaders
+from roles.files import config_file
 from roles.common import GpuhostError, distro_tag, host_state
 from gpuhost import packages
 
@@ -83,14 +82,13 @@ def install() -> None:
     if toolset:
         # UEK 8 is built with gcc-toolset-14 while the system gcc is 11: DKMS must build the
         # NVIDIA module with the kernel's compiler, or the build fails.
-        files.put(
+        config_file(
             name=f"Build DKMS modules with {toolset} (UEK {kernel['kernel_release']})",
-            src=StringIO(
+            content=(
                 "# Managed by gpuhost: UEK 8 kernels are built with gcc-toolset-14; DKMS must\n"
                 "# build their modules with the same compiler.\n"
                 f"if [ -r /opt/rh/{toolset}/enable ]; then . /opt/rh/{toolset}/enable; fi\n"
             ),
             dest=DKMS_TOOLSET_CONF,
             mode="644",
-            create_remote_dir=True,
         )

@@ -9,9 +9,8 @@ stream), then reboot only when the policy allows it and the state needs it.
 
 from __future__ import annotations
 
-from io import StringIO
 
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.api import FactBase, StringCommand, deploy, operation
 from pyinfra.api import QuoteString
 from pyinfra.facts.files import FileContents
@@ -20,6 +19,7 @@ from typing_extensions import override
 
 from facts.nvidia import NvidiaDriver
 from gpuhost import packages
+from roles.files import config_file
 from roles.common import (
     REMOTE_CACHE,
     choose_flavor,
@@ -115,6 +115,31 @@ def module_stream(stream: str, module: str = "nvidia-driver"):
     yield StringCommand("dnf -y module enable", QuoteString(f"{module}:{stream}"))
 
 
+class ServiceInstalled(FactBase):
+    """Whether a systemd unit or an init.d script of this name exists."""
+
+    @override
+    def command(self, service: str) -> StringCommand:
+        unit = QuoteString(f"{service}.service")
+        return StringCommand(
+            "for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do "
+            'test -e "$d/"', unit, "&& echo yes && exit 0; done; test -e",
+            QuoteString(f"/etc/init.d/{service}"), "&& echo yes || echo no",
+        )
+
+    @override
+    def process(self, output: list[str]) -> bool:
+        return bool(output) and output[-1].strip() == "yes"
+
+
+def _service_exists(service: str) -> bool:
+    if host.get_fact(ServiceInstalled, service=service):
+        return True
+    logger.warning(f"{host.name}: {service} is not installed by the driver packages; "
+                   "not enabling it")
+    return False
+
+
 def _needs_reboot(target: str) -> bool:
     """Read at execute time: the module loaded is not the target, or nouveau holds the GPU."""
     driver = host.get_fact(NvidiaDriver)
@@ -132,9 +157,9 @@ def install() -> None:
     version = config["nvidia_driver_version"]
     flavor = choose_flavor(config, state)
 
-    nouveau = files.put(
+    nouveau = config_file(
         name="Blacklist nouveau",
-        src=StringIO(
+        content=(
             "# Managed by gpuhost: the NVIDIA driver cannot bind a GPU that nouveau holds.\n"
             "blacklist nouveau\noptions nouveau modeset=0\n"
         ),
@@ -169,15 +194,15 @@ def install() -> None:
 
     wanted = packages.driver_packages(tag, version, flavor, bool(config["nvidia_fabricmanager"]))
     if family == "debian":
-        files.put(
+        config_file(
             name=f"Pin the driver packages at {version}",
-            src=StringIO(packages.apt_pin(version)),
+            content=(packages.apt_pin(version)),
             dest=APT_PIN,
             mode="644",
         )
-        files.put(
+        config_file(
             name="Keep unattended-upgrades away from the driver",
-            src=StringIO(packages.unattended_upgrades_blacklist()),
+            content=(packages.unattended_upgrades_blacklist()),
             dest=UNATTENDED,
             mode="644",
         )
@@ -216,10 +241,12 @@ def install() -> None:
             service=service,
             running=None,
             enabled=True,
+            _if=lambda service=service: _service_exists(service),
         )
         server.service(
             name=f"Run {label} (driver loaded)",
             service=service,
             running=True,
-            _if=lambda: host.get_fact(NvidiaDriver)["state"] == "loaded",
+            _if=lambda service=service: _service_exists(service)
+            and host.get_fact(NvidiaDriver)["state"] == "loaded",
         )

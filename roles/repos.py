@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-from io import BytesIO, StringIO
+
 from pathlib import Path
 
 from pyinfra.operations import apt, dnf, files, server
 
+from roles.files import config_file
 from roles.common import REMOTE_CACHE
 
 
 def apt_repository(label: str, key: bytes, keyring: str, sources: str, sources_file: str):
     """A signed apt repository: its keyring and its sources file; apt-get update on change."""
-    put_key = files.put(
+    put_key = config_file(
         name=f"Trust the {label} signing key",
-        src=BytesIO(key),
+        content=key,
         dest=keyring,
         mode="644",
-        create_remote_dir=True,
     )
-    put_sources = files.put(
+    put_sources = config_file(
         name=f"Add the {label} apt repository",
-        src=StringIO(sources),
+        content=sources,
         dest=sources_file,
         mode="644",
     )
@@ -33,21 +33,20 @@ def apt_repository(label: str, key: bytes, keyring: str, sources: str, sources_f
 
 def rpm_repository(label: str, key: bytes, key_file: str, repo: str, repo_file: str):
     """A signed dnf repository: its key and its .repo file; the cache expires on change."""
-    put_key = files.put(
+    put_key = config_file(
         name=f"Trust the {label} signing key",
-        src=BytesIO(key),
+        content=key,
         dest=key_file,
         mode="644",
-        create_remote_dir=True,
     )
     server.shell(
         name=f"Import the {label} signing key into rpm",
         commands=[f"rpm --import {key_file}"],
         _if=put_key.did_change,
     )
-    put_repo = files.put(
+    put_repo = config_file(
         name=f"Add the {label} dnf repository",
-        src=StringIO(repo),
+        content=repo,
         dest=repo_file,
         mode="644",
     )

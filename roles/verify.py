@@ -6,8 +6,7 @@ import tarfile
 from pathlib import Path
 
 from pyinfra import host, logger
-from pyinfra.api import FactBase, QuoteString, StringCommand, deploy, operation
-from pyinfra.operations import files
+from pyinfra.api import FactBase, FileUploadCommand, QuoteString, StringCommand, deploy, operation
 from typing_extensions import override
 
 from facts.host import GpuHostState
@@ -57,24 +56,28 @@ def _archive_kind(path: str) -> str:
 
 
 @operation()
-def verify_image(image: str, remote_archive: str | None, kind: str):
+def verify_image(image: str, archive: str | None):
     """
-    Make sure the verification image exists locally (offline: loaded from an archive).
+    Make sure the verification image exists in the host's Docker (offline: sent from the
+    controller as an archive and loaded, only when the image is missing).
 
     + image: image name
-    + remote_archive: the archive already on the host, or None
-    + kind: ``load`` (docker save archive) or ``import`` (root filesystem tarball)
+    + archive: a ``docker save`` archive or a root filesystem tarball on the controller
     """
     if host.get_fact(DockerImagePresent, image=image):
         host.noop(f"image {image} is present")
         return
-    if not remote_archive:
+    if not archive:
         yield fail_command(f"image {image} is not on the host and verify_image_archive is not set")
         return
-    if kind == "load":
-        yield StringCommand("docker load -i", QuoteString(remote_archive))
+    remote = f"{REMOTE_CACHE}/{Path(archive).name}"
+    yield StringCommand("mkdir -p", QuoteString(REMOTE_CACHE))
+    yield FileUploadCommand(archive, remote, remote_temp_filename=host.get_temp_filename(remote))
+    if _archive_kind(archive) == "load":
+        yield StringCommand("docker load -i", QuoteString(remote))
     else:
-        yield StringCommand("docker import", QuoteString(remote_archive), QuoteString(image))
+        yield StringCommand("docker import", QuoteString(remote), QuoteString(image))
+    yield StringCommand("rm -f", QuoteString(remote))
 
 
 @operation()
@@ -138,16 +141,8 @@ def run() -> None:
     config = host_settings()
     image = config.get("verify_image")
     if image and config["docker_source"] != "none":
-        archive = config.get("verify_image_archive")
-        remote = None
-        kind = "load"
-        if archive:
-            remote = f"{REMOTE_CACHE}/{Path(archive).name}"
-            kind = _archive_kind(archive)
-            files.put(name=f"Send the verification image archive {Path(archive).name}",
-                      src=archive, dest=remote, mode="644", create_remote_dir=True)
         verify_image(name=f"Verification image {image} is present", image=image,
-                     remote_archive=remote, kind=kind)
+                     archive=config.get("verify_image_archive"))
     check(
         name="Verify driver, GPUs, runtime and toolkit with facts",
         target_version=config["nvidia_driver_version"],

@@ -1,0 +1,196 @@
+"""Move a host to another NVIDIA driver version, safely and resumably.
+
+Prepare (facts only, before any host is touched): every host of the run is assessed at
+once (``roles.upgrade_checks``); a host whose driver cannot drive its GPUs, that would be
+downgraded without ``upgrade_allow_downgrade``, or that runs GPU clients (without a drain
+hook or ``upgrade_force``) stops the whole run with one line per host.
+
+Execute, per host that is not already at the target:
+
+1. mark the upgrade as under way on the host (the resume point, holding "before")
+2. drain hook on the controller; no GPU process may remain (unless ``upgrade_force``)
+3. stop GPU clients: DCGM / nv-hostengine, Fabric Manager, nvidia-persistenced, the
+   ``upgrade_stop_services``, GPU containers (``upgrade_force`` only); with
+   ``reboot_policy: never`` unload the modules (nvidia_drm, nvidia_modeset, nvidia_uvm, nvidia)
+4. switch: new local repo in, old local repos (sources, keyrings) out, apt pin or dnf
+   module stream moved, new branch's packages in and the old branch's out in one transaction
+5. reboot (``reboot_policy: when_needed``) or load the new modules; MIG modes back
+6. verify with facts, restart the clients, uncordon hook, remove the marker, record
+
+A host already at the target gets only the verification and the record: zero changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from io import StringIO
+from typing import Any
+
+from gevent.lock import BoundedSemaphore
+from gevent.pool import Group
+from pyinfra import host, state
+from pyinfra.api import deploy
+from pyinfra.context import ctx_host, inventory
+from pyinfra.operations import files, server
+
+from facts.host import GpuHostState
+from facts.nvidia import NvidiaDriver
+from gpuhost import packages, settings
+from roles import nvidia_driver, upgrade_ops as ops, upgrade_record
+from roles.common import (
+    REMOTE_CACHE,
+    GpuhostError,
+    check_inventory,
+    host_settings,
+    local_repo_artifact,
+)
+from roles.upgrade_checks import assess, services_to_check
+from roles.upgrade_probe import MARKER, UpgradeProbe
+
+_lock = BoundedSemaphore(1)
+_plans: dict[str, dict[str, Any]] = {}
+_refusal: list[GpuhostError] = []
+
+
+def _assess_host(target: Any) -> dict[str, Any]:
+    config = dataclasses.asdict(settings.resolve(target.data.dict()))
+    with ctx_host.use(target):
+        gpu_state = target.get_fact(GpuHostState)
+        probe = target.get_fact(UpgradeProbe, services=services_to_check(config))
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return assess(target.name, config, gpu_state, probe, started=started)
+
+
+def check_fleet() -> None:
+    """Assess every host of this run once (in parallel), before any operation runs anywhere;
+    raise with one line per refused host. Every host's deploy code calls this; the first
+    does the work, the others wait for it."""
+    check_inventory()
+    with _lock:
+        if _refusal:
+            raise _refusal[0]
+        if _plans:
+            return
+        hosts = sorted(inventory.get_active_hosts(), key=lambda h: h.name)
+        results = Group().map(_assess_host, hosts)
+        by_name = {h.name: h for h in hosts}
+        problems = []
+        for plan in results:
+            target = by_name[plan["host"]]
+            if plan["problems"]:
+                for problem in plan["problems"]:
+                    problems.append(f"{plan['host']}: {problem}")
+                    upgrade_record.write_event("refused", target, reason=problem)
+            else:
+                upgrade_record.write_event("plan", target, **{
+                    "from": plan["from"], "to": plan["target"], "action": plan["action"]})
+        if problems:
+            _refusal.append(GpuhostError(
+                "driver upgrade refused, nothing was changed on any host:\n  " + "\n  ".join(problems)))
+            raise _refusal[0]
+        _plans.update({plan["host"]: plan for plan in results})
+
+
+def _needs_reboot(target: str) -> bool:
+    """Read at execute time: the module loaded is not the target's."""
+    driver = host.get_fact(NvidiaDriver)
+    return driver["state"] != "loaded" or driver["loaded_version"] != target
+
+
+def _verify(plan: dict[str, Any]) -> None:
+    before = plan["before"]
+    ops.verify(
+        name=f"Verify driver {plan['target']}: module, user space, packages, "
+             f"{before['gpu_count']} GPU(s), MIG modes, daemon.json",
+        target=plan["target"],
+        gpu_count=before["gpu_count"],
+        mig=before["mig"],
+        daemon_json_sha256=before["daemon_json_sha256"],
+    )
+
+
+def _stop_clients(plan: dict[str, Any], config: dict[str, Any]) -> None:
+    before = plan["before"]
+    names = before["services"] + (["nv-hostengine"] if before["hostengine"] else [])
+    ops.stop_services(name=f"Stop GPU clients ({', '.join(names) or 'none running'})",
+                      services=before["services"], hostengine=before["hostengine"])
+    if config["upgrade_force"] and before["containers"]:
+        ops.containers(name="Stop the GPU containers (upgrade_force)",
+                       ids=before["containers"], running=False)
+    if config["reboot_policy"] != "when_needed":
+        ops.unload_modules(name="Unload the nvidia kernel modules (reboot_policy: never)")
+
+
+def _switch(plan: dict[str, Any], config: dict[str, Any]) -> None:
+    target, tag, flavor = plan["target"], plan["tag"], plan["flavor"]
+    artifact = local_repo_artifact(config, tag)
+    remote_file = f"{REMOTE_CACHE}/{artifact.name}"
+    files.put(name=f"Send {artifact.name} (only if the host lacks this exact file)",
+              src=str(artifact), dest=remote_file, mode="644", create_remote_dir=True)
+    nvidia_driver.local_repo(name=f"Install the {tag} local repo for driver {target}",
+                             remote_file=remote_file, distro_tag=tag, version=target)
+    ops.remove_local_repos(name="Remove the other local repos, their sources and keyrings",
+                           distro_tag=tag, keep_version=target)
+    wanted = packages.driver_packages(tag, target, flavor, plan["fabricmanager"])
+    if packages.family(tag) == "debian":
+        files.put(name=f"Move the apt pin to {target}", src=StringIO(packages.apt_pin(target)),
+                  dest=nvidia_driver.APT_PIN, mode="644")
+        files.put(name="Keep unattended-upgrades away from the driver",
+                  src=StringIO(packages.unattended_upgrades_blacklist()),
+                  dest=nvidia_driver.UNATTENDED, mode="644")
+    else:
+        stream = packages.module_stream(target, flavor)
+        ops.switch_module_stream(name=f"Move the dnf module to nvidia-driver:{stream}",
+                                 stream=stream)
+    ops.switch_packages(name=f"Switch to the {flavor} driver {target} ({', '.join(wanted)})",
+                        distro_tag=tag, version=target, flavor=flavor, wanted=wanted)
+
+
+def _upgrade(plan: dict[str, Any], config: dict[str, Any]) -> None:
+    target, before = plan["target"], plan["before"]
+    if plan["new_marker"]:
+        files.put(name="Mark the upgrade as under way on the host (the resume point)",
+                  src=StringIO(json.dumps(plan["new_marker"], sort_keys=True) + "\n"),
+                  dest=MARKER, mode="600", create_remote_dir=True)
+    if config["upgrade_drain_command"]:
+        ops.controller_command(name="Drain the host (upgrade_drain_command, on the controller)",
+                               command=config["upgrade_drain_command"], what="drain")
+    ops.gpu_idle(name="No GPU compute process or GPU container runs",
+                 force=config["upgrade_force"])
+    _stop_clients(plan, config)
+    _switch(plan, config)
+    if config["reboot_policy"] == "when_needed":
+        server.reboot(name=f"Reboot into driver {target} (reboot_policy: when_needed)",
+                      reboot_timeout=600, _if=lambda: _needs_reboot(target))
+    else:
+        ops.load_modules(name=f"Load the driver {target} modules", modules=before["modules"])
+    ops.restore_mig(name="Put the MIG modes back as they were", modes=before["mig"])
+    _verify(plan)
+    names = before["services"] + (["nv-hostengine"] if before["hostengine"] else [])
+    ops.start_services(name=f"Start the GPU clients again ({', '.join(names) or 'none ran'})",
+                       services=before["services"], hostengine=before["hostengine"])
+    if config["upgrade_force"] and before["containers"]:
+        ops.containers(name="Start the GPU containers again", ids=before["containers"],
+                       running=True)
+    if config["upgrade_uncordon_command"]:
+        ops.controller_command(name="Uncordon the host (upgrade_uncordon_command, on the "
+                                    "controller)",
+                               command=config["upgrade_uncordon_command"], what="uncordon")
+    files.file(name="The upgrade is complete: remove the resume point", path=MARKER,
+               present=False)
+    ops.record_done(name="Record the result", from_version=plan["from"], result="upgraded")
+
+
+@deploy("Driver upgrade")
+def run() -> None:
+    check_fleet()
+    upgrade_record.events_for(state)
+    plan = _plans[host.name]
+    if plan["action"] == "none":
+        _verify(plan)
+        ops.record_done(name="Record the result", from_version=plan["from"],
+                        result="already at target")
+        return
+    _upgrade(plan, host_settings())

@@ -1,0 +1,122 @@
+"""Pre-checks and the plan of one host's driver upgrade, from facts (pure: no pyinfra).
+
+``assess`` takes a host's validated settings, its ``GpuHostState`` and its ``UpgradeProbe``
+(read before anything changes) and returns what to do with it and what was true before,
+so the result can be verified against it. While an upgrade is under way the host carries a
+marker file holding that "before" (``roles.upgrade_probe.MARKER``): a rerun after an
+interruption reads it back instead of the half-changed host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from packaging.version import Version
+
+from gpuhost import packages, policy
+
+# GPU clients stopped before the switch, in this order (then upgrade_stop_services).
+CLIENT_SERVICES = ("nvidia-dcgm", "dcgm", "nvidia-fabricmanager", "nvidia-persistenced")
+MARKER_SCHEMA = 1
+
+
+def services_to_check(config: dict[str, Any]) -> list[str]:
+    extra = [name for name in config.get("upgrade_stop_services") or () if name not in CLIENT_SERVICES]
+    return [*CLIENT_SERVICES, *extra]
+
+
+def _gpu_label(gpu: dict[str, Any]) -> str:
+    return f"GPU {gpu['index']} ({gpu.get('name') or gpu.get('model') or 'unknown model'})"
+
+
+def _before(state: dict[str, Any], probe: dict[str, Any], services: list[str]) -> dict[str, Any]:
+    gpus = state["gpus"]
+    running = [name for name in services if probe["services"].get(name) == "running"]
+    dcgm_service = any(name in running for name in ("nvidia-dcgm", "dcgm"))
+    return {
+        "gpu_count": len(gpus),
+        "mig": {str(gpu["index"]): gpu["mig_current"] for gpu in gpus
+                if gpu.get("source") == "nvidia-smi" and gpu.get("mig_current") in ("enabled", "disabled")},
+        "daemon_json_sha256": probe["daemon_json_sha256"],
+        "services": running,
+        "hostengine": bool(probe["hostengine"]) and not dcgm_service,
+        "containers": [container["id"] for container in probe["containers"]],
+        "modules": list(probe["modules"]),
+    }
+
+
+def pin_matches(tag: str, target: str, flavor: str, probe: dict[str, Any]) -> bool:
+    """The branch lock already points at the target (apt pin file / dnf module stream)."""
+    if packages.family(tag) == "debian":
+        wanted = hashlib.sha256(packages.apt_pin(target).encode()).hexdigest()
+        return probe["apt_pin_sha256"] == wanted
+    return (probe["dnf_stream"] == packages.module_stream(target, flavor)
+            and probe["dnf_state"] == "enabled")
+
+
+def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict[str, Any],
+           started: str = "") -> dict[str, Any]:
+    """What to do with host ``name``.
+
+    Returns ``{"host", "action": "none" | "upgrade" | "resume", "from", "target", "tag",
+    "flavor", "fabricmanager", "problems": [...], "before": {...}, "marker": {...} | None,
+    "new_marker": {...} | None}``. ``problems`` (one line each, naming the fix) refuse the
+    upgrade before any host is touched.
+    """
+    target = config["nvidia_driver_version"]
+    driver = state["driver"]
+    services = services_to_check(config)
+    problems: list[str] = []
+    tag = state["os"]["distro_tag"]
+    if not tag:
+        problems.append(f"unsupported operating system {state['os'].get('pretty_name') or '?'}: "
+                        f"{state['os'].get('error') or 'no /etc/os-release'}")
+    marker = probe.get("marker")
+    if probe.get("marker_error"):
+        problems.append(f"{probe['marker_error']}: it is gpuhost's resume point; look at it, "
+                        "remove it, then rerun")
+    architectures = [(_gpu_label(gpu), gpu["architecture"]) for gpu in state["gpus"]
+                     if gpu.get("architecture")]
+    flavor = None
+    try:
+        flavor = policy.choose_flavor(config["nvidia_driver_flavor"], architectures, target)
+    except ValueError as error:
+        problems.append(f"driver {target} cannot drive this host: {error}")
+    versions = [v for v in (driver["loaded_version"], *driver["installed_versions"]) if v]
+    if not versions and not marker:
+        problems.append("no NVIDIA driver is installed: provision the host with "
+                        "deploys/gpu_host.py, not with an upgrade")
+    newest = max(versions, key=Version) if versions else None
+    if newest and policy.is_downgrade(newest, target) and not config["upgrade_allow_downgrade"]:
+        problems.append(f"refusing to downgrade the driver from {newest} to {target}: set "
+                        "upgrade_allow_downgrade: true to allow it (or fix nvidia_driver_version)")
+    at_target = bool(
+        tag and flavor and not marker
+        and driver["state"] == "loaded"
+        and driver["loaded_version"] == target
+        and driver["installed_versions"] == [target]
+        and driver["installed_flavor"] == flavor
+        and all(repo["version"] == target for repo in driver["local_repos"])
+        and pin_matches(tag, target, flavor, probe)
+    )
+    action = "none" if at_target else "resume" if marker else "upgrade"
+    before = dict(marker["before"]) if marker and isinstance(marker.get("before"), dict) \
+        else _before(state, probe, services)
+    busy = [f"{_gpu_label(gpu)} pid {proc.get('pid')} {proc.get('name') or ''}".rstrip()
+            for gpu in state["gpus"] for proc in gpu.get("processes") or []]
+    busy += [f"container {container['name']}" for container in probe["containers"]]
+    if action != "none" and busy and not config["upgrade_force"] \
+            and not config["upgrade_drain_command"]:
+        problems.append("GPU clients run: " + "; ".join(busy) + ": stop them, configure "
+                        "upgrade_drain_command, or set upgrade_force: true")
+    from_version = (marker or {}).get("from") or driver["loaded_version"] or driver["installed_version"]
+    fabricmanager = bool(config["nvidia_fabricmanager"]) or any(
+        "fabric" in name for name in driver["packages"])
+    new_marker = None
+    if action == "upgrade":
+        new_marker = {"schema": MARKER_SCHEMA, "target": target, "from": from_version,
+                      "started": started, "before": before}
+    return {"host": name, "action": action, "from": from_version, "target": target,
+            "tag": tag, "flavor": flavor, "fabricmanager": fabricmanager,
+            "problems": problems, "before": before, "marker": marker, "new_marker": new_marker}

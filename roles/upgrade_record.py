@@ -1,0 +1,77 @@
+"""The controller-side event file of a driver upgrade (see ``gpuhost.rollout``).
+
+The wrapper (``python -m gpuhost.cli_upgrade``) passes ``--data gpuhost_upgrade_record=PATH``
+and ``--data gpuhost_upgrade_run=LABEL``; without them nothing is written. Events are
+appended one JSON object per line, under an exclusive lock, so pyinfra's parallel hosts
+never interleave a line.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import time
+from typing import Any
+
+from pyinfra import host, logger
+from pyinfra.api.state import BaseStateCallback
+
+RECORD_KEY = "gpuhost_upgrade_record"
+RUN_KEY = "gpuhost_upgrade_run"
+
+
+def record_path(target_host: Any = None) -> str | None:
+    data = (target_host if target_host is not None else host).data
+    path = data.get(RECORD_KEY)
+    return str(path) if path else None
+
+
+def write_event(kind: str, target_host: Any = None, **fields: Any) -> None:
+    """Append one event for ``target_host`` (default: the current host)."""
+    target = target_host if target_host is not None else host
+    path = record_path(target)
+    if not path:
+        return
+    event = {"event": kind, "run": str(target.data.get(RUN_KEY) or "run"),
+             "host": target.name, "time": round(time.time(), 3), **fields}
+    line = json.dumps(event, sort_keys=True, default=str) + "\n"
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.write(line)
+    except OSError as error:  # the upgrade goes on; the wrapper reports the missing events
+        logger.warning(f"gpuhost: cannot append to the upgrade event file {path}: {error}")
+
+
+class UpgradeEvents(BaseStateCallback):
+    """pyinfra callbacks: the first operation started on a host, an operation that failed."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, float] = {}
+
+    def operation_host_start(self, state, host, op_hash):  # type: ignore[override]
+        if host.name not in self.started:
+            self.started[host.name] = time.time()
+            write_event("start", host)
+
+    def operation_host_error(self, state, host, op_hash, retry_count=0,  # type: ignore[override]
+                             max_retries=0):
+        names = sorted(state.get_op_meta(op_hash).names)
+        write_event("failed", host, operation=", ".join(names) or op_hash)
+
+
+_handlers: dict[int, UpgradeEvents] = {}
+
+
+def events_for(state) -> UpgradeEvents:
+    """The callback handler of this pyinfra state (registered once)."""
+    key = id(state)
+    if key not in _handlers:
+        _handlers[key] = UpgradeEvents()
+        state.add_callback_handler(_handlers[key])
+    return _handlers[key]
+
+
+def seconds_since_start(state, name: str) -> float | None:
+    started = events_for(state).started.get(name)
+    return round(time.time() - started, 1) if started else None
