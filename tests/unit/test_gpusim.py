@@ -710,10 +710,13 @@ def test_faults(a100):
     a100.tool("gpusim", "fault", "check", "dkms_build_fail")
     a100.tool("gpusim", "fault", "check", "smi_hang", rc=1)
     a100.tool("gpusim", "fault", "set", "no_such_fault", rc=2)
-    a100.tool("gpusim", "fault", "set", "smi_hang", "1")
+    a100.tool("gpusim", "fault", "set", "smi_hang", "0.4")
     start = time.monotonic()
     a100.smi("-L")
-    assert time.monotonic() - start >= 1
+    assert time.monotonic() - start >= 0.4
+    a100.tool("gpusim", "fault", "set", "smi_hang")       # no value: an hour, like a real hang
+    with pytest.raises(subprocess.TimeoutExpired):
+        a100._run(str(PKG_DIR), "gpusim.smi", ["-L"], timeout=1)
     a100.tool("gpusim", "fault", "clear")
     assert json.loads(a100.read("etc/gpusim/faults.json")) == {}
 

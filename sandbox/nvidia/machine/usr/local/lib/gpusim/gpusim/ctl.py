@@ -135,7 +135,10 @@ def fault_cmd(args):
             raise host.SimError("gpusim: fault set needs a NAME.", 2)
         value = True
         if args.value is not None:
-            value = int(args.value) if args.value.isdigit() else args.value
+            try:
+                value = float(args.value) if "." in args.value else int(args.value)
+            except ValueError:
+                value = args.value
         faults[args.name] = value
     elif args.name:
         faults.pop(args.name, None)

@@ -111,7 +111,8 @@ def run(argv, out):
         return 0
     hang = host.fault("smi_hang")
     if hang:
-        time.sleep(hang if isinstance(hang, (int, float)) and hang is not True else 3600)
+        number = isinstance(hang, (int, float)) and not isinstance(hang, bool)
+        time.sleep(hang if number else 3600)  # a hung GPU: callers must use a timeout
     userspace = host.load_userspace()
     if userspace is None:
         raise host.SimError(NO_NVML, 12)
