@@ -110,6 +110,12 @@ def create(h: dict, pubkey: str) -> None:
                f"%_install_script_path {local_first}\n")
     if h["os"] == "debian12":
         _docker_defaults(upper, name, lowers)
+    else:
+        # The Oracle hosts' "distribution" repository: the fake OL repo built by
+        # sandbox/nvidia (kernel devel packages, gcc-toolset-14, dkms, docker-ce).
+        repo = paths.NVIDIA_CACHE / "ol" / h["os"] / f"gpuhost-{h['os']}.repo"
+        if repo.exists():
+            shutil.copyfile(repo, _mk(upper / "etc/yum.repos.d") / repo.name)
     # The fake-driver helper's machine scripts (lspci, gpusim-boot, ...), when present.
     if paths.NVIDIA_MACHINE_DIR.is_dir():
         shutil.copytree(paths.NVIDIA_MACHINE_DIR, upper, symlinks=True, dirs_exist_ok=True)

@@ -16,10 +16,11 @@ from .util import SandboxError
 
 GPU_CYCLE = ["A100-SXM4-40GB", "H100-80GB-HBM3", "L4"]
 GPU_MODELS = GPU_CYCLE + ["V100-SXM2-16GB", "T4"]
-# Simulated kernels of the Oracle Linux hosts (RHCK on OL8, UEK on OL9: both code paths).
+# Simulated kernels of the Oracle Linux hosts (RHCK on OL8, UEK 8 on OL9: both code paths,
+# and UEK 8's gcc-toolset-14). The fake OL repos (sandbox/nvidia) carry their devel packages.
 OL_KERNELS = {
     "ol8": "4.18.0-553.el8_10.x86_64",
-    "ol9": "5.15.0-303.171.5.2.el9uek.x86_64",
+    "ol9": "6.12.0-100.28.2.2.el9uek.x86_64",
 }
 OVERRIDABLE = {"gpu_model": str, "gpu_count": int, "nvswitch": bool, "kernel_release": str,
                "docker": bool}
