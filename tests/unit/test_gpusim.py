@@ -287,6 +287,7 @@ def test_mig_tables_match_real_captures_byte_for_byte(sim):
     assert sim.smi("mig", "-i", "0", "-lgip") == body(
         "mig_lgip__a100-40gb__580.126.09__ssup2__all-used.txt")
     assert mask(sim.smi("-L")) == mask(body("smi_L__a100-40gb-mig__580.126.09__ssup2__mixed-ci.txt"))
+    assert sim.smi("mig", "-lgipp") == body("mig_lgipp__a100-40gb__migguide.txt")
 
 
 def test_list_matches_h100_capture(sim, parsers):
@@ -694,6 +695,8 @@ def test_lspci_lists_the_machine(sim, parsers, model, device, count):
     assert plain.count("NVIDIA Corporation") == 8 + count and "Host bridge" in plain
     assert sim.tool("lspci", "-d", f"10de:{device}", "-n").stdout.splitlines()[0].endswith(
         f": 10de:{device} (rev a1)")
+    first = plain.splitlines()[1].split()[0]
+    assert sim.tool("lspci", "-D", "-s", first).stdout.startswith(f"0000:{first} 3D controller")
 
 
 def test_lspci_kernel_driver_follows_the_module(sim):
