@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup test test-unit lint clean
+.PHONY: help setup test test-unit test-integration demo lint clean
 help:
 	@echo "make setup      create .venv with gpuhost and its test tools (idempotent)"
 	@echo "make test       unit + plan tests, then the sandbox integration tests"
@@ -23,8 +23,38 @@ $(VENV)/.setup-done: pyproject.toml
 	@$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $@
 
+# The README's test command: unit and plan tests (seconds), then the sandbox integration
+# tests and the QEMU VM test. Installs everything it needs on a fresh Debian 12 machine.
+test: setup deps nvidia-artifacts
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
 test-unit: setup
-	$(PY) -m pytest -q -m "not integration and not vm" tests
+	$(PY) -m pytest -q -m "not integration and not vm" tests/unit tests/plans
+
+test-integration: setup deps nvidia-artifacts
+	$(PY) -m pytest -q -m integration tests/integration
+
+lint: setup
+	$(VENV)/bin/ruff check facts gpuhost roles deploys inventories sandbox tests
+
+# The README's first command: a sandbox fleet of real SSH hosts (simulated GPUs),
+# provisioned by deploys/gpu_host.py, then audited. The fleet stays up to explore:
+# `make sandbox-down` removes it.
+DEMO_HOSTS ?= 4
+DEMO_OL ?= 2
+demo: setup deps nvidia-artifacts
+	@echo "==> [1/4] sandbox fleet: $(DEMO_HOSTS) hosts ($(DEMO_OL) Oracle Linux), real sshd each"
+	@python3 -m sandbox up --hosts $(DEMO_HOSTS) --ol $(DEMO_OL) --docker-hosts 1
+	@echo "==> [2/4] provision: pyinfra -y inventories/sandbox.py deploys/gpu_host.py"
+	@$(VENV)/bin/pyinfra -y inventories/sandbox.py deploys/gpu_host.py || \
+	  echo "==> some hosts failed (see above); the others are provisioned"
+	@echo "==> [3/4] second run on the converged fleet: expect no changes"
+	@$(VENV)/bin/pyinfra -y inventories/sandbox.py deploys/gpu_host.py 2>&1 | grep -E "Grand total|error" || true
+	@echo "==> [4/4] audit (read-only): pyinfra -y inventories/sandbox.py deploys/audit.py"
+	@$(VENV)/bin/pyinfra -y inventories/sandbox.py deploys/audit.py --data audit_html=demo-audit.html \
+	  --data audit_json=demo-audit.json; \
+	  echo "==> audit exit status $$? (0: fleet as wanted). Report: demo-audit.html, demo-audit.json"
+	@echo "==> the fleet is still up: python3 -m sandbox status | make sandbox-down"
 
 # Each mk/*.mk fragment adds the Debian packages its part needs to APT_PACKAGES
 # and its own targets; `make deps` installs what is missing in one apt call.
