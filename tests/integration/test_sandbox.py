@@ -152,7 +152,7 @@ def test_docker_runs_in_a_host_and_survives_reboot(fleet, ssh):
               "&& exit 0; sleep 0.2; done; exit 1")
     ssh(host, "cd /tmp && tar --dereference -cf tiny.tar -C / bin/true "
               "lib/x86_64-linux-gnu/libc.so.6 lib64/ld-linux-x86-64.so.2 && "
-              "docker import -q tiny.tar sandbox/tiny:1 >/dev/null && "
+              "docker import tiny.tar sandbox/tiny:1 >/dev/null && "
               "docker run --rm --network=none sandbox/tiny:1 /bin/true")
     ssh(host, "update-rc.d docker enable >/dev/null 2>&1; ls /etc/rc2.d/S*docker")
     boots = _boots(host)
