@@ -695,7 +695,7 @@ def test_lspci_lists_the_machine(sim, parsers, model, device, count):
     assert plain.count("NVIDIA Corporation") == 8 + count and "Host bridge" in plain
     assert sim.tool("lspci", "-d", f"10de:{device}", "-n").stdout.splitlines()[0].endswith(
         f": 10de:{device} (rev a1)")
-    first = plain.splitlines()[1].split()[0]
+    first = next(x for x in plain.splitlines() if "3D controller" in x).split()[0]
     assert sim.tool("lspci", "-D", "-s", first).stdout.startswith(f"0000:{first} 3D controller")
 
 

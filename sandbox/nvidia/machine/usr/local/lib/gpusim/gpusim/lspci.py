@@ -31,7 +31,7 @@ def devices(machine, state):
             out.append((f"{0xc4 + n:02x}:00.0", "0680", NVIDIA, dev, name, "a1",
                         ("10de", "1622"), None))
     out.append(OTHERS[1])
-    return out
+    return sorted(out, key=lambda dev: dev[0])  # lspci lists by bus number
 
 
 def _matches(dev, vendor, device, slot):
