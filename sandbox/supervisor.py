@@ -70,7 +70,11 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
 
-    boots = 0
+    try:  # keep counting across supervisors (a halted host started again by `up`)
+        with open(os.path.join(rd, "boots")) as f:
+            boots = int(f.read())
+    except (OSError, ValueError):
+        boots = 0
     backoff = 1.0
     while True:
         boots += 1
