@@ -287,7 +287,7 @@ def status() -> int:
         print("sandbox: not running (no fleet): run `make sandbox-up`")
         return 1
     httpd = _httpd_pid()
-    print(f"http server  {paths.MIRROR_URL}  {'up (pid %d)' % httpd if httpd else 'DOWN'}")
+    print(f"http server  {paths.MIRROR_URL}  {f'up (pid {httpd})' if httpd else 'DOWN'}")
     bad = 0 if httpd else 1
     for h in current["hosts"]:
         st = hosts.state(h["name"])
