@@ -97,13 +97,19 @@ def _load_manifest() -> dict | None:
 
 
 _fleet = _load_fleet()
-_hosts = [_host(_fleet, h) for h in _fleet["hosts"]]
+_manifest = _load_manifest()
+# Oracle Linux hosts take Docker from the sandbox's RHEL-style repo: host data, which
+# outranks every group's data.
+_hosts = [
+    (name, {**data, **_ol_settings(_manifest, data["sandbox_os"])})
+    if data["sandbox_os"] in ("ol8", "ol9") else (name, data)
+    for name, data in (_host(_fleet, h) for h in _fleet["hosts"])
+]
 _by_name = {h["name"]: h for h in _fleet["hosts"]}
 
 debian_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "debian12"], {})
-_manifest = _load_manifest()
 ol_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("ol8", "ol9")], {})
-ol8_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "ol8"], _ol_settings(_manifest, "ol8"))
-ol9_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "ol9"], _ol_settings(_manifest, "ol9"))
 docker_hosts = ([t for t in _hosts if _by_name[t[0]].get("docker")], {})
-all = (_hosts, sandbox_settings(_fleet, _manifest))  # noqa: A001
+# gpuhost's settings for the whole fleet. Not in the `all` group: group_data/all.py holds
+# gpuhost's documented defaults, and pyinfra lets it override an inventory's `all` data.
+sandbox_fleet = (_hosts, sandbox_settings(_fleet, _manifest))

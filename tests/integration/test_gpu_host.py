@@ -1,0 +1,157 @@
+"""deploys/gpu_host.py over real SSH against the sandbox fleet, from bare hosts.
+
+One module-scoped converge run provisions the whole fleet (Debian hosts with real apt, real
+DKMS against real linux-headers, a real dockerd on the docker host; Oracle hosts through
+rpm/dnf), with two hosts prepared the way users leave them: gpu-01 has a hand-written
+daemon.json with keys of its own, gpu-02 has a daemon.json that is not valid JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import INVENTORY, ROOT
+
+pytestmark = pytest.mark.integration
+
+USER_DAEMON_JSON = {
+    "log-driver": "json-file",
+    "data-root": "/var/lib/docker-data",
+    "registry-mirrors": ["https://registry-mirror.example.invalid"],
+}
+BROKEN_DAEMON_JSON = '{\n  "log-driver": "json-file",\n  "runtimes": {\n}\n'
+
+
+def totals(output: str) -> dict[str, int]:
+    """pyinfra's 'Grand total' row: operations, success (changed), error, no change."""
+    for line in output.splitlines():
+        if "Grand total" in line:
+            cells = line.split("Grand total", 1)[1].split()
+            values = [0 if cell == "-" else int(cell) for cell in cells]
+            return dict(zip(("operations", "changed", "error", "no_change"), values, strict=True))
+    raise AssertionError(f"no Grand total in pyinfra's output:\n{output[-3000:]}")
+
+
+def host_state(ssh, host: str) -> dict:
+    from facts import parsers, state
+    from facts.script import ALL_SECTIONS, build_script
+
+    out = ssh(host, build_script(ALL_SECTIONS))
+    return state.host_state(parsers.split_sections(out))
+
+
+@pytest.fixture(scope="module")
+def ssh(ssh):
+    """ssh(host, command) -> its stdout (the test fails on a non-zero exit)."""
+    return lambda name, command: ssh(name, command).stdout.rstrip("\n")
+
+
+@pytest.fixture(scope="module")
+def converged(fleet, ssh, pyinfra, sandbox_tools, sandbox_spec):
+    # bare hosts: whatever earlier tests did to the fleet, start from fresh root filesystems
+    sandbox_tools.cli("down")
+    sandbox_tools.cli(*sandbox_tools.up_args(sandbox_spec))
+    names = [h["name"] for h in fleet["hosts"]]
+    debian = [h["name"] for h in fleet["hosts"] if h["os"] == "debian12"]
+    assert "gpu-01" in debian and "gpu-02" in debian, "the tests expect gpu-01 and gpu-02"
+    ssh("gpu-01", "mkdir -p /etc/docker && cat > /etc/docker/daemon.json <<'EOF'\n"
+        + json.dumps(USER_DAEMON_JSON, indent=2) + "\nEOF")
+    ssh("gpu-02", "mkdir -p /etc/docker && cat > /etc/docker/daemon.json <<'EOF'\n"
+        + BROKEN_DAEMON_JSON + "EOF")
+    boots = {name: ssh(name, "cat /proc/uptime").split()[0] for name in debian}
+    first = pyinfra("-y", INVENTORY, "deploys/gpu_host.py", check=False, timeout=1800)
+    second = pyinfra("-y", INVENTORY, "deploys/gpu_host.py", "--limit", ",".join(
+        n for n in debian if n != "gpu-02"), check=False, timeout=900)
+    return {"names": names, "debian": debian, "first": first, "second": second,
+            "boots": boots}
+
+
+def test_debian_hosts_converge_with_the_driver_loaded_and_the_runtime_configured(converged, ssh,
+                                                                               fleet):
+    output = converged["first"].stdout + converged["first"].stderr
+    for name in converged["debian"]:
+        if name == "gpu-02":
+            continue
+        state = host_state(ssh, name)
+        driver = state["driver"]
+        assert driver["state"] == "loaded", (name, driver, output[-4000:])
+        assert driver["loaded_version"] == driver["installed_version"]
+        assert state["docker"]["nvidia_runtime"]["defined"], name
+        assert state["toolkit"]["consistent"] and state["toolkit"]["version"], name
+        spec = next(h for h in fleet["hosts"] if h["name"] == name)
+        assert len([g for g in state["gpus"] if g["source"] == "nvidia-smi"]) == spec["gpu_count"]
+
+
+def test_the_reboot_really_happened_and_loaded_the_new_module(converged, ssh):
+    for name in converged["debian"]:
+        if name == "gpu-02":
+            continue
+        uptime = float(ssh(name, "cat /proc/uptime").split()[0])
+        # the sandbox restarts a host's namespaces on reboot: its uptime starts again
+        assert uptime < float(converged["boots"][name]) + 600, name
+
+
+def test_second_run_changes_nothing(converged):
+    result = converged["second"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    row = totals(result.stdout + result.stderr)
+    assert row["changed"] == 0 and row["error"] == 0, row
+
+
+def test_hand_written_daemon_json_keys_survive_and_docker_really_loads_the_runtime(converged, ssh):
+    text = ssh("gpu-01", "cat /etc/docker/daemon.json")
+    config = json.loads(text)
+    for key, value in USER_DAEMON_JSON.items():
+        assert config[key] == value, key
+    assert config["runtimes"]["nvidia"]["path"].endswith("nvidia-container-runtime")
+    backups = ssh("gpu-01", "ls /etc/docker/").split()
+    assert any(re.fullmatch(r"daemon\.json\.gpuhost-\d{8}T\d{6}\.bak", b) for b in backups), backups
+    # the real dockerd runs with the user's data-root and the nvidia runtime
+    info = ssh("gpu-01", "docker info --format '{{.DockerRootDir}} {{json .Runtimes}}'")
+    assert info.startswith("/var/lib/docker-data ") and '"nvidia"' in info
+    out = ssh("gpu-01", "docker run --rm --network=none --runtime=nvidia "
+                        "gpuhost/verify:sandbox nvidia-smi -L")
+    assert out.startswith("GPU 0: NVIDIA A100"), out
+
+
+def test_invalid_daemon_json_fails_that_host_alone_and_is_left_untouched(converged, ssh):
+    assert ssh("gpu-02", "cat /etc/docker/daemon.json") + "\n" == BROKEN_DAEMON_JSON.rstrip("\n") + "\n"
+    output = converged["first"].stdout + converged["first"].stderr
+    assert "/etc/docker/daemon.json is not valid JSON" in output
+    assert re.search(r"line \d+ column \d+", output)
+    assert converged["first"].returncode != 0  # a host failed ...
+    state = host_state(ssh, "gpu-01")  # ... and the others converged regardless
+    assert state["driver"]["state"] == "loaded"
+
+
+def test_oracle_hosts_go_through_the_rpm_path(converged, ssh, fleet):
+    output = converged["first"].stdout + converged["first"].stderr
+    for host in fleet["hosts"]:
+        if host["os"] not in ("ol8", "ol9"):
+            continue
+        name = host["name"]
+        rpms = ssh(name, "rpm -qa --qf '%{NAME}\\n' | sort")
+        assert f"nvidia-driver-local-repo-rhel{host['os'][-1]}" in rpms, (name, output[-3000:])
+        module = ssh(name, "cat /etc/dnf/modules.d/nvidia-driver.module")
+        assert "state=enabled" in module and "-open" in module
+        if host["kernel_release"].endswith("el9uek.x86_64") and host["kernel_release"].startswith("6.12"):
+            assert "gcc-toolset-14" in rpms
+            assert ssh(name, "cat /etc/dkms/framework.conf.d/gpuhost-gcc-toolset.conf")
+
+
+def test_the_composite_fact_is_one_remote_command_per_host(fleet, tmp_path):
+    out = tmp_path / "counts.json"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tests/integration/count_commands.py"), str(out), "--",
+         INVENTORY, "fact", "facts.host.GpuHostState", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    counts = json.loads(out.read_text())["hosts"]
+    assert set(counts) == {h["name"] for h in fleet["hosts"]}
+    assert all(c["commands"] == 1 and c["uploads"] == 0 for c in counts.values()), counts
