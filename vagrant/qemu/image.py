@@ -82,21 +82,21 @@ def check_tools() -> None:
 
 
 def kernel_abi() -> str:
-    """The 6.1.0-<K>-amd64 ABI: $GPUHOST_VM_KERNEL, else the sandbox pool's headers, else
-    what linux-image-amd64 points to in this machine's apt lists (what the mirror serves)."""
+    """The 6.1.0-<K>-amd64 ABI: $GPUHOST_VM_KERNEL, else the one the sandbox mirror serves
+    headers for, else what linux-image-amd64 points to in this machine's apt lists (the same
+    rule the mirror uses)."""
     forced = os.environ.get("GPUHOST_VM_KERNEL", "").strip()
     if forced:
         if not re.fullmatch(r"6\.1\.0-\d+-amd64", forced):
             raise ImageError(f"GPUHOST_VM_KERNEL={forced!r} is not a Debian 12 kernel ABI "
                              "like 6.1.0-56-amd64")
         return forced
-    pool = Path("/var/cache/gpuhost")
-    found = sorted(
-        (m.group(1) for p in pool.glob("**/linux-headers-6.1.0-*-amd64_*.deb")
-         if (m := re.match(r"linux-headers-(6\.1\.0-\d+-amd64)_", p.name))),
-        key=lambda abi: int(abi.split("-")[1]))
-    if found:
-        return found[-1]
+    # The sandbox mirror records the ABI whose headers it serves (sandbox/mirror.py).
+    mirror_state = Path("/var/cache/gpuhost/mirror/state.json")
+    if mirror_state.is_file():
+        abi = json.loads(mirror_state.read_text()).get("kernel_release", "")
+        if re.fullmatch(r"6\.1\.0-\d+-amd64", abi):
+            return abi
     out = run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True).stdout
     m = re.search(r"Depends: linux-image-(6\.1\.0-\d+-amd64)\b", out)
     if not m:

@@ -1,0 +1,106 @@
+"""Fixtures for the QEMU/TCG VM tests (marker `vm`): `make test-vm`.
+
+The VM tooling lives in vagrant/qemu/ (not a package: `vagrant` would shadow python-vagrant,
+which Molecule's vagrant driver imports), so it is loaded from its path. Every test boots
+its own VM on a throw-away overlay and powers it off at the end, pass or fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_DIR = Path(os.environ.get("GPUHOST_VM_TEST_DIR", "/run/gpuhost-vm-pytest"))
+MIRROR_RELEASE = "http://127.77.0.1:8000/debian/dists/bookworm/Release"
+MANIFEST = Path("/var/cache/gpuhost/nvidia/manifest.json")
+TIMINGS = RUN_DIR / "timings.json"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+vm_module = _load("gpuhost_qemu_vm", REPO / "vagrant/qemu/vm.py")
+run_pyinfra = _load("gpuhost_run_pyinfra", REPO / "vagrant/run_pyinfra.py")
+
+
+def record_timing(key: str, seconds: float) -> None:
+    """Keep the measured durations (boot, converge, reboot, whole test) in timings.json."""
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    data = json.loads(TIMINGS.read_text()) if TIMINGS.is_file() else {}
+    data[key] = round(seconds, 1)
+    TIMINGS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    print(f"[timing] {key}: {seconds:.1f} s")
+
+
+def _mirror_up() -> bool:
+    try:
+        with urllib.request.urlopen(MIRROR_RELEASE, timeout=3) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def vm_image():
+    """The cached image (built on first use, ~70 s; `make vm-image` builds it ahead)."""
+    if os.geteuid() != 0:
+        pytest.fail("the VM tests run as root (QEMU image in /var/cache, state in /run)")
+    return vm_module.image.build()
+
+
+@pytest.fixture(scope="session")
+def sandbox_mirror():
+    """The sandbox package mirror and fake NVIDIA artifacts on 127.77.0.1:8000. Started
+    with `python -m sandbox up --hosts 1` when nothing serves it (and stopped again after
+    the session); a fleet someone else started is used as it is and left running."""
+    started = False
+    if not _mirror_up():
+        res = subprocess.run([sys.executable, "-m", "sandbox", "up", "--hosts", "1"], cwd=REPO,
+                             capture_output=True, text=True, timeout=1800)
+        if res.returncode != 0 or not _mirror_up():
+            pytest.fail("the sandbox mirror is not up and `python -m sandbox up` failed:\n"
+                        + (res.stderr or res.stdout)[-2000:])
+        started = True
+    if not MANIFEST.is_file():
+        res = subprocess.run([sys.executable, "-m", "sandbox.nvidia.build"], cwd=REPO,
+                             capture_output=True, text=True, timeout=3600)
+        if res.returncode != 0:
+            pytest.fail("building the fake NVIDIA artifacts failed:\n" + res.stderr[-2000:])
+    yield json.loads(MANIFEST.read_text())
+    if started:
+        subprocess.run([sys.executable, "-m", "sandbox", "down"], cwd=REPO, timeout=600)
+
+
+@pytest.fixture
+def vm(vm_image, monkeypatch):
+    """A booted VM (SSH up, tunnel to the mirror, GPU simulator installed); powered off and
+    its overlay deleted afterwards. GPUHOST_VM_DIR points pyinfra's inventory at it."""
+    monkeypatch.setenv("GPUHOST_VM_DIR", str(RUN_DIR))
+    machine = vm_module.VM(run_dir=RUN_DIR)
+    if machine.running():
+        machine.down()
+    t0 = time.monotonic()
+    try:
+        state = machine.up()
+    except vm_module.VMError as exc:
+        pytest.fail(f"the VM did not come up: {exc}")
+    record_timing("boot_to_ssh", state["boot_seconds"])
+    record_timing("boot_to_ready", time.monotonic() - t0)
+    yield machine
+    t1 = time.monotonic()
+    machine.down()
+    record_timing("shutdown", time.monotonic() - t1)

@@ -1,0 +1,122 @@
+"""A real kernel and a real systemd: the Debian 12 VM under QEMU/TCG (vagrant/qemu/).
+
+test_boots_real_kernel_with_systemd   boot, PID 1 is systemd, the kernel is Debian's, power off
+test_deploy_restart_and_reboot        a host already running Docker is converged with
+                                      deploys/gpu_host.py: systemd really restarts Docker after
+                                      the daemon.json change and it comes back with the nvidia
+                                      runtime; server.reboot really reboots (boot_id changes);
+                                      the facts read the post-reboot state; a second converge
+                                      changes nothing.
+Run: make test-vm   (timings land in /run/gpuhost-vm-pytest/timings.json)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from conftest import record_timing, run_pyinfra
+
+pytestmark = pytest.mark.vm
+
+INVENTORY = "vagrant/qemu/inventory.py"
+
+
+def systemd_show(vm, unit: str, *props: str) -> dict:
+    out = vm.ssh(f"systemctl show {unit} " + " ".join(f"-p {p}" for p in props)).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def test_boots_real_kernel_with_systemd(vm, vm_image):
+    t0 = time.monotonic()
+    assert vm.ssh("cat /proc/1/comm").stdout.strip() == "systemd"
+    assert vm.ssh("readlink -f /proc/1/exe").stdout.strip() == "/usr/lib/systemd/systemd"
+    release = vm.ssh("uname -r").stdout.strip()
+    assert release == vm_image["kernel_release"]
+    proc_version = vm.ssh("cat /proc/version").stdout
+    assert "Debian" in proc_version and f"Linux version {release}" in proc_version
+    # A QEMU guest, not a container or chroot of this machine.
+    assert vm.ssh("systemd-detect-virt", check=False).stdout.strip() == "qemu"
+    assert vm.ssh("systemd-detect-virt --container", check=False).stdout.strip() == "none"
+    # Every unit came up (systemctl exits non-zero while "starting" or "degraded").
+    status = vm.ssh("systemctl is-system-running --wait", check=False, timeout=180)
+    failed = vm.ssh("systemctl --failed --no-legend", check=False).stdout
+    assert status.stdout.strip() == "running", f"system is {status.stdout.strip()}: {failed}"
+    # The simulated GPU of machine.json shows up (gpusim-boot ran from its unit).
+    assert systemd_show(vm, "gpusim-boot.service", "ActiveState")["ActiveState"] == "active"
+    assert "NVIDIA" in vm.ssh("lspci").stdout
+    pid = vm.state["qemu_pid"]
+    vm.down()
+    assert not vm_module_pid_alive(pid), "QEMU still running after down()"
+    record_timing("test_boot_checks", time.monotonic() - t0)
+
+
+def vm_module_pid_alive(pid: int) -> bool:
+    from conftest import vm_module
+
+    return vm_module.pid_alive(pid)
+
+
+def test_deploy_restart_and_reboot(vm, sandbox_mirror):
+    t_test = time.monotonic()
+    assert vm.mirror_reachable(), "the sandbox mirror is not reachable inside the VM (tunnel)"
+
+    # A host that already runs Debian's Docker (no daemon.json yet).
+    t0 = time.monotonic()
+    vm.ssh("DEBIAN_FRONTEND=noninteractive apt-get -q update && "
+           "DEBIAN_FRONTEND=noninteractive apt-get -q install -y --no-install-recommends "
+           "docker.io", timeout=1200)
+    record_timing("preinstall_docker", time.monotonic() - t0)
+    props = ("MainPID", "ActiveEnterTimestampMonotonic", "InvocationID", "ActiveState")
+    before = systemd_show(vm, "docker.service", *props)
+    assert before["ActiveState"] == "active" and before["MainPID"] != "0"
+    runtimes = json.loads(vm.ssh("docker info --format '{{json .Runtimes}}'").stdout)
+    assert "nvidia" not in runtimes
+
+    t0 = time.monotonic()
+    first = run_pyinfra.converge(INVENTORY)
+    record_timing("converge_1", time.monotonic() - t0)
+    assert first["rc"] == 0 and first["errors"] == 0, first["stderr_tail"] or first
+    assert first["changed"] > 0
+
+    # daemon.json changed -> systemd restarted Docker: a new main process, a new invocation,
+    # activated after the file was written, and the daemon now knows the nvidia runtime.
+    after = systemd_show(vm, "docker.service", *props)
+    assert after["ActiveState"] == "active"
+    assert after["MainPID"] != before["MainPID"], "Docker's main PID did not change"
+    assert after["InvocationID"] != before["InvocationID"]
+    assert int(after["ActiveEnterTimestampMonotonic"]) > int(before["ActiveEnterTimestampMonotonic"])
+    daemon_json = json.loads(vm.ssh("cat /etc/docker/daemon.json").stdout)
+    assert "nvidia" in daemon_json["runtimes"]
+    written = float(vm.ssh("stat -c %Y /etc/docker/daemon.json").stdout)
+    started = int(vm.ssh("systemctl show docker.service -p ActiveEnterTimestamp --value "
+                         "| xargs -I{} date -d {} +%s").stdout)
+    assert started >= int(written), "Docker was not (re)started after daemon.json was written"
+    runtimes = json.loads(vm.ssh("docker info --format '{{json .Runtimes}}'").stdout)
+    assert "nvidia" in runtimes, f"docker info Runtimes: {sorted(runtimes)}"
+
+    # A real reboot through pyinfra's server.reboot: the kernel's boot_id changes.
+    boot_id = vm.boot_id()
+    t0 = time.monotonic()
+    reboot = run_pyinfra.converge(INVENTORY, "server.reboot", ["reboot_timeout=600"])
+    record_timing("reboot", time.monotonic() - t0)
+    assert reboot["rc"] == 0 and reboot["errors"] == 0, reboot["stderr_tail"] or reboot
+    assert vm.boot_id() != boot_id, "boot_id unchanged: the VM did not reboot"
+
+    # Facts after the reboot: gpusim-boot loaded the installed driver, Docker came back
+    # (started by systemd at boot) with the nvidia runtime.
+    t0 = time.monotonic()
+    state = run_pyinfra.facts(INVENTORY)[vm.state["name"]]
+    record_timing("facts_after_reboot", time.monotonic() - t0)
+    assert run_pyinfra.converged_problems(
+        state, sandbox_mirror["driver_versions"][-1]) == [], json.dumps(state, indent=1)
+    assert state["os"]["kernel_release"] == vm.state["kernel_release"]
+
+    # Converged and rebooted: a second run changes nothing.
+    t0 = time.monotonic()
+    second = run_pyinfra.converge(INVENTORY)
+    record_timing("converge_2", time.monotonic() - t0)
+    assert second["rc"] == 0 and second["errors"] == 0, second["stderr_tail"] or second
+    assert second["changed"] == 0, second["changed_operations"]
+    record_timing("test_deploy_total", time.monotonic() - t_test)

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Run pyinfra for the Molecule scenarios and the VM test, and read its JSON output.
+
+    python vagrant/run_pyinfra.py converge INVENTORY [DEPLOY] [--expect-no-change]
+    python vagrant/run_pyinfra.py facts INVENTORY [--expect-converged]
+    python vagrant/run_pyinfra.py molecule-inventory INSTANCE_CONFIG OUT.py [--data DATA.yml]
+
+`converge` runs `pyinfra -y --json INVENTORY DEPLOY` from the repository root and prints one
+JSON summary line: {"changed": N, "errors": N, "changed_operations": [...], ...}. N counts
+(operation, host) pairs that pyinfra reports as changed, so a converged host gives 0; the
+Molecule converge playbooks turn that into Ansible's `changed` and Molecule's idempotence
+step fails on a second run that is not 0. Exit status: pyinfra's, or 3 with
+--expect-no-change when something changed.
+
+`facts` prints {host: GpuHostState} from `pyinfra INVENTORY fact facts.host.GpuHostState
+--json`; with --expect-converged it exits 3 unless every host reports a loaded driver equal
+to the installed one and Docker with the nvidia runtime.
+
+`molecule-inventory` writes a pyinfra inventory from Molecule's instance_config.yml (the
+file the vagrant driver's create playbook writes: instance, address, user, port,
+identity_file), with gpuhost data from a YAML file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FACT = "facts.host.GpuHostState"
+
+
+class RunError(RuntimeError):
+    pass
+
+
+def _pyinfra() -> str:
+    local = Path(sys.executable).parent / "pyinfra"
+    return str(local) if local.exists() else "pyinfra"
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env.setdefault("PYINFRA_PROGRESS", "off")
+    # The venv's bin first: pyinfra, and Molecule's ansible-* tools, come from there.
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    return env
+
+
+def _json_tail(stdout: str) -> dict:
+    """pyinfra --json prints one JSON document on stdout (logs go to stderr)."""
+    text = stdout.strip()
+    start = text.find("{")
+    if start < 0:
+        raise RunError("pyinfra printed no JSON on stdout")
+    return json.loads(text[start:])
+
+
+def summarize(payload: dict) -> dict:
+    """Count changes and errors in pyinfra's `--json` run output (print_run_json)."""
+    results = payload.get("results") or {}
+    ops = results.get("operations", [])
+    changed = [f"{h}: {op['name']}" for op in ops for h in op.get("success", [])]
+    errors = [f"{h}: {op['name']}" for op in ops for h in op.get("error", [])]
+    return {"changed": len(changed), "errors": len(errors), "operations": len(ops),
+            "unchanged": sum(len(op.get("no_change", [])) for op in ops),
+            "changed_operations": changed, "failed_operations": errors}
+
+
+def converge(inventory: str, deploy: str = "deploys/gpu_host.py", extra: list[str] = (),
+             timeout: float = 3600) -> dict:
+    """Apply `deploy`; returns summarize() plus rc, seconds and stderr_tail."""
+    argv = [_pyinfra(), "-y", "--json", inventory, deploy, *extra]
+    t0 = time.monotonic()
+    res = subprocess.run(argv, cwd=REPO, env=_env(), capture_output=True, text=True,
+                         timeout=timeout)
+    try:
+        summary = summarize(_json_tail(res.stdout))
+    except (RunError, json.JSONDecodeError) as exc:
+        raise RunError(f"`{' '.join(argv[1:])}` exited {res.returncode} without a JSON result "
+                       f"({exc}):\n{res.stderr.strip()[-3000:]}") from exc
+    summary.update(rc=res.returncode, seconds=round(time.monotonic() - t0, 1),
+                   stderr_tail=res.stderr.strip()[-3000:] if res.returncode else "")
+    return summary
+
+
+def facts(inventory: str, fact: str = FACT, timeout: float = 600) -> dict:
+    """{host name: fact value} for one fact."""
+    argv = [_pyinfra(), inventory, "fact", fact, "--json"]
+    res = subprocess.run(argv, cwd=REPO, env=_env(), capture_output=True, text=True,
+                         timeout=timeout)
+    if res.returncode != 0:
+        raise RunError(f"`pyinfra {inventory} fact {fact}` exited {res.returncode}:\n"
+                       f"{res.stderr.strip()[-3000:]}")
+    data = _json_tail(res.stdout)
+    if len(data) != 1:
+        raise RunError(f"expected one fact in the output, got {sorted(data)}")
+    return next(iter(data.values()))
+
+
+def converged_problems(state: dict, driver_version: str | None = None) -> list[str]:
+    """Why a GpuHostState (facts/host.py) is not a provisioned GPU host; [] when it is:
+    the driver is loaded and equals the installed packages (and `driver_version` if given),
+    the toolkit is consistent, daemon.json defines the nvidia runtime and the running
+    daemon lists it."""
+    if not isinstance(state, dict):
+        return [f"no GpuHostState (got {state!r})"]
+    problems = []
+    driver = state.get("driver") or {}
+    loaded, installed = driver.get("loaded_version"), driver.get("installed_version")
+    if driver.get("state") != "loaded":
+        problems.append(f"driver state is {driver.get('state')!r}, not 'loaded'")
+    if loaded != installed:
+        problems.append(f"loaded driver {loaded} != installed {installed}")
+    if driver_version and loaded != driver_version:
+        problems.append(f"loaded driver {loaded} != wanted {driver_version}")
+    toolkit = state.get("toolkit") or {}
+    if not (toolkit.get("installed") and toolkit.get("consistent")):
+        problems.append(f"container toolkit not installed consistently: {toolkit.get('packages')}")
+    docker = state.get("docker") or {}
+    if not (docker.get("nvidia_runtime") or {}).get("defined"):
+        problems.append("daemon.json defines no nvidia runtime")
+    runtimes = (docker.get("daemon") or {}).get("runtimes") or []
+    if "nvidia" not in runtimes:
+        problems.append(f"the running Docker daemon has no nvidia runtime (runtimes: {runtimes})")
+    return problems
+
+
+def molecule_inventory(instance_config: Path, out: Path, data_file: Path | None) -> str:
+    import yaml
+
+    instances = yaml.safe_load(instance_config.read_text()) or []
+    if not instances:
+        raise RunError(f"{instance_config} lists no instance: did `molecule create` run?")
+    data = yaml.safe_load(data_file.read_text()) if data_file else {}
+    hosts = []
+    for inst in instances:
+        hosts.append((inst["instance"], {
+            "ssh_hostname": inst["address"], "ssh_port": int(inst["port"]),
+            "ssh_user": inst["user"], "ssh_key": inst["identity_file"],
+            "ssh_strict_host_key_checking": "no", "_sudo": inst["user"] != "root",
+        }))
+    text = ('"""Written by vagrant/run_pyinfra.py from Molecule\'s instance config."""\n'
+            f"molecule = ({hosts!r}, {data!r})\n")
+    out.write_text(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("converge")
+    c.add_argument("inventory")
+    c.add_argument("deploy", nargs="?", default="deploys/gpu_host.py")
+    c.add_argument("--expect-no-change", action="store_true")
+    f = sub.add_parser("facts")
+    f.add_argument("inventory")
+    f.add_argument("--expect-converged", action="store_true")
+    m = sub.add_parser("molecule-inventory")
+    m.add_argument("instance_config", type=Path)
+    m.add_argument("out", type=Path)
+    m.add_argument("--data", type=Path)
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "converge":
+            summary = converge(args.inventory, args.deploy)
+            print(json.dumps(summary))
+            if summary["rc"] != 0:
+                print(summary["stderr_tail"], file=sys.stderr)
+                return summary["rc"]
+            if args.expect_no_change and summary["changed"]:
+                print(f"not idempotent: {summary['changed']} changes on a converged host: "
+                      + "; ".join(summary["changed_operations"]), file=sys.stderr)
+                return 3
+        elif args.cmd == "facts":
+            values = facts(args.inventory)
+            print(json.dumps(values, indent=2, sort_keys=True))
+            if args.expect_converged:
+                bad = {h: p for h, v in values.items() if (p := converged_problems(v))}
+                for host_name, problems in bad.items():
+                    print(f"{host_name}: " + "; ".join(problems), file=sys.stderr)
+                if bad or not values:
+                    return 3
+        else:
+            molecule_inventory(args.instance_config, args.out, args.data)
+    except RunError as exc:
+        print(f"run_pyinfra: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
