@@ -1,0 +1,204 @@
+"""Exact command plans of deploys/upgrade_driver.py (pyinfra's @fake connector).
+
+A host running driver 550.163.01 (tests/plans/upgrade_scenarios.py) is moved to 570.172.08;
+each plan is compared line by line with tests/plans/golden/upgrade-<name>.plan. After an
+intended change: ``GPUHOST_UPDATE_PLANS=1 .venv/bin/python -m pytest tests/plans`` and review
+the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+GOLDEN = HERE / "golden"
+REBOOT = {"reboot_policy": "when_needed"}
+
+PLANS = {
+    "debian12": ("debian12", {}),
+    "debian12-reboot": ("debian12", REBOOT),
+    "ubuntu2404-reboot": ("ubuntu2404", REBOOT),
+    "ol9-rhck-reboot": ("ol9-rhck", REBOOT),
+    "ol8-uek": ("ol8-uek", {}),
+}
+
+
+def run_plan(scenario: str, extra: dict | None = None):
+    env = dict(os.environ, GPUHOST_PLAN_DATA=json.dumps(extra or {}), PYINFRA_PROGRESS="off")
+    return subprocess.run(
+        [sys.executable, str(HERE / "upgrade_harness.py"), scenario],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.mark.parametrize("plan", sorted(PLANS))
+def test_upgrade_plan_matches_golden(plan):
+    scenario, extra = PLANS[plan]
+    result = run_plan(scenario, extra)
+    assert result.returncode == 0, result.stderr[-3000:]
+    golden = GOLDEN / f"upgrade-{plan}.plan"
+    if os.environ.get("GPUHOST_UPDATE_PLANS"):
+        golden.write_text(result.stdout)
+    assert result.stdout.splitlines() == golden.read_text().splitlines()
+
+
+def commands(result) -> list[str]:
+    """The commands a run sent (the harness ends a failed run with a FAILED line)."""
+    return [line for line in result.stdout.splitlines() if not line.startswith("FAILED ")]
+
+
+def _plan(name: str) -> list[str]:
+    return (GOLDEN / f"upgrade-{name}.plan").read_text().splitlines()
+
+
+def _index(lines: list[str], text: str) -> int:
+    found = [i for i, line in enumerate(lines) if text in line]
+    assert found, f"no line with {text!r}"
+    return found[0]
+
+
+def test_apt_plan_order_and_content():
+    lines = _plan("debian12")
+    order = [
+        "upload /var/lib/gpuhost/driver-upgrade.json",      # resume point first
+        "/etc/init.d/nvidia-persistenced stop",             # clients
+        "modprobe -r nvidia_uvm",                           # users before nvidia
+        "modprobe -r nvidia ",
+        "dpkg -i /var/cache/gpuhost/nvidia-driver-local-repo-debian12-570.172.08",
+        "apt-get purge -y nvidia-driver-local-repo-debian12-550.163.01",
+        "upload /etc/apt/preferences.d/gpuhost-nvidia-driver",
+        "install -y",                                       # one transaction
+        "modprobe nvidia",
+        "/etc/init.d/nvidia-persistenced start",
+        "rm -f /var/lib/gpuhost/driver-upgrade.json",       # done: resume point gone
+    ]
+    positions = [_index(lines, text) for text in order]
+    assert positions == sorted(positions), list(zip(order, positions, strict=True))
+    install = lines[_index(lines, "apt-get install -y")]
+    assert "nvidia-open-570" in install
+    for old in ("cuda-drivers-550-", "nvidia-dkms-550-", "nvidia-driver-550-", "nvidia-utils-550-"):
+        assert f" {old}" in install  # the old branch leaves in the same transaction
+    assert not any("&& reboot )" in line for line in lines)  # reboot_policy: never
+
+
+def test_keyrings_of_the_old_repo_are_removed_only_when_the_new_repo_lacks_them():
+    line = next(line for line in _plan("debian12") if line.startswith("for key in "))
+    assert "/var/nvidia-driver-local-repo-debian12-550.163.01/nvidia-driver-*-keyring.gpg" in line
+    assert 'test -e /var/nvidia-driver-local-repo-debian12-570.172.08/"$name" ||' in line
+
+
+def test_reboot_plans_reboot_instead_of_reloading_modules():
+    for name in ("debian12-reboot", "ubuntu2404-reboot", "ol9-rhck-reboot"):
+        lines = _plan(name)
+        assert not any(line.startswith("modprobe") for line in lines), name
+        reboot = _index(lines, "&& reboot )")
+        assert _index(lines, "install -y") < reboot < _index(lines, "nvidia-persistenced start")
+
+
+def test_dnf_plan_switches_the_module_stream_in_one_transaction():
+    lines = _plan("ol9-rhck-reboot")
+    assert "dnf -y module switch-to nvidia-driver:570-open --allowerasing" in lines
+    assert "dnf install -y --allowerasing nvidia-open-570.172.08" in lines
+    assert "dnf remove -y nvidia-driver-local-repo-rhel9-550.163.01" in lines
+    assert any(line.startswith("if rpm -q cuda-drivers") for line in lines)  # old flavour's meta
+    assert _index(lines, "module switch-to") < _index(lines, "dnf install -y --allowerasing")
+    assert not any("apt" in line for line in lines)
+
+
+def test_a_host_already_at_the_target_changes_nothing(tmp_path):
+    record = tmp_path / "events.jsonl"
+    result = run_plan("debian12:at570", {"gpuhost_upgrade_record": str(record),
+                                         "gpuhost_upgrade_run": "resume"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == ""
+    events = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [e["event"] for e in events] == ["plan", "start", "done"]
+    assert events[0]["action"] == "none"
+    assert events[-1]["result"] == "already at target" and events[-1]["to"] == "570.172.08"
+
+
+def test_events_name_from_and_to(tmp_path):
+    record = tmp_path / "events.jsonl"
+    result = run_plan("debian12", {"gpuhost_upgrade_record": str(record),
+                                   "gpuhost_upgrade_run": "batch 1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    events = [json.loads(line) for line in record.read_text().splitlines()]
+    plan = next(e for e in events if e["event"] == "plan")
+    done = next(e for e in events if e["event"] == "done")
+    assert (plan["from"], plan["to"], plan["action"]) == ("550.163.01", "570.172.08", "upgrade")
+    assert (done["from"], done["to"], done["result"]) == ("550.163.01", "570.172.08", "upgraded")
+    assert {e["run"] for e in events} == {"batch 1"}
+
+
+def test_gpu_processes_refuse_the_upgrade_before_anything_runs():
+    result = run_plan("debian12:busy")
+    assert result.returncode != 0
+    assert commands(result) == []  # refused while preparing: not one command
+    assert "driver upgrade refused, nothing was changed on any host" in result.stdout
+    assert "pid 4242 python3" in result.stdout and "upgrade_force" in result.stdout
+
+
+def test_upgrade_force_goes_ahead_with_gpu_processes():
+    result = run_plan("debian12:busy", {"upgrade_force": True})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "apt-get install" in result.stdout
+
+
+def test_drain_and_uncordon_hooks_run_on_the_controller_with_the_host_quoted(tmp_path):
+    log = tmp_path / "hooks.log"
+    extra = {"upgrade_drain_command": f"printf 'drain %s\\n' {{host}} >> {log}",
+             "upgrade_uncordon_command": f"printf 'uncordon %s\\n' {{host}} >> {log}"}
+    result = run_plan("debian12", extra)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # the host name "@fake/debian12" reached the hook as one word, unchanged
+    assert log.read_text().splitlines() == ["drain @fake/debian12", "uncordon @fake/debian12"]
+
+
+def test_with_a_drain_hook_gpu_processes_are_checked_after_the_drain(tmp_path):
+    log = tmp_path / "hooks.log"
+    result = run_plan("debian12:busy", {"upgrade_drain_command": f"echo drained >> {log}"})
+    assert result.returncode != 0  # the process is still there after the drain
+    assert log.read_text() == "drained\n"
+    failing = [line for line in result.stdout.splitlines() if "GPU clients still run" in line]
+    assert failing and "GPU 0: pid 4242 python3" in failing[0]
+    assert not any("stop" in line or "apt-get" in line for line in result.stdout.splitlines())
+
+
+def test_a_failing_drain_hook_fails_the_host_before_it_is_changed():
+    result = run_plan("debian12", {"upgrade_drain_command": "exit 3"})
+    assert result.returncode != 0
+    assert "drain command failed (exit 3)" in result.stderr
+    assert result.stdout.splitlines()[-1] == "FAILED No hosts remaining!"
+    assert not any("stop" in line or "apt-get" in line for line in result.stdout.splitlines())
+
+
+def test_downgrade_is_refused_without_the_setting():
+    result = run_plan("debian12:at570", {"nvidia_driver_version": "550.163.01"})
+    assert result.returncode != 0
+    assert commands(result) == []  # refused while preparing: not one command
+    assert "refusing to downgrade the driver from 570.172.08 to 550.163.01" in result.stdout
+    assert "upgrade_allow_downgrade: true" in result.stdout
+
+
+def test_downgrade_with_the_setting_switches_back():
+    result = run_plan("debian12:at570", {"nvidia_driver_version": "550.163.01",
+                                         "upgrade_allow_downgrade": True})
+    # (the fake host keeps answering 570 afterwards, so the verification fails it here)
+    assert "the loaded module is 570.172.08, want 550.163.01" in result.stdout
+    install = next(line for line in result.stdout.splitlines() if "apt-get install" in line)
+    assert "cuda-drivers-550" in install and "nvidia-open-570-" in install
+
+
+def test_a_driver_that_cannot_drive_the_gpus_is_refused():
+    result = run_plan("debian12", {"nvidia_driver_version": "620.10.01",
+                                   "nvidia_driver_flavor": "proprietary"})
+    assert result.returncode != 0
+    assert commands(result) == []  # refused while preparing: not one command
+    assert "driver 620.10.01 cannot drive this host" in result.stdout
