@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def playbook() -> list[dict]:
-    tasks = [{"name": f"section {name}", "ansible.builtin.shell": command,
+    # {% raw %}: docker's --format '{{json .Runtimes}}' is not a Jinja template
+    tasks = [{"name": f"section {name}", "ansible.builtin.shell":
+              f"{{% raw %}}{command}{{% endraw %}}" if "{{" in command else command,
               "register": f"section_{name}", "changed_when": False, "failed_when": False}
              for name, command in SECTIONS.items()]
     return [{"name": "GPU host audit (the sections of facts/script.py)", "hosts": "all",

@@ -1,10 +1,11 @@
 """Benchmark the gpuhost audit against the floor and against Ansible on the sandbox fleet.
 
     .venv/bin/python bench/run.py [--sizes 20,50] [--runs 5] [--ansible-runs 3]
-                                    [--out bench/results/latest.md] [--no-restore]
+                                  [--out bench/results/latest.md] [--keep]
 
-For each fleet size N (``python -m sandbox up --hosts N``, Debian 12 hosts), in the same
-run and interleaved round by round so load changes hit every tool alike:
+For each fleet size N (a private sandbox fleet of N Debian 12 hosts, see
+bench/private_sandbox.py: the developers' own fleet is left alone), in the same run and
+interleaved round by round so load changes hit every tool alike:
 
 * floor, pyinfra: ``pyinfra -y inventories/sandbox.py exec -- true``;
 * floor, OpenSSH: one ``ssh HOST true`` per host, all started at once;
@@ -19,7 +20,8 @@ run: pyinfra's SSH connector wrapped by tests/integration/count_commands.py, ``s
 EXEC lines for Ansible), peak RSS of the largest process (``getrusage(RUSAGE_CHILDREN)``),
 peak RSS of the whole process tree (``/proc`` sampled every 20 ms) and controller CPU time.
 Hosts get Debian's ``python3`` from the sandbox mirror before timing (Ansible's modules
-need more than python3-minimal); the fleet that was up before is brought back afterwards.
+need more than python3-minimal). The private fleet is taken down at the end (``--keep``
+leaves it up: ``GPUHOST_SANDBOX_DIR=/run/gpuhost-bench`` points inventories/sandbox.py at it).
 """
 
 from __future__ import annotations
@@ -41,15 +43,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import ansible_job  # noqa: E402
+from bench import ansible_job, private_sandbox  # noqa: E402
 
 VENV_BIN = ROOT / ".venv/bin"
 PYINFRA = str(VENV_BIN / "pyinfra")
 PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
 INVENTORY = "inventories/sandbox.py"
-RUN_DIR = Path(os.environ.get("GPUHOST_SANDBOX_DIR", "/run/gpuhost-sandbox"))
-STATE_FILE = Path(os.environ.get("GPUHOST_SANDBOX_STATE", "/var/lib/gpuhost-sandbox")) / "state.json"
-ENV = {**os.environ, "PYINFRA_PROGRESS": "off", "NO_COLOR": "1", "ANSIBLE_NOCOLOR": "1"}
+ENV = {**private_sandbox.env(), "PYINFRA_PROGRESS": "off", "NO_COLOR": "1", "ANSIBLE_NOCOLOR": "1"}
 
 # Runs one measured job in a fresh process so RUSAGE_CHILDREN covers exactly that job.
 WRAPPER = """
@@ -85,24 +85,6 @@ def sh(argv: list[str], timeout: float = 1800, **kw) -> subprocess.CompletedProc
 
 
 # --- the fleet ---------------------------------------------------------------------------------
-
-def previous_request() -> dict | None:
-    try:
-        return json.loads(STATE_FILE.read_text())["request"]
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def sandbox_up(hosts: int, ol: int = 0, docker_hosts: int = 1, overrides: dict | None = None):
-    argv = [PYTHON, "-m", "sandbox", "up", "--hosts", str(hosts), "--ol", str(ol),
-            "--docker-hosts", str(docker_hosts)]
-    if overrides:
-        argv += ["--spec", json.dumps(overrides)]
-    started = time.perf_counter()
-    sh(argv)
-    say(f"sandbox up --hosts {hosts}: {time.perf_counter() - started:.1f} s")
-    return json.loads((RUN_DIR / "fleet.json").read_text())
-
 
 def prepare_hosts(fleet: dict) -> None:
     """Debian's full python3 on every host (Ansible's modules import json, ctypes...)."""
@@ -207,6 +189,7 @@ def count_commands(fleet: dict, ansible_dir: Path, work: Path) -> dict[str, str]
         proc = subprocess.run([PYTHON, counter, str(out), "--", "-y", INVENTORY, *args], cwd=ROOT,
                               env=ENV, capture_output=True, text=True, timeout=1800)
         data = json.loads(out.read_text()) if out.exists() else {}
+        data = data.get("hosts", data) if isinstance(data.get("hosts"), dict) else data
         if len(data) != len(fleet["hosts"]) or proc.returncode not in (0, 2):
             raise BenchError(f"counting {name}: exit {proc.returncode}, counted {len(data)} hosts"
                              f"\n{proc.stderr[-2000:]}")
@@ -218,15 +201,17 @@ def count_commands(fleet: dict, ansible_dir: Path, work: Path) -> dict[str, str]
     return counts
 
 
-def bench_size(n: int, runs: int, ansible_runs: int, work: Path) -> dict:
-    fleet = sandbox_up(n)
+def bench_size(sandbox, n: int, runs: int, ansible_runs: int, work: Path) -> dict:
+    started = time.perf_counter()
+    fleet = sandbox.up(n)
+    say(f"private sandbox up --hosts {n}: {time.perf_counter() - started:.1f} s")
     prepare_hosts(fleet)
     ansible_dir = ansible_job.write(fleet, work / f"ansible-{n}", forks=n)
     todo = jobs(fleet, ansible_dir)
     load = os.getloadavg()[0]
-    say(f"{n} hosts: warm-up run of each tool")
-    for name, (argvs, env) in todo.items():
-        check(name, measure(name, argvs, work, env), n)
+    say(f"{n} hosts: counting remote commands (these runs are the warm-up)")
+    counts = count_commands(fleet, ansible_dir, work)
+    check("floor-ssh", measure("floor-ssh", *todo["floor-ssh"], work), n)
     results: dict[str, list[dict]] = {name: [] for name in todo}
     for round_no in range(runs):
         for name, (argvs, env) in todo.items():
@@ -237,7 +222,6 @@ def bench_size(n: int, runs: int, ansible_runs: int, work: Path) -> dict:
             results[name].append(result)
         say(f"{n} hosts, round {round_no + 1}/{runs}: " + ", ".join(
             f"{k} {v[-1]['wall']:.2f}s" for k, v in results.items() if len(v) > round_no))
-    counts = count_commands(fleet, ansible_dir, work)
     return {"hosts": n, "load_before": load, "results": results, "counts": counts}
 
 
@@ -281,8 +265,8 @@ def render(sizes: list[dict], runs: int, ansible_runs: int) -> str:
              "The sandbox hosts are Debian 12 namespaces on the same machine as the controller, "
              "so the controller and every host share the same CPUs; the hosts carry no NVIDIA "
              "stack (the fact's tools answer \"not installed\" or come from the GPU simulator).",
-             f"Median of {runs} runs ({ansible_runs} for Ansible) after one warm-up run of each "
-             "tool, interleaved round by round.", ""]
+             f"Median of {runs} runs ({ansible_runs} for Ansible), interleaved round by round, "
+             "after one untimed run of each tool (the command-counting runs).", ""]
     for size in sizes:
         n, walls = size["hosts"], summary(size)
         lines += [f"## {n} hosts (load average before: {size['load_before']:.2f})", "",
@@ -313,8 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--ansible-runs", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "bench/results/latest.md"))
-    parser.add_argument("--no-restore", action="store_true",
-                        help="leave the last bench fleet up instead of the fleet that was up before")
+    parser.add_argument("--keep", action="store_true",
+                        help="leave the private bench fleet up (GPUHOST_SANDBOX_DIR=/run/gpuhost-bench)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("bench: needs root (the sandbox uses namespaces and mounts)", file=sys.stderr)
@@ -323,24 +307,19 @@ def main(argv: list[str] | None = None) -> int:
         if shutil.which(tool) is None:
             print(f"bench: {tool} not found: run `make setup deps`", file=sys.stderr)
             return 1
-    before = previous_request()
     sizes = []
+    sandbox = private_sandbox.PrivateSandbox(PYTHON)
     try:
         with tempfile.TemporaryDirectory(prefix="gpuhost-bench-") as tmp:
             for n in [int(s) for s in args.sizes.split(",")]:
-                sizes.append(bench_size(n, args.runs, args.ansible_runs, Path(tmp)))
-    except BenchError as error:
+                sizes.append(bench_size(sandbox, n, args.runs, args.ansible_runs, Path(tmp)))
+    except (BenchError, RuntimeError) as error:
         print(f"bench: {error}", file=sys.stderr)
         return 1
     finally:
-        if before and not args.no_restore:  # fresh hosts: the bench installed python3
-            say(f"bringing back the fleet that was up before, fresh: {before}")
-            try:
-                sh([PYTHON, "-m", "sandbox", "down"])
-                sandbox_up(before["hosts"], before.get("ol", 0), before.get("docker_hosts", 1),
-                           before.get("overrides"))
-            except BenchError as error:
-                print(f"bench: could not bring the earlier fleet back: {error}", file=sys.stderr)
+        if not args.keep:
+            say("taking the private bench fleet down")
+            sandbox.down()
     text = render(sizes, args.runs, args.ansible_runs)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
