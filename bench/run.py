@@ -211,7 +211,7 @@ def bench_size(sandbox, n: int, runs: int, ansible_runs: int, work: Path) -> dic
     load = os.getloadavg()[0]
     say(f"{n} hosts: counting remote commands (these runs are the warm-up)")
     counts = count_commands(fleet, ansible_dir, work)
-    check("floor-ssh", measure("floor-ssh", *todo["floor-ssh"], work), n)
+    check("floor-ssh", measure("floor-ssh", todo["floor-ssh"][0], work), n)
     results: dict[str, list[dict]] = {name: [] for name in todo}
     for round_no in range(runs):
         for name, (argvs, env) in todo.items():
