@@ -258,9 +258,12 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
             )
         return result
     lspci = _ok(sections, "lspci")
-    for index, device in enumerate(parsers.parse_lspci_nvidia(lspci) if lspci else []):
-        if not device.get("class", "").startswith(("3D controller", "VGA")):
-            continue  # NVSwitch bridges and audio functions are not GPUs
+    devices = [
+        device for device in (parsers.parse_lspci_nvidia(lspci) if lspci else [])
+        # NVSwitch bridges and audio functions are not GPUs
+        if device.get("class", "").startswith(("3D controller", "VGA"))
+    ]
+    for index, device in enumerate(devices):
         model = policy.lookup_model(pci_device_id=device["device_id"])
         result.append(
             {

@@ -12,10 +12,12 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from .conftest import INVENTORY, ROOT
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORY = "inventories/sandbox.py"
 
 pytestmark = pytest.mark.integration
 
@@ -64,8 +66,8 @@ def converged(fleet, ssh, pyinfra, sandbox_tools, sandbox_spec):
     ssh("gpu-02", "mkdir -p /etc/docker && cat > /etc/docker/daemon.json <<'EOF'\n"
         + BROKEN_DAEMON_JSON + "EOF")
     boots = {name: ssh(name, "cat /proc/uptime").split()[0] for name in debian}
-    first = pyinfra("-y", INVENTORY, "deploys/gpu_host.py", check=False, timeout=1800)
-    second = pyinfra("-y", INVENTORY, "deploys/gpu_host.py", "--limit", ",".join(
+    first = pyinfra("-y", "deploys/gpu_host.py", check=False, timeout=1800)
+    second = pyinfra("-y", "deploys/gpu_host.py", "--limit", ",".join(
         n for n in debian if n != "gpu-02"), check=False, timeout=900)
     return {"names": names, "debian": debian, "first": first, "second": second,
             "boots": boots}
@@ -114,8 +116,9 @@ def test_hand_written_daemon_json_keys_survive_and_docker_really_loads_the_runti
     # the real dockerd runs with the user's data-root and the nvidia runtime
     info = ssh("gpu-01", "docker info --format '{{.DockerRootDir}} {{json .Runtimes}}'")
     assert info.startswith("/var/lib/docker-data ") and '"nvidia"' in info
+    # (CUDA images set NVIDIA_VISIBLE_DEVICES themselves; this plain image needs it given)
     out = ssh("gpu-01", "docker run --rm --network=none --runtime=nvidia "
-                        "gpuhost/verify:sandbox nvidia-smi -L")
+                        "-e NVIDIA_VISIBLE_DEVICES=all gpuhost/verify:sandbox nvidia-smi -L")
     assert out.startswith("GPU 0: NVIDIA A100"), out
 
 
