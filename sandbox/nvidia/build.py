@@ -17,14 +17,13 @@ import time
 
 from sandbox.nvidia.pkg import common
 from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DRIVER_VERSIONS, OUT_DIR,
-                                       RPM_DISTROS, TEMPLATES, TOOLKIT_VERSION, BuildError,
-                                       inputs_digest, log, mark_done, need_tools, sha256_file,
+                                       RPM_DISTROS, TOOLKIT_VERSION, BuildError,
+                                       code_digest, inputs_digest, log, mark_done, need_tools, sha256_file,
                                        tree_digest, up_to_date)
 from sandbox.nvidia.pkg.localrepo import build_apt_local_repo, build_rpm_local_repo
 from sandbox.nvidia.pkg.signing import SigningKey
 
 PARTS = ("local-repos", "toolkit", "ol-repos", "verify-image")
-CODE = common.HERE
 
 
 def local_repo_filename(version: str, distro: str) -> str:
@@ -47,7 +46,7 @@ def writable(path) -> bool:
 
 def build_local_repos(key: SigningKey, force: bool, versions: list[str],
                       distros: list[str]) -> None:
-    code = tree_digest(CODE, TEMPLATES)
+    code = code_digest("deb", "rpm", "driver", "localrepo")
     sim = simulator_digest()
     for version in versions:
         outdir = OUT_DIR / "local-repos" / version

@@ -99,6 +99,11 @@ def tree_digest(*paths: Path) -> str:
     return h.hexdigest()
 
 
+def code_digest(*modules: str) -> str:
+    """Digest of the named modules of this package (e.g. "deb", "driver") plus templates."""
+    return tree_digest(*(HERE / f"{m}.py" for m in ("common", "signing", *modules)), TEMPLATES)
+
+
 def inputs_digest(**parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 

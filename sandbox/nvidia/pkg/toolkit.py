@@ -6,13 +6,13 @@ Layout under OUT_DIR/toolkit/: deb/ (flat repo `deb URL /`), rpm/ (repodata), gp
 
 from __future__ import annotations
 
-import shutil
+import hashlib
 import os
 import time
 from pathlib import Path
 
-from .common import (BASE_URL, GPUSIM_SRC, OUT_DIR, BuildError, TEMPLATES, TOOLKIT_COMMIT, TOOLKIT_VERSION, HERE,
-                     fresh_dir, inputs_digest, log, mark_done, template, tree_digest,
+from .common import (BASE_URL, GPUSIM_SRC, OUT_DIR, TOOLKIT_COMMIT, TOOLKIT_VERSION,
+                     BuildError, code_digest, fresh_dir, inputs_digest, log, mark_done, template,
                      up_to_date, write)
 from .deb import DebPackage, build_deb, build_flat_repo
 from .rpm import RpmPackage, build_rpm, build_rpm_repo
@@ -95,8 +95,9 @@ def rpm_packages(version: str = TOOLKIT_VERSION) -> list[RpmPackage]:
 
 def build(key: SigningKey, force: bool = False) -> None:
     base = OUT_DIR / "toolkit"
-    digest = inputs_digest(code=tree_digest(HERE, TEMPLATES), key=key.fingerprint,
-                           v=TOOLKIT_VERSION, url=BASE_URL)
+    digest = inputs_digest(code=code_digest("deb", "rpm", "toolkit"), key=key.fingerprint,
+                           v=TOOLKIT_VERSION, url=BASE_URL,
+                           jsonlite=hashlib.sha256(jsonlite_source().encode()).hexdigest())
     outputs = [base / "deb" / "InRelease", base / "rpm" / "repodata" / "repomd.xml.asc",
                base / "gpgkey"]
     if not force and up_to_date("toolkit", digest, outputs):
