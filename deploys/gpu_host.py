@@ -18,11 +18,13 @@ from roles import (
     kernel_headers,
     mig,
     nvidia_driver,
+    proxy,
     verify,
 )
 
 common.check_inventory()
 if common.host_ready():
+    proxy.configure()
     kernel_headers.install()
     nvidia_driver.install()
     mig.configure()

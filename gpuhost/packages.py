@@ -123,8 +123,9 @@ def toolkit_packages(distro_tag: str, version: str) -> list[str]:
     return [f"{name}{separator}{full}" for name in TOOLKIT_PACKAGES]
 
 
-DOCKER_CE_PACKAGES = ["docker-ce", "docker-ce-cli", "containerd.io", "docker-buildx-plugin",
-                      "docker-compose-plugin"]
+# The engine, its CLI and containerd: what a GPU container host needs. Docker's buildx and
+# compose plugins are build/dev tools, not part of gpuhost's host.
+DOCKER_CE_PACKAGES = ["docker-ce", "docker-ce-cli", "containerd.io"]
 
 
 def docker_packages(distro_tag: str, source: str) -> list[str]:
@@ -160,10 +161,9 @@ def docker_apt_sources(distro_tag: str, url: str) -> str:
 def docker_rpm_repo(url: str) -> str:
     """Docker's RHEL repository, as ``dnf config-manager --add-repo`` would write it.
 
-    ``url`` is the baseurl; a bare repository root gets Docker's ``$releasever/$basearch/stable``.
+    ``url`` is the baseurl as dnf wants it (Docker's own is
+    ``https://download.docker.com/linux/rhel/$releasever/$basearch/stable``).
     """
-    if "$basearch" not in url:
-        url = f"{url.rstrip('/')}/$releasever/$basearch/stable"
     return (
         "# Managed by gpuhost\n"
         "[docker-ce-stable]\n"

@@ -36,13 +36,14 @@ class FileDigest(FactBase):
 
 
 @operation()
-def config_file(dest: str, content: str | bytes, mode: str = "644"):
+def config_file(dest: str, content: str | bytes, mode: str = "644", secret: bool = False):
     """
     A small file with exactly this content and mode, written atomically.
 
     + dest: path on the host
     + content: the file's content (text or bytes)
     + mode: octal permissions
+    + secret: the content may hold credentials: never show it in ``--diff``
     """
     data = content.encode() if isinstance(content, str) else content
     digest = hashlib.sha256(data).hexdigest()
@@ -53,7 +54,10 @@ def config_file(dest: str, content: str | bytes, mode: str = "644"):
     if current and current["sha256"] == digest:
         yield StringCommand("chmod", QuoteString(mode), QuoteString(dest))
         return
-    if state.config.DIFF and isinstance(content, str):
+    if state.config.DIFF and secret:
+        host.log(f"Will {'modify' if current else 'create'} {dest} (content not shown: "
+                 "it may hold credentials)", logger.info)
+    elif state.config.DIFF and isinstance(content, str):
         before = host.get_fact(FileContents, path=dest) if current else None
         host.log(f"Will {'modify' if current else 'create'} {dest}", logger.info)
         old = [line + "\n" for line in (before or [])]

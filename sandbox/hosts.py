@@ -108,9 +108,12 @@ def create(h: dict, pubkey: str) -> None:
                f'DPkg::Path "{local_first}";\n')
     write_file(upper / "etc/rpm/macros.gpuhost-sandbox",
                f"%_install_script_path {local_first}\n")
-    if h["os"] == "debian12":
-        _docker_defaults(upper, name, lowers)
-    else:
+    # dockerd's sandbox flags for every host (Oracle hosts' docker-ce ships the same
+    # init.d script as Debian's docker.io: there is no systemd in the sandbox)
+    _docker_defaults(upper, name, lowers)
+    if h["os"] != "debian12":
+        with open(upper / "etc/default/docker", "a") as defaults:
+            defaults.write("# docker-ce's dockerd (a wrapper) lives in /usr/bin\nDOCKERD=/usr/bin/dockerd\n")
         # The Oracle hosts' "distribution" repository: the fake OL repo built by
         # sandbox/nvidia (kernel devel packages, gcc-toolset-14, dkms, docker-ce).
         repo = paths.NVIDIA_CACHE / "ol" / h["os"] / f"gpuhost-{h['os']}.repo"

@@ -145,6 +145,11 @@ def test_oracle_hosts_go_through_the_rpm_path(converged, ssh, fleet):
         if host["kernel_release"].endswith("el9uek.x86_64") and host["kernel_release"].startswith("6.12"):
             assert "gcc-toolset-14" in rpms
             assert ssh(name, "cat /etc/dkms/framework.conf.d/gpuhost-gcc-toolset.conf")
+        # as far as the RPM path goes here: driver loaded, docker-ce, toolkit, runtime
+        state = host_state(ssh, name)
+        assert state["driver"]["state"] == "loaded", (name, state["driver"])
+        assert "docker-ce" in rpms and "nvidia-container-toolkit" in rpms, rpms
+        assert state["docker"]["nvidia_runtime"]["defined"], name
 
 
 def test_the_composite_fact_is_one_remote_command_per_host(fleet, tmp_path):

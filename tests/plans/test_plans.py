@@ -108,3 +108,11 @@ def test_mig_mode_is_applied_where_it_differs_and_a_bad_layout_is_refused():
     lines = bad.stdout.splitlines()
     assert any("mig_layout on A100-SXM4-40GB" in line and line.endswith("exit 1") for line in lines)
     assert not any(line.startswith("nvidia-smi") for line in lines)
+
+
+def test_the_proxy_reaches_apt_without_its_credentials_in_any_command():
+    secret = "http://ops:s3cr3t-Pa55@proxy.example.internal:3128"
+    result = run_plan("debian12", {"http_proxy": secret})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "upload /etc/apt/apt.conf.d/95gpuhost-proxy.gpuhost-new" in result.stdout
+    assert "s3cr3t" not in result.stdout and "s3cr3t" not in result.stderr

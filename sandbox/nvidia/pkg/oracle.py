@@ -3,7 +3,8 @@ kernels, gcc-toolset-14, a simulated dkms, and Docker's RHEL package names.
 
 docker-ce, docker-ce-cli and containerd.io repackage Debian bookworm's docker.io,
 containerd and runc binaries (fetched with `apt-get download`), with the one library a
-minbase root lacks (libdevmapper) bundled under /usr/lib64/docker-ce.
+minbase root lacks (libdevmapper) bundled under /usr/lib64/docker-ce, plus Debian's
+/etc/init.d/docker and systemd units pointed at /usr/bin/dockerd (a wrapper).
 """
 
 from __future__ import annotations
@@ -121,6 +122,11 @@ def docker_packages(el: str) -> list[RpmPackage]:
     wrapper = ("#!/bin/sh\n# dockerd from Debian's docker.io, repackaged for the sandbox\n"
                "LD_LIBRARY_PATH=/usr/lib64/docker-ce${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "
                "exec /usr/libexec/docker-ce/dockerd \"$@\"\n")
+    init = (root / "etc/init.d/docker").read_text().replace(
+        "DOCKERD=/usr/sbin/dockerd", "DOCKERD=/usr/bin/dockerd")
+    units = {name: (root / "lib/systemd/system" / name).read_text().replace(
+        "/usr/sbin/dockerd", "/usr/bin/dockerd") for name in
+        ("docker.service", "docker.socket", "containerd.service")}
     return [
         RpmPackage(name="containerd.io", version="1.6.20", release="3.1." + el,
                    summary="An industry-standard container runtime (Debian binaries repackaged)",
@@ -128,7 +134,9 @@ def docker_packages(el: str) -> list[RpmPackage]:
                    files={"/usr/bin/containerd": binfile("usr/bin/containerd"),
                           "/usr/bin/containerd-shim-runc-v2": binfile("usr/bin/containerd-shim-runc-v2"),
                           "/usr/bin/ctr": binfile("usr/bin/ctr"),
-                          "/usr/bin/runc": binfile("usr/sbin/runc")},
+                          "/usr/bin/runc": binfile("usr/sbin/runc"),
+                          "/usr/lib/systemd/system/containerd.service":
+                              (units["containerd.service"], 0o644)},
                    payload="w1.gzdio"),
         RpmPackage(name="docker-ce-cli", version=v, release=r, epoch=1,
                    summary="The open-source application container engine CLI (Debian binary)",
@@ -143,6 +151,12 @@ def docker_packages(el: str) -> list[RpmPackage]:
                           "/usr/libexec/docker-ce/dockerd": binfile("usr/sbin/dockerd"),
                           "/usr/bin/docker-proxy": binfile("usr/sbin/docker-proxy"),
                           "/usr/bin/docker-init": binfile("usr/bin/docker-init"),
+                          # Debian's init script (no systemd in the sandbox) and units
+                          "/etc/init.d/docker": (init, 0o755),
+                          "/usr/lib/systemd/system/docker.service":
+                              (units["docker.service"], 0o644),
+                          "/usr/lib/systemd/system/docker.socket":
+                              (units["docker.socket"], 0o644),
                           **{f"/usr/lib64/docker-ce/{p.name}": (p.read_bytes(), 0o644)
                              for p in libdm}},
                    payload="w1.gzdio"),
