@@ -143,7 +143,8 @@ class Upgrade:
         self.results: dict[str, rollout.HostResult] = {}
         self.target: str | None = None
 
-    def _deploy(self, run: str, hosts: list[str] | tuple[str, ...], *flags: str) -> tuple[int, dict]:
+    def _deploy(self, run: str, hosts: list[str] | tuple[str, ...],
+                *flags: str) -> tuple[int, dict]:
         argv = [*self.pyinfra, "-y", *flags, self.inventory, DEPLOY, *rollout.limit_args(hosts),
                 *_data_args(self.events_path, f"{self.run_id} {run}", self.args.data)]
         return run_pyinfra(argv)

@@ -148,7 +148,8 @@ class HostResult:
     host: str
     from_version: str | None = None
     to_version: str | None = None
-    result: str = "pending"  # upgraded | already at target | failed | interrupted | refused | not started
+    # upgraded | already at target | failed | interrupted | refused | not started | pending
+    result: str = "pending"
     seconds: float | None = None
     batch: str | None = None
     detail: str = ""
@@ -231,7 +232,8 @@ def summary_table(results: list[HostResult]) -> str:
     rows = [(r.host, r.from_version or "-", r.to_version or "-", r.result,
              format_seconds(r.seconds)) for r in results]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+    lines = ["  ".join(str(cell).ljust(width)
+                       for cell, width in zip(row, widths, strict=True)).rstrip()
              for row in [header, *rows]]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)

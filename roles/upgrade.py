@@ -88,7 +88,8 @@ def check_fleet() -> None:
                     "from": plan["from"], "to": plan["target"], "action": plan["action"]})
         if problems:
             _refusal.append(GpuhostError(
-                "driver upgrade refused, nothing was changed on any host:\n  " + "\n  ".join(problems)))
+                "driver upgrade refused, nothing was changed on any host:\n  "
+                + "\n  ".join(problems)))
             raise _refusal[0]
         _plans.update({plan["host"]: plan for plan in results})
 

@@ -22,7 +22,8 @@ MARKER_SCHEMA = 1
 
 
 def services_to_check(config: dict[str, Any]) -> list[str]:
-    extra = [name for name in config.get("upgrade_stop_services") or () if name not in CLIENT_SERVICES]
+    extra = [name for name in config.get("upgrade_stop_services") or ()
+             if name not in CLIENT_SERVICES]
     return [*CLIENT_SERVICES, *extra]
 
 
@@ -37,7 +38,8 @@ def _before(state: dict[str, Any], probe: dict[str, Any], services: list[str]) -
     return {
         "gpu_count": len(gpus),
         "mig": {str(gpu["index"]): gpu["mig_current"] for gpu in gpus
-                if gpu.get("source") == "nvidia-smi" and gpu.get("mig_current") in ("enabled", "disabled")},
+                if gpu.get("source") == "nvidia-smi"
+                and gpu.get("mig_current") in ("enabled", "disabled")},
         "daemon_json_sha256": probe["daemon_json_sha256"],
         "services": running,
         "hostengine": bool(probe["hostengine"]) and not dcgm_service,
@@ -110,7 +112,8 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
             and not config["upgrade_drain_command"]:
         problems.append("GPU clients run: " + "; ".join(busy) + ": stop them, configure "
                         "upgrade_drain_command, or set upgrade_force: true")
-    from_version = (marker or {}).get("from") or driver["loaded_version"] or driver["installed_version"]
+    from_version = ((marker or {}).get("from") or driver["loaded_version"]
+                    or driver["installed_version"])
     fabricmanager = bool(config["nvidia_fabricmanager"]) or any(
         "fabric" in name for name in driver["packages"])
     new_marker = None

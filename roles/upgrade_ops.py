@@ -291,8 +291,8 @@ def switch_packages(distro_tag: str, version: str, flavor: str, wanted: list[str
                             *[QuoteString(f"{name}-{version}") for name in wanted])
         # The other flavour's meta package, if the transaction above did not erase it.
         for name in (name for name in old if not _BRANCHED.search(name)):
-            yield StringCommand("if rpm -q", QuoteString(name), ">/dev/null 2>&1; then dnf remove -y",
-                                QuoteString(name), "; fi")
+            yield StringCommand("if rpm -q", QuoteString(name),
+                                ">/dev/null 2>&1; then dnf remove -y", QuoteString(name), "; fi")
 
 
 @operation()
@@ -345,8 +345,8 @@ def verify(target: str, gpu_count: int, mig: dict[str, str], daemon_json_sha256:
     if driver["userspace_version"] not in (None, target):
         problems.append(f"nvidia-smi reports {driver['userspace_version']}, want {target}")
     if driver["installed_versions"] != [target]:
-        problems.append(f"driver packages are at {', '.join(driver['installed_versions']) or 'none'}"
-                        f", want only {target}")
+        installed = ", ".join(driver["installed_versions"]) or "none"
+        problems.append(f"driver packages are at {installed}, want only {target}")
     if len(gpus) != gpu_count:
         problems.append(f"nvidia-smi shows {len(gpus)} GPU(s), {gpu_count} before")
     now = {str(gpu["index"]): gpu["mig_current"] for gpu in gpus}

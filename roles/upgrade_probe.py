@@ -33,7 +33,8 @@ _SERVICE_LOOP_BODY = (
 )
 
 _REST = (
-    "if { pidof nv-hostengine || pgrep -x nv-hostengine; } >/dev/null 2>&1; then echo 'hostengine running'; fi;"
+    "if { pidof nv-hostengine || pgrep -x nv-hostengine; } >/dev/null 2>&1;"
+    " then echo 'hostengine running'; fi;"
     " if command -v lsmod >/dev/null 2>&1; then"
     " lsmod | awk 'NR > 1 && $1 ~ /^nvidia/ {print \"module \" $1}'; fi;"
     " if command -v docker >/dev/null 2>&1 && ids=$(timeout 10 docker ps -q 2>/dev/null)"

@@ -69,7 +69,8 @@ def test_limit_args_match_exactly_one_host_each():
     assert args[0::2] == ["--limit"] * 3  # pyinfra 3.10 does not split "a,b"
     patterns = args[1::2]
     for name, pattern in zip(names, patterns, strict=True):
-        assert [n for n in names + ["rack1-gpuX", "oddXname"] if fnmatch.fnmatch(n, pattern)] == [name]
+        others = ["rack1-gpuX", "oddXname"]
+        assert [n for n in names + others if fnmatch.fnmatch(n, pattern)] == [name]
 
 
 # --- events and outcomes --------------------------------------------------------------------
@@ -230,7 +231,8 @@ def test_gpu_processes_refuse_unless_forced_or_drained():
     assert problems == ["GPU clients run: GPU 0 (NVIDIA A100-SXM4-40GB) pid 4242 python3: stop "
                         "them, configure upgrade_drain_command, or set upgrade_force: true"]
     containers = probe(containers=[{"id": "c1", "name": "train", "runtime": "nvidia"}])
-    assert "container train" in upgrade_checks.assess("h", config(), host_state(), containers)["problems"][0]
+    problems = upgrade_checks.assess("h", config(), host_state(), containers)["problems"]
+    assert "container train" in problems[0]
     assert upgrade_checks.assess("h", config(upgrade_force=True), busy, probe())["problems"] == []
     assert upgrade_checks.assess("h", config(upgrade_drain_command="kubectl drain {host}"),
                                  busy, probe())["problems"] == []
