@@ -13,14 +13,13 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_DIR = Path(os.environ.get("GPUHOST_VM_TEST_DIR", "/run/gpuhost-vm-pytest"))
-MIRROR_RELEASE = "http://127.77.0.1:8000/debian/dists/bookworm/Release"
+MIRROR_DIR = Path("/var/cache/gpuhost/mirror/debian")
 MANIFEST = Path("/var/cache/gpuhost/nvidia/manifest.json")
 TIMINGS = RUN_DIR / "timings.json"
 
@@ -46,14 +45,6 @@ def record_timing(key: str, seconds: float) -> None:
     print(f"[timing] {key}: {seconds:.1f} s")
 
 
-def _mirror_up() -> bool:
-    try:
-        with urllib.request.urlopen(MIRROR_RELEASE, timeout=3) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="session")
 def vm_image():
     """The cached image (built on first use, ~70 s; `make vm-image` builds it ahead)."""
@@ -62,31 +53,27 @@ def vm_image():
     return vm_module.image.build()
 
 
+def _build(argv: list[str], what: str) -> None:
+    res = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True,
+                         timeout=3600)
+    if res.returncode != 0:
+        pytest.fail(f"{what} failed (python {' '.join(argv)}):\n{(res.stderr or res.stdout)[-2000:]}")
+
+
 @pytest.fixture(scope="session")
-def sandbox_mirror():
-    """The sandbox package mirror and fake NVIDIA artifacts on 127.77.0.1:8000. Started
-    with `python -m sandbox up --hosts 1` when nothing serves it (and stopped again after
-    the session); a fleet someone else started is used as it is and left running."""
-    started = False
-    if not _mirror_up():
-        res = subprocess.run([sys.executable, "-m", "sandbox", "up", "--hosts", "1"], cwd=REPO,
-                             capture_output=True, text=True, timeout=1800)
-        if res.returncode != 0 or not _mirror_up():
-            pytest.fail("the sandbox mirror is not up and `python -m sandbox up` failed:\n"
-                        + (res.stderr or res.stdout)[-2000:])
-        started = True
+def sandbox_caches():
+    """The sandbox's Debian mirror and fake NVIDIA artifacts, built when missing (cached in
+    /var/cache/gpuhost). vm.py serves them itself (127.77.0.3:8000) while the VM runs, so
+    no sandbox fleet is needed. Returns the NVIDIA manifest."""
+    if not (MIRROR_DIR / "dists").is_dir():
+        _build(["-m", "sandbox", "mirror"], "building the sandbox mirror")
     if not MANIFEST.is_file():
-        res = subprocess.run([sys.executable, "-m", "sandbox.nvidia.build"], cwd=REPO,
-                             capture_output=True, text=True, timeout=3600)
-        if res.returncode != 0:
-            pytest.fail("building the fake NVIDIA artifacts failed:\n" + res.stderr[-2000:])
-    yield json.loads(MANIFEST.read_text())
-    if started:
-        subprocess.run([sys.executable, "-m", "sandbox", "down"], cwd=REPO, timeout=600)
+        _build(["-m", "sandbox.nvidia.build"], "building the fake NVIDIA artifacts")
+    return json.loads(MANIFEST.read_text())
 
 
 @pytest.fixture
-def vm(vm_image, monkeypatch):
+def vm(vm_image, sandbox_caches, monkeypatch):
     """A booted VM (SSH up, tunnel to the mirror, GPU simulator installed); powered off and
     its overlay deleted afterwards. GPUHOST_VM_DIR points pyinfra's inventory at it."""
     monkeypatch.setenv("GPUHOST_VM_DIR", str(RUN_DIR))

@@ -58,7 +58,7 @@ def vm_module_pid_alive(pid: int) -> bool:
     return vm_module.pid_alive(pid)
 
 
-def test_deploy_restart_and_reboot(vm, sandbox_mirror):
+def test_deploy_restart_and_reboot(vm, sandbox_caches):
     t_test = time.monotonic()
     assert vm.mirror_reachable(), "the sandbox mirror is not reachable inside the VM (tunnel)"
 
@@ -110,7 +110,7 @@ def test_deploy_restart_and_reboot(vm, sandbox_mirror):
     state = run_pyinfra.facts(INVENTORY)[vm.state["name"]]
     record_timing("facts_after_reboot", time.monotonic() - t0)
     assert run_pyinfra.converged_problems(
-        state, sandbox_mirror["driver_versions"][-1]) == [], json.dumps(state, indent=1)
+        state, sandbox_caches["driver_versions"][-1]) == [], json.dumps(state, indent=1)
     assert state["os"]["kernel_release"] == vm.state["kernel_release"]
 
     # Converged and rebooted: a second run changes nothing.

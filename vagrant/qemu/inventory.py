@@ -5,10 +5,11 @@
     pyinfra vagrant/qemu/inventory.py fact facts.host.GpuHostState --json
 
 Connection settings come from $GPUHOST_VM_DIR/vm.json (default /run/gpuhost-vm). gpuhost
-data comes from the sandbox's fake NVIDIA artifacts (/var/cache/gpuhost/nvidia/manifest.json):
-downloads done on the controller (the local repo package, signing keys) use the controller
-URL http://127.77.0.1:8000; repositories the VM's apt reads use the reverse tunnel,
-http://127.0.0.1:18000 inside the VM. Docker is Debian's docker.io (docker_source "distro")
+data comes from the sandbox's fake NVIDIA artifacts (/var/cache/gpuhost/nvidia/manifest.json,
+whose URLs name the sandbox server http://127.77.0.1:8000). vm.py serves the same files on
+its own server (vm.json "controller_mirror", http://127.77.0.3:8000): downloads done on the
+controller (the local repo package, signing keys) use that URL; repositories the VM's apt
+reads use the reverse tunnel to it, http://127.0.0.1:18000 inside the VM. Docker is Debian's docker.io (docker_source "distro")
 from the sandbox mirror. Override the driver with GPUHOST_VM_DRIVER=550.163.01.
 """
 
@@ -21,8 +22,7 @@ from inventories.preflight import check
 _RUN_DIR = Path(os.environ.get("GPUHOST_VM_DIR", "/run/gpuhost-vm"))
 _MANIFEST = Path(os.environ.get("GPUHOST_NVIDIA_MANIFEST",
                                 "/var/cache/gpuhost/nvidia/manifest.json"))
-_CONTROLLER_MIRROR = "http://127.77.0.1:8000"
-_GUEST_MIRROR = "http://127.0.0.1:18000"
+_SANDBOX_MIRROR = "http://127.77.0.1:8000"  # what the manifest's URLs name
 
 
 def _load(path: Path, what: str) -> dict:
@@ -38,6 +38,17 @@ if _driver not in _manifest["local_repos"]:
     raise SystemExit(f"vagrant/qemu/inventory.py: driver {_driver} is not in {_MANIFEST} "
                      f"(have {', '.join(_manifest['local_repos'])})")
 _toolkit = _manifest["toolkit"]
+_CONTROLLER_MIRROR = _vm.get("controller_mirror", _SANDBOX_MIRROR)
+_GUEST_MIRROR = _vm["mirror"]
+
+
+def _controller(url: str) -> str:
+    return url.replace(_SANDBOX_MIRROR, _CONTROLLER_MIRROR)
+
+
+def _guest(url: str) -> str:
+    return url.replace(_SANDBOX_MIRROR, _GUEST_MIRROR)
+
 
 qemu_vm = (
     [(_vm["name"], {
@@ -52,18 +63,18 @@ qemu_vm = (
     {
         "nvidia_driver_version": _driver,
         "nvidia_local_repo": {
-            "debian12": {k: _manifest["local_repos"][_driver]["debian12"][k]
-                         for k in ("url", "sha256")},
+            "debian12": {"url": _controller(_manifest["local_repos"][_driver]["debian12"]["url"]),
+                         "sha256": _manifest["local_repos"][_driver]["debian12"]["sha256"]},
         },
         "nvidia_artifact_cache": "/var/cache/gpuhost/vm/artifacts",
         "container_toolkit_version": _toolkit["version"],
         "container_toolkit_source": "mirror",
         "container_toolkit_repo_url": {
-            "apt": _toolkit["apt"]["url"].replace(_CONTROLLER_MIRROR, _GUEST_MIRROR),
-            "rpm": _toolkit["rpm"]["url"].replace(_CONTROLLER_MIRROR, _GUEST_MIRROR),
+            "apt": _guest(_toolkit["apt"]["url"]),
+            "rpm": _guest(_toolkit["rpm"]["url"]),
         },
-        "container_toolkit_gpgkey": {"apt": _toolkit["apt"]["gpgkey"],
-                                     "rpm": _toolkit["rpm"]["gpgkey"]},
+        "container_toolkit_gpgkey": {"apt": _controller(_toolkit["apt"]["gpgkey"]),
+                                     "rpm": _controller(_toolkit["rpm"]["gpgkey"])},
         "docker_source": "distro",
         "reboot_policy": "when_needed",
         "offline": True,

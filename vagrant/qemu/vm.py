@@ -14,7 +14,11 @@ reconnects after the guest reboots.
 
 State (override with $GPUHOST_VM_DIR, default /run/gpuhost-vm): vm.json (port, pids, key,
 known_hosts, timings), overlay.qcow2 (throw-away, on top of the cached base image),
-serial.log (the guest console), tunnel.log.
+serial.log (the guest console), tunnel.log, httpd.log.
+
+The packages come from the sandbox's caches, built by `python -m sandbox mirror` and
+`python -m sandbox.nvidia.build` (`make nvidia-artifacts`), served by an HTTP server of the
+VM's own on 127.77.0.3:8000 ($GPUHOST_VM_MIRROR) for as long as the VM runs.
 """
 
 from __future__ import annotations
@@ -36,10 +40,16 @@ import image  # noqa: E402  (sibling module; vagrant/ is not a package on purpos
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_DIR = Path(os.environ.get("GPUHOST_VM_DIR", "/run/gpuhost-vm"))
-MIRROR = os.environ.get("GPUHOST_VM_MIRROR", "127.77.0.1:8000")  # controller side
-TUNNEL_PORT = 18000                                                  # guest side
+# The VM's own HTTP server for the sandbox's mirror and fake NVIDIA artifacts (the same
+# cached directories `python -m sandbox` serves on 127.77.0.1:8000), so a VM does not
+# depend on a sandbox fleet that other tests bring up and down.
+MIRROR_ADDRESS = os.environ.get("GPUHOST_VM_MIRROR", "127.77.0.3:8000")  # controller side
+TUNNEL_PORT = 18000                                                       # guest side
+HTTPD = REPO / "sandbox" / "httpd.py"
+MIRROR_DEBIAN = Path("/var/cache/gpuhost/mirror/debian")
+NVIDIA_CACHE = Path("/var/cache/gpuhost/nvidia")
 MACHINE_DIR = REPO / "sandbox" / "nvidia" / "machine"
-MIRROR_KEYRING = Path("/var/cache/gpuhost/mirror/debian/gpuhost-sandbox-archive.gpg")
+MIRROR_KEYRING = MIRROR_DEBIAN / "gpuhost-sandbox-archive.gpg"
 GPUSIM_UNIT = """\
 [Unit]
 Description=gpuhost GPU simulator: load the installed driver, apply pending MIG modes
@@ -191,6 +201,7 @@ class VM:
                  "kernel_release": info["kernel_release"], "overlay": str(overlay),
                  "serial_log": str(serial), "memory_mib": int(memory), "cpus": int(cpus),
                  "mirror": f"http://127.0.0.1:{TUNNEL_PORT}", "tunnel_pid": None,
+                 "controller_mirror": f"http://{MIRROR_ADDRESS}", "httpd_pid": None,
                  "qemu_argv": argv}
         self._save(state)
         log(f"QEMU/TCG started (pid {state['qemu_pid']}), waiting for SSH on 127.0.0.1:{port}")
@@ -198,6 +209,8 @@ class VM:
             self.wait_ssh(boot_timeout)
             state["boot_seconds"] = round(time.monotonic() - t0, 1)
             log(f"SSH up after {state['boot_seconds']} s")
+            state["httpd_pid"] = self._start_httpd()
+            self._save(state)
             state["tunnel_pid"] = self._start_tunnel()
             self._save(state)
             self._configure()
@@ -208,12 +221,38 @@ class VM:
         self._save(state)
         return state
 
+    def _start_httpd(self) -> int:
+        """Serve /debian and /nvidia from the sandbox caches on MIRROR_ADDRESS."""
+        for need, how in ((MIRROR_DEBIAN / "dists", "python -m sandbox mirror"),
+                          (NVIDIA_CACHE / "manifest.json", "make nvidia-artifacts")):
+            if not need.exists():
+                raise VMError(f"{need} is missing: build it with `{how}`")
+        address, port = MIRROR_ADDRESS.rsplit(":", 1)
+        pidfile = self.run_dir / "httpd.pid"
+        pidfile.unlink(missing_ok=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(HTTPD), "--bind", address, "--port", port,
+             "--log", str(self.run_dir / "httpd.log"), "--pidfile", str(pidfile),
+             "--map", f"debian={MIRROR_DEBIAN}", "--map", f"nvidia={NVIDIA_CACHE}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True)
+        t0 = time.monotonic()
+        while not pidfile.exists():
+            if proc.poll() is not None:
+                raise VMError(f"the mirror's HTTP server on {MIRROR_ADDRESS} exited: "
+                              f"{proc.stderr.read().decode().strip()[-800:]}")
+            if time.monotonic() - t0 > 30:
+                raise VMError(f"the mirror's HTTP server on {MIRROR_ADDRESS} did not start")
+            time.sleep(0.2)
+        proc.stderr.close()
+        return proc.pid
+
     def _start_tunnel(self) -> int:
         """Reverse tunnel guest 127.0.0.1:18000 -> controller mirror, restarted forever (a
         reboot of the guest drops it). Returns the pid of the loop (a process group)."""
         ssh = self.ssh_argv("-N", "-o", "ExitOnForwardFailure=yes",
                             "-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3",
-                            "-R", f"127.0.0.1:{TUNNEL_PORT}:{MIRROR}")
+                            "-R", f"127.0.0.1:{TUNNEL_PORT}:{MIRROR_ADDRESS}")
         loop = f"while :; do {shlex.join(ssh)}; sleep 1; done"
         logf = open(self.run_dir / "tunnel.log", "ab")
         proc = subprocess.Popen(["sh", "-c", loop], stdin=subprocess.DEVNULL, stdout=logf,
@@ -277,9 +316,9 @@ class VM:
         except VMError:
             log("not running")
             return
-        tunnel = s.get("tunnel_pid")
-        if pid_alive(tunnel):
-            os.killpg(tunnel, signal.SIGTERM)
+        for group in (s.get("tunnel_pid"), s.get("httpd_pid")):
+            if pid_alive(group):
+                os.killpg(group, signal.SIGTERM)
         pid = s.get("qemu_pid")
         if pid_alive(pid):
             try:
