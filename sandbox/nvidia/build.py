@@ -18,7 +18,7 @@ import time
 from sandbox.nvidia.pkg import common
 from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DRIVER_VERSIONS, OUT_DIR,
                                        RPM_DISTROS, TOOLKIT_VERSION, BuildError,
-                                       code_digest, inputs_digest, log, mark_done, need_tools, sha256_file,
+                                       build_lock, code_digest, inputs_digest, log, mark_done, need_tools, sha256_file,
                                        tree_digest, up_to_date)
 from sandbox.nvidia.pkg.localrepo import build_apt_local_repo, build_rpm_local_repo
 from sandbox.nvidia.pkg.signing import SigningKey
@@ -111,26 +111,33 @@ def main(argv: list[str] | None = None) -> int:
     distros = args.distro or list(APT_DISTROS + RPM_DISTROS)
     t0 = time.monotonic()
     try:
-        need_tools("gpg", "dpkg-deb", "apt-ftparchive", "rpmbuild", "rpmsign", "createrepo_c",
-                   "modifyrepo_c")
-        OUT_DIR.mkdir(parents=True, exist_ok=True)
-        key = SigningKey().ensure()
-        key.export_armored(OUT_DIR / "gpgkey")
-        log(f"signing key {key.fingerprint} (public key: {OUT_DIR / 'gpgkey'})")
-        if "local-repos" in parts:
-            build_local_repos(key, args.force, versions, distros)
-        if "toolkit" in parts:
-            from sandbox.nvidia.pkg import toolkit
-            toolkit.build(key, args.force)
-        if "ol-repos" in parts:
-            from sandbox.nvidia.pkg import oracle
-            oracle.build(key, args.force)
-        if "verify-image" in parts:
-            from sandbox.nvidia.pkg import image
-            image.build(args.force)
+        with build_lock():
+            return build(parts, versions, distros, args.force, t0)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def build(parts: list[str], versions: list[str], distros: list[str], force: bool,
+          t0: float) -> int:
+    """Build the requested parts (under the build lock), then write manifest.json."""
+    need_tools("gpg", "dpkg-deb", "apt-ftparchive", "rpmbuild", "rpmsign", "createrepo_c",
+               "modifyrepo_c")
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    key = SigningKey().ensure()
+    key.export_armored(OUT_DIR / "gpgkey")
+    log(f"signing key {key.fingerprint} (public key: {OUT_DIR / 'gpgkey'})")
+    if "local-repos" in parts:
+        build_local_repos(key, force, versions, distros)
+    if "toolkit" in parts:
+        from sandbox.nvidia.pkg import toolkit
+        toolkit.build(key, force)
+    if "ol-repos" in parts:
+        from sandbox.nvidia.pkg import oracle
+        oracle.build(key, force)
+    if "verify-image" in parts:
+        from sandbox.nvidia.pkg import image
+        image.build(force)
     path = OUT_DIR / "manifest.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(manifest(), indent=2) + "\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -129,15 +131,61 @@ def fresh_dir(path: Path) -> Path:
 
 
 def write(path: Path, content: str | bytes, mode: int = 0o644) -> Path:
+    """Write atomically (temp file + rename): served files are never seen half-written."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
     if isinstance(content, bytes):
-        path.write_bytes(content)
+        tmp.write_bytes(content)
     else:
-        path.write_text(content)
-    os.chmod(path, mode)
+        tmp.write_text(content)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
     return path
 
 
 def die(msg: str) -> None:
     print(f"error: {msg}", file=sys.stderr)
     raise SystemExit(1)
+
+
+@contextlib.contextmanager
+def build_lock():
+    """One build at a time on this machine (make test, the sandbox and the VM tests all
+    run it): a second one waits, then finds everything up to date."""
+    WORK_DIR.mkdir(parents=True, exist_ok=True)
+    with open(WORK_DIR / "build.lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log("another build of the NVIDIA artifacts is running: waiting for it")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+@contextlib.contextmanager
+def replace_dir(final: Path):
+    """Build a served directory beside FINAL, then swap it in with two renames, so HTTP
+    clients never see a half-written repository."""
+    new = final.with_name(final.name + ".new")
+    old = final.with_name(final.name + ".old")
+    for d in (new, old):
+        if d.exists():
+            shutil.rmtree(d)
+    new.mkdir(parents=True)
+    yield new
+    if final.exists():
+        final.rename(old)
+    new.rename(final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def publish(src: Path, outdir: Path) -> Path:
+    """Move a finished file into the served directory atomically (rename in place)."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    tmp = outdir / f".{src.name}.tmp"
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, outdir / src.name)
+    src.unlink()
+    return outdir / src.name
+

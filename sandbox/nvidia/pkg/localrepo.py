@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from . import driver
-from .common import WORK_DIR, fresh_dir
+from .common import WORK_DIR, fresh_dir, publish
 from .deb import DebPackage, build_deb, build_flat_repo
 from .rpm import RpmPackage, build_rpm, build_rpm_repo
 from .signing import SigningKey
@@ -45,7 +45,7 @@ def build_apt_local_repo(version: str, distro: str, key: SigningKey, outdir: Pat
         f"/usr/share/keyrings/ before apt-get update:\n cp {dest}/nvidia-driver-*-keyring.gpg "
         "/usr/share/keyrings/", files=files, section="multiverse/devel",
         conffiles=[f"/etc/apt/sources.list.d/nvidia-driver-local-{distro}-{version}.list"])
-    out = build_deb(pkg, outdir)
+    out = publish(build_deb(pkg, WORK_DIR / "publish"), outdir)
     shutil.rmtree(stage)
     return out
 
@@ -68,7 +68,8 @@ def build_rpm_local_repo(version: str, el: str, key: SigningKey, outdir: Path) -
                      summary=f"nvidia-driver-local repository configuration files ({el}, {version})",
                      files=files, config_files=[f"/etc/yum.repos.d/{name}.repo"],
                      description="Simulated NVIDIA local repository (gpuhost sandbox).")
-    out = build_rpm(pkg, outdir)
-    key.rpmsign(out)
+    built = build_rpm(pkg, WORK_DIR / "publish")
+    key.rpmsign(built)
+    out = publish(built, outdir)
     shutil.rmtree(stage)
     return out

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from .common import (BASE_URL, OUT_DIR, WORK_DIR, BuildError, code_digest, fresh_dir,
-                     inputs_digest, log, mark_done, run, sha256_file, template, up_to_date)
+                     inputs_digest, log, mark_done, replace_dir, run, sha256_file, template,
+                     up_to_date)
 from .rpm import RpmPackage, build_rpm, build_rpm_repo
 from .signing import SigningKey
 
@@ -191,17 +192,21 @@ def build(key: SigningKey, force: bool = False) -> None:
             log(f"Oracle Linux {ol} repo: up to date")
             continue
         t = time.monotonic()
-        fresh_dir(repo)
-        for pkg in ol_packages(ol, []):
-            build_rpm(pkg, repo)
-        for rpm in docker:
-            shutil.copy2(rpm, repo / rpm.name)  # signed in the repo copy, the cache stays unsigned
-        build_rpm_repo(repo, key)
+        with replace_dir(repo) as new:
+            for pkg in ol_packages(ol, []):
+                build_rpm(pkg, new)
+            for rpm in docker:  # signed in the repo copy, the cache stays unsigned
+                shutil.copy2(rpm, new / rpm.name)
+            build_rpm_repo(new, key)
+            write_repo_file(new, ol)
         key.export_armored(OUT_DIR / "ol" / "gpgkey")
-        (repo / f"gpuhost-{ol}.repo").write_text(
-            f"[gpuhost-{ol}]\nname=gpuhost sandbox {ol} (kernel devel, dkms, docker-ce)\n"
-            f"baseurl={BASE_URL}/ol/{ol}\nenabled=1\ngpgcheck=1\n"
-            f"gpgkey={BASE_URL}/ol/gpgkey\n")
         mark_done(f"ol-{ol}", digest)
         size = sum(p.stat().st_size for p in repo.glob("*.rpm")) // (1 << 20)
         log(f"Oracle Linux {ol} repo: built in {time.monotonic() - t:.1f}s ({size} MiB)")
+
+
+def write_repo_file(repo: Path, ol: str) -> None:
+    (repo / f"gpuhost-{ol}.repo").write_text(
+        f"[gpuhost-{ol}]\nname=gpuhost sandbox {ol} (kernel devel, dkms, docker-ce)\n"
+        f"baseurl={BASE_URL}/ol/{ol}\nenabled=1\ngpgcheck=1\n"
+        f"gpgkey={BASE_URL}/ol/gpgkey\n")

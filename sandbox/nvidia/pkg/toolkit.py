@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from .common import (BASE_URL, GPUSIM_SRC, OUT_DIR, TOOLKIT_COMMIT, TOOLKIT_VERSION,
-                     BuildError, code_digest, fresh_dir, inputs_digest, log, mark_done, template,
-                     up_to_date, write)
+                     BuildError, code_digest, inputs_digest, log, mark_done, replace_dir,
+                     template, up_to_date, write)
 from .deb import DebPackage, build_deb, build_flat_repo
 from .rpm import RpmPackage, build_rpm, build_rpm_repo
 from .signing import SigningKey
@@ -104,25 +104,29 @@ def build(key: SigningKey, force: bool = False) -> None:
         log(f"container toolkit {TOOLKIT_VERSION} repos: up to date")
         return
     t = time.monotonic()
-    deb_dir = fresh_dir(base / "deb")
-    for p in deb_packages():
-        build_deb(p, deb_dir)
-    build_flat_repo(deb_dir, key, origin="https://nvidia.github.io/libnvidia-container/stable/deb",
-                    label="NVIDIA CONTAINER TOOLKIT",
-                    description="NVIDIA Container Toolkit (gpuhost sandbox simulation)")
-    rpm_dir = fresh_dir(base / "rpm")
-    for p in rpm_packages():
-        build_rpm(p, rpm_dir)
-    build_rpm_repo(rpm_dir, key)
     key.export_armored(base / "gpgkey")
-    write(base / "deb" / "nvidia-container-toolkit.list",
-          f"deb {BASE_URL}/toolkit/deb /\n")
-    write(base / "rpm" / "nvidia-container-toolkit.repo",
+    with replace_dir(base / "deb") as deb_dir:
+        for p in deb_packages():
+            build_deb(p, deb_dir)
+        build_flat_repo(deb_dir, key,
+                        origin="https://nvidia.github.io/libnvidia-container/stable/deb",
+                        label="NVIDIA CONTAINER TOOLKIT",
+                        description="NVIDIA Container Toolkit (gpuhost sandbox simulation)")
+        write(deb_dir / "nvidia-container-toolkit.list", f"deb {BASE_URL}/toolkit/deb /\n")
+    with replace_dir(base / "rpm") as rpm_dir:
+        for p in rpm_packages():
+            build_rpm(p, rpm_dir)
+        build_rpm_repo(rpm_dir, key)
+        write_rpm_repo_file(rpm_dir)
+    mark_done("toolkit", digest)
+    log(f"container toolkit {TOOLKIT_VERSION} repos: built in {time.monotonic() - t:.1f}s")
+
+
+def write_rpm_repo_file(rpm_dir) -> None:
+    write(rpm_dir / "nvidia-container-toolkit.repo",
           f"[nvidia-container-toolkit]\nname=nvidia-container-toolkit\n"
           f"baseurl={BASE_URL}/toolkit/rpm\nrepo_gpgcheck=1\ngpgcheck=1\nenabled=1\n"
           f"gpgkey={BASE_URL}/toolkit/gpgkey\nsslverify=1\n"
           "sslcacert=/etc/pki/tls/certs/ca-bundle.crt\n")
-    mark_done("toolkit", digest)
-    log(f"container toolkit {TOOLKIT_VERSION} repos: built in {time.monotonic() - t:.1f}s")
 
 
