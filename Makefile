@@ -26,6 +26,8 @@ $(VENV)/.setup-done: pyproject.toml
 # The README's test command: unit and plan tests (seconds), then the sandbox integration
 # tests and the QEMU VM test. Installs everything it needs on a fresh Debian 12 machine.
 test: setup deps nvidia-artifacts
+	@if [ -x ../shared/bin/corpus-check ]; then ../shared/bin/corpus-check; \
+	  else echo "corpus-check: ../shared/bin/corpus-check is not here; skipped"; fi
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 test-unit: setup
