@@ -150,7 +150,7 @@ def test_package_payloads(deb12, tmp_path):
         conf = (d / f"usr/src/nvidia-{VER}/dkms.conf").read_text()
         assert f'PACKAGE_VERSION="{VER}"' in conf and 'PACKAGE_NAME="nvidia"' in conf
         build = (d / f"usr/src/nvidia-{VER}/gpusim-build.sh").read_text()
-        assert f"gpusim-module version=%s flavor=%s" in build and f'"{flavor}"' in build
+        assert "gpusim-module version=%s flavor=%s" in build and f'"{flavor}"' in build
         scripts = sh("dpkg-deb", "-I", str(repo / f"{pkg}_{VER}-1_amd64.deb"), "postinst").stdout
         assert f"/usr/src/nvidia-{VER}/gpusim-dkms-hook.sh install" in scripts
 
@@ -249,7 +249,7 @@ def test_manifest_matches_the_files(built):
     assert set(m["local_repos"][VER]) == {"debian12", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9"}
     checked = 0
     for version, distros in m["local_repos"].items():
-        for distro, entry in distros.items():
+        for entry in distros.values():
             path = built["out"] / "local-repos" / version / entry["file"]
             assert entry["url"] == f"http://127.77.0.1:8000/nvidia/local-repos/{version}/{entry['file']}"
             if path.exists():

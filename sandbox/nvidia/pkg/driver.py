@@ -261,7 +261,7 @@ data:
 {rpms}
 ...
 """)
-    docs.append("""---
+    docs.append(f"""---
 document: modulemd-defaults
 version: 1
 data:
@@ -270,9 +270,9 @@ data:
   profiles:
     latest-dkms: [default]
     open-dkms: [default]
-    %s-dkms: [default]
-    %s-open: [default]
+    {b}-dkms: [default]
+    {b}-open: [default]
 ...
-""" % (b, b))
+""")
     return "".join(docs)
 

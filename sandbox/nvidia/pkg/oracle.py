@@ -145,14 +145,12 @@ def docker_packages(el: str) -> list[RpmPackage]:
         RpmPackage(name="docker-ce", version=v, release=r, epoch=3,
                    summary="The open-source application container engine (Debian binaries)",
                    requires=["containerd.io >= 1.6.4", "docker-ce-cli"],
-                   # the sandbox has no systemd: Debian's init.d script starts dockerd
-                   # (real docker-ce ships a systemd unit instead)
                    files={"/usr/bin/dockerd": (wrapper, 0o755),
-                          "/etc/init.d/docker": binfile("etc/init.d/docker"),
                           "/usr/libexec/docker-ce/dockerd": binfile("usr/sbin/dockerd"),
                           "/usr/bin/docker-proxy": binfile("usr/sbin/docker-proxy"),
                           "/usr/bin/docker-init": binfile("usr/bin/docker-init"),
-                          # Debian's init script (no systemd in the sandbox) and units
+                          # the sandbox has no systemd: Debian's init.d script starts
+                          # dockerd (real docker-ce ships only the systemd units)
                           "/etc/init.d/docker": (init, 0o755),
                           "/usr/lib/systemd/system/docker.service":
                               (units["docker.service"], 0o644),
