@@ -73,18 +73,22 @@ def summarize(payload: dict) -> dict:
 
 
 def converge(inventory: str, deploy: str = "deploys/gpu_host.py", extra: list[str] = (),
-             timeout: float = 3600) -> dict:
-    """Apply `deploy`; returns summarize() plus rc, seconds and stderr_tail."""
+             timeout: float = 3600, log: Path | None = None) -> dict:
+    """Apply `deploy`; returns summarize() plus rc, seconds, log and stderr_tail. pyinfra's
+    whole stderr (its progress log) goes to `log` when given."""
     argv = [_pyinfra(), "-y", "--json", inventory, deploy, *extra]
     t0 = time.monotonic()
     res = subprocess.run(argv, cwd=REPO, env=_env(), capture_output=True, text=True,
                          timeout=timeout)
+    if log:
+        Path(log).write_text(f"$ {' '.join(argv)}\n{res.stderr}\n--- stdout\n{res.stdout}")
+    where = f" (full log: {log})" if log else ""
     try:
         summary = summarize(_json_tail(res.stdout))
     except (RunError, json.JSONDecodeError) as exc:
-        raise RunError(f"`{' '.join(argv[1:])}` exited {res.returncode} without a JSON result "
-                       f"({exc}):\n{res.stderr.strip()[-3000:]}") from exc
-    summary.update(rc=res.returncode, seconds=round(time.monotonic() - t0, 1),
+        raise RunError(f"`pyinfra {' '.join(argv[1:])}` exited {res.returncode} without a JSON "
+                       f"result ({exc}){where}:\n{res.stderr.strip()[-3000:]}") from exc
+    summary.update(rc=res.returncode, seconds=round(time.monotonic() - t0, 1), log=str(log or ""),
                    stderr_tail=res.stderr.strip()[-3000:] if res.returncode else "")
     return summary
 
@@ -158,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("inventory")
     c.add_argument("deploy", nargs="?", default="deploys/gpu_host.py")
     c.add_argument("--expect-no-change", action="store_true")
+    c.add_argument("--log", type=Path, help="write pyinfra's whole stderr here")
     f = sub.add_parser("facts")
     f.add_argument("inventory")
     f.add_argument("--expect-converged", action="store_true")
@@ -168,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "converge":
-            summary = converge(args.inventory, args.deploy)
+            summary = converge(args.inventory, args.deploy, log=args.log)
             print(json.dumps(summary))
             if summary["rc"] != 0:
                 print(summary["stderr_tail"], file=sys.stderr)

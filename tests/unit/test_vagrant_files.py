@@ -182,9 +182,12 @@ def test_sandbox_scenario_is_unmanaged_and_wraps_the_sandbox_cli():
     assert conf["ansible"]["env"]["GPUHOST_INVENTORY"] == "inventories/sandbox.py"
     create = yaml.safe_load((MOLECULE / "sandbox/create.yml").read_text())
     destroy = yaml.safe_load((MOLECULE / "sandbox/destroy.yml").read_text())
-    assert create[0]["tasks"][0]["ansible.builtin.command"]["argv"][1:4] == ["-m", "sandbox", "up"]
-    assert destroy[0]["tasks"][0]["ansible.builtin.command"]["argv"][1:] == \
-        ["-m", "sandbox", "down"]
+    commands = {tuple(t["ansible.builtin.command"]["argv"][1:4]): t
+                for play in create + destroy for t in play["tasks"]
+                if "ansible.builtin.command" in t}
+    # A shared fleet is used as it is: `up` only when none runs, `down` only for ours.
+    assert commands[("-m", "sandbox", "up")]["when"] == "not fleet_json.stat.exists"
+    assert "started.stat.exists" in commands[("-m", "sandbox", "down")]["when"]
 
 
 @pytest.mark.skipif(RUBY is None, reason="no ruby")

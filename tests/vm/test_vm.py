@@ -16,7 +16,7 @@ import json
 import time
 
 import pytest
-from conftest import record_timing, run_pyinfra
+from conftest import RUN_DIR, record_timing, run_pyinfra
 
 pytestmark = pytest.mark.vm
 
@@ -75,7 +75,7 @@ def test_deploy_restart_and_reboot(vm, sandbox_caches):
     assert "nvidia" not in runtimes
 
     t0 = time.monotonic()
-    first = run_pyinfra.converge(INVENTORY)
+    first = run_pyinfra.converge(INVENTORY, log=RUN_DIR / "converge-1.log")
     record_timing("converge_1", time.monotonic() - t0)
     assert first["rc"] == 0 and first["errors"] == 0, first["stderr_tail"] or first
     assert first["changed"] > 0
@@ -99,7 +99,8 @@ def test_deploy_restart_and_reboot(vm, sandbox_caches):
     # A real reboot through pyinfra's server.reboot: the kernel's boot_id changes.
     boot_id = vm.boot_id()
     t0 = time.monotonic()
-    reboot = run_pyinfra.converge(INVENTORY, "server.reboot", ["reboot_timeout=600"])
+    reboot = run_pyinfra.converge(INVENTORY, "server.reboot", ["reboot_timeout=900"],
+                                   log=RUN_DIR / "reboot.log")
     record_timing("reboot", time.monotonic() - t0)
     assert reboot["rc"] == 0 and reboot["errors"] == 0, reboot["stderr_tail"] or reboot
     assert vm.boot_id() != boot_id, "boot_id unchanged: the VM did not reboot"
@@ -115,7 +116,7 @@ def test_deploy_restart_and_reboot(vm, sandbox_caches):
 
     # Converged and rebooted: a second run changes nothing.
     t0 = time.monotonic()
-    second = run_pyinfra.converge(INVENTORY)
+    second = run_pyinfra.converge(INVENTORY, log=RUN_DIR / "converge-2.log")
     record_timing("converge_2", time.monotonic() - t0)
     assert second["rc"] == 0 and second["errors"] == 0, second["stderr_tail"] or second
     assert second["changed"] == 0, second["changed_operations"]

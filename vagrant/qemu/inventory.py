@@ -10,7 +10,8 @@ whose URLs name the sandbox server http://127.77.0.1:8000). vm.py serves the sam
 its own server (vm.json "controller_mirror", http://127.77.0.3:8000): downloads done on the
 controller (the local repo package, signing keys) use that URL; repositories the VM's apt
 reads use the reverse tunnel to it, http://127.0.0.1:18000 inside the VM. Docker is Debian's docker.io (docker_source "distro")
-from the sandbox mirror. Override the driver with GPUHOST_VM_DRIVER=550.163.01.
+from the sandbox mirror. Override the driver with GPUHOST_VM_DRIVER=550.163.01, and any
+gpuhost key with GPUHOST_VM_DATA='{"nvidia_default_runtime": true}' (JSON, merged last).
 """
 
 import json
@@ -81,6 +82,7 @@ qemu_vm = (
         "offline_mirror_urls": [_CONTROLLER_MIRROR, _GUEST_MIRROR],
         "verify_image": _manifest["verify_image"]["name"],
         "verify_image_archive": _manifest["verify_image"]["archive"],
+        **json.loads(os.environ.get("GPUHOST_VM_DATA") or "{}"),
     },
 )
 

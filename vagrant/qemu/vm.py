@@ -94,8 +94,8 @@ def pid_alive(pid: int | None) -> bool:
 
 class VM:
     """One VM described by RUN_DIR/vm.json. Settings come from the environment:
-    GPUHOST_VM_MEMORY (MiB, 2048), GPUHOST_VM_CPUS (2), GPUHOST_VM_GPU (L4),
-    GPUHOST_VM_GPU_COUNT (1)."""
+    GPUHOST_VM_MEMORY (MiB, 2048), GPUHOST_VM_CPUS (1: a single TCG thread copes best
+    with a busy host), GPUHOST_VM_GPU (L4), GPUHOST_VM_GPU_COUNT (1)."""
 
     def __init__(self, run_dir: Path = RUN_DIR, cache: Path = image.CACHE):
         self.run_dir = Path(run_dir)
@@ -180,7 +180,7 @@ class VM:
         hostkey = (self.cache / "host_ed25519.pub").read_text().split()
         known_hosts.write_text(f"[127.0.0.1]:{port} {hostkey[0]} {hostkey[1]}\n")
         memory = os.environ.get("GPUHOST_VM_MEMORY", "2048")
-        cpus = os.environ.get("GPUHOST_VM_CPUS", "2")
+        cpus = os.environ.get("GPUHOST_VM_CPUS", "1")
         pidfile = self.run_dir / "qemu.pid"
         pidfile.unlink(missing_ok=True)
         serial = self.run_dir / "serial.log"
