@@ -145,6 +145,9 @@ def docker_packages(el: str) -> list[RpmPackage]:
         RpmPackage(name="docker-ce", version=v, release=r, epoch=3,
                    summary="The open-source application container engine (Debian binaries)",
                    requires=["containerd.io >= 1.6.4", "docker-ce-cli"],
+                   # like Docker's own RPM: the docker group exists before dockerd starts
+                   scriptlets={"pre": ["/bin/sh", "-c",
+                                       "getent group docker >/dev/null || groupadd -r docker"]},
                    files={"/usr/bin/dockerd": (wrapper, 0o755),
                           "/usr/libexec/docker-ce/dockerd": binfile("usr/sbin/dockerd"),
                           "/usr/bin/docker-proxy": binfile("usr/sbin/docker-proxy"),
