@@ -125,7 +125,7 @@ class VM:
         s = self.state
         return ["ssh", "-i", s["ssh_key"], "-p", str(s["port"]),
                 "-o", f"UserKnownHostsFile={s['known_hosts']}", "-o", "StrictHostKeyChecking=yes",
-                "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR",
+                "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "-o", "LogLevel=ERROR",
                 *extra, "root@127.0.0.1"]
 
     def ssh(self, command: str, check: bool = True, timeout: float = 120,
@@ -148,7 +148,7 @@ class VM:
             if not self.running():
                 raise VMError(f"QEMU exited while booting; see {self.run_dir / 'serial.log'}")
             try:
-                if self.ssh("true", check=False, timeout=15).returncode == 0:
+                if self.ssh("true", check=False, timeout=45).returncode == 0:
                     return time.monotonic() - t0
             except subprocess.TimeoutExpired:
                 pass
@@ -159,7 +159,11 @@ class VM:
         return self.ssh("cat /proc/sys/kernel/random/boot_id").stdout.strip()
 
     # -- lifecycle ---------------------------------------------------------------------
-    def up(self, boot_timeout: float = 300) -> dict:
+    def up(self, boot_timeout: float | None = None) -> dict:
+        """Boot and configure; returns vm.json. The boot may take GPUHOST_VM_BOOT_TIMEOUT
+        seconds (900: about 45-70 s on an idle 2-core machine, minutes on a busy one)."""
+        if boot_timeout is None:
+            boot_timeout = float(os.environ.get("GPUHOST_VM_BOOT_TIMEOUT", "900"))
         if self.running():
             log(f"already running (port {self.state['port']}); `down` first to restart")
             return self.state
