@@ -35,7 +35,7 @@ from gpuhost import rollout
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = "deploys/upgrade_driver.py"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_HOST_LINE = re.compile(r"^\[([^\]]+)\] (.*)$")
+_HOST_LINE = re.compile(r"^\s*\[([^\]]+)\] (.*)$")
 _STATUS = re.compile(r"^(Success|No changes|Skipped|Error: executed \d+ commands.*|Ready: .*"
                      r"|Connected.*|Loaded fact .*)$")
 

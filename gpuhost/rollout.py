@@ -167,6 +167,20 @@ class BatchOutcome:
     failures: list[str] = field(default_factory=list)  # one line per failed host
 
 
+_ERROR = re.compile(r"error|fail|fatal|denied|not found|gpuhost:", re.IGNORECASE)
+
+
+def error_lines(lines: list[str], keep: int = 3) -> list[str]:
+    """What a failed host printed that says why: the first two error lines (the cause, e.g.
+    DKMS's "Bad return status") and the last one (what gave up), else its last lines."""
+    lines = [line.strip() for line in lines if line.strip()]
+    errors = [line for line in lines if _ERROR.search(line)]
+    if not errors:
+        return lines[-keep:]
+    picked = errors[:keep - 1] + errors[-1:]
+    return list(dict.fromkeys(picked))
+
+
 def batch_outcome(batch: Batch, run_events: list[dict[str, Any]], returncode: int,
                   host_logs: dict[str, list[str]] | None = None) -> BatchOutcome:
     """What happened to each host of ``batch``, from the events its pyinfra run wrote and
@@ -189,9 +203,9 @@ def batch_outcome(batch: Batch, run_events: list[dict[str, Any]], returncode: in
         elif failed:
             result.result = "failed"
             result.detail = f"failed at: {failed.get('operation') or 'an operation'}"
-            tail = [line for line in (host_logs or {}).get(host, []) if line.strip()][-3:]
-            if tail:
-                result.detail += " | " + " | ".join(tail)
+            evidence = error_lines((host_logs or {}).get(host, []))
+            if evidence:
+                result.detail += " | " + " | ".join(evidence)
             if start:
                 result.seconds = round(failed["time"] - start["time"], 1)
         elif refused:

@@ -117,14 +117,18 @@ def test_outcome_names_the_failed_host_and_operation_and_the_interrupted_one():
               for h in "abc"]
     events += [ev("start", h, 10) for h in "ab"]
     events.append(ev("failed", "b", 40.5, operation="Driver upgrade | Switch to the open driver"))
-    logs = {"b": ["gpusim: simulated compile error", "", "E: Sub-process /usr/bin/dpkg returned "
-                  "an error code (1)"]}
+    logs = {"b": ["Building module:", "Error! Bad return status for module build", "",
+                  "dpkg: error processing package nvidia-dkms-570-open (--configure):",
+                  "dependency problems - leaving unconfigured", " nvidia-open-570",
+                  "E: Sub-process /usr/bin/dpkg returned an error code (1)"]}
     outcome = rollout.batch_outcome(batch, events, 1, logs)
     assert not outcome.ok
     b = outcome.results["b"]
     assert b.result == "failed" and b.seconds == 30.5
-    assert b.detail.startswith("failed at: Driver upgrade | Switch to the open driver | gpusim")
-    assert "dpkg returned an error code" in b.detail
+    assert b.detail == ("failed at: Driver upgrade | Switch to the open driver | Error! Bad "
+                        "return status for module build | dpkg: error processing package "
+                        "nvidia-dkms-570-open (--configure): | E: Sub-process /usr/bin/dpkg "
+                        "returned an error code (1)")
     assert outcome.results["a"].result == "interrupted"  # its batch was stopped by pyinfra
     assert outcome.results["c"].result == "interrupted"
     assert outcome.failures[1].startswith("b: failed: failed at: Driver upgrade")
