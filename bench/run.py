@@ -146,7 +146,7 @@ def measure(name: str, argvs: list[list[str]], work: Path, env: dict | None = No
     done.set()
     sampler.join()
     result = json.loads(stdout)
-    result.update(tree_kb=peak[0], out=job["out"], err=job["err"])
+    result.update(tree_kb=peak[0], out=job["out"], err=job["err"], load=os.getloadavg()[0])
     return result
 
 
@@ -281,9 +281,19 @@ def render(sizes: list[dict], runs: int, ansible_runs: int) -> str:
                 f"{max(r['tree_kb'] for r in rs) / 1024:.0f} | "
                 f"{median([r['cpu'] for r in rs]):.2f} |")
         ratio, speedup = walls["audit"] / walls["floor"], walls["ansible"] / walls["audit"]
+        res = size["results"]
+        paired = sorted(a["wall"] / min(p["wall"], s["wall"]) for a, p, s in
+                        zip(res["audit"], res["floor-pyinfra"], res["floor-ssh"], strict=True))
+        loads = [r["load"] for rs in res.values() for r in rs]
         lines += ["", f"audit / floor = {ratio:.2f} (target <= 1.25: "
                       f"{'met' if ratio <= 1.25 else 'MISSED'}); Ansible / audit = {speedup:.1f}x "
-                      f"(target >= 10x: {'met' if speedup >= 10 else 'MISSED'})", ""]
+                      f"(target >= 10x: {'met' if speedup >= 10 else 'MISSED'})  ",
+                  f"audit / floor of the same round: median {median(paired):.2f}, "
+                  f"range {paired[0]:.2f}-{paired[-1]:.2f}; 1-minute load average after the "
+                  f"runs: {min(loads):.1f}-{max(loads):.1f}  ",
+                  "rounds (s): " + "; ".join(
+                      f"{name} " + " ".join(f"{r['wall']:.2f}" for r in rs)
+                      for name, rs in res.items()), ""]
     top = max(sizes, key=lambda s: s["hosts"])
     walls = summary(top)
     lines.append(f"audit {top['hosts']} hosts: {walls['audit']:.2f} s; floor: "

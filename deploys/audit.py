@@ -77,7 +77,7 @@ class _AuditRun:
         try:
             self.cuda = audit.parse_cuda(data.get("cuda"))
             self.desired = {h.name: audit.desired_settings(h.data.dict(), h.name)
-                            for h in state.inventory}
+                            for h in state.inventory if state.is_host_in_limit(h)}
         except audit.AuditError as error:
             raise PyinfraError(f"{error}\nNothing was read from any host.") from None
         self.json_path = self._path(data.get("audit_json"), "audit_json")
