@@ -12,11 +12,10 @@ is kept, and the new file is renamed into place.
 from __future__ import annotations
 
 import time
-from io import StringIO
 from typing import Any
 
 from pyinfra import host, logger, state
-from pyinfra.api import FactBase, FileUploadCommand, QuoteString, StringCommand, deploy, operation
+from pyinfra.api import FactBase, QuoteString, StringCommand, deploy, operation
 from pyinfra.operations import server
 from pyinfra.operations.util.files import generate_color_diff
 from typing_extensions import override
@@ -24,6 +23,7 @@ from typing_extensions import override
 from facts import parsers
 from gpuhost import daemon_json as merge_rules
 from roles.common import fail_command, host_settings
+from roles.files import atomic_write
 
 PATH = "/etc/docker/daemon.json"
 
@@ -96,20 +96,20 @@ def daemon_json(
         before = [line + "\n" for line in merge_rules.render(existing).splitlines()] if text else []
         for line in generate_color_diff(before, content.splitlines(keepends=True)):
             logger.info("  %s", line)
-    directory = path.rsplit("/", 1)[0] or "/"
-    new = f"{path}.gpuhost-new"
-    yield StringCommand("mkdir -p", QuoteString(directory))
-    yield FileUploadCommand(StringIO(content), new, remote_temp_filename=host.get_temp_filename(new))
-    yield StringCommand("chmod 644", QuoteString(new))
-    if host.get_fact(DockerdValidates):
-        yield StringCommand(
-            "dockerd --validate --config-file", QuoteString(new),
-            "|| { rm -f", QuoteString(new), "; exit 1; }",
-        )
-    if text is not None:
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        yield StringCommand("cp -p", QuoteString(path), QuoteString(f"{path}.gpuhost-{stamp}.bak"))
-    yield StringCommand("mv -f", QuoteString(new), QuoteString(path))
+    validates = host.get_fact(DockerdValidates)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+
+    def check_and_back_up(new: str):
+        if validates:
+            yield StringCommand(
+                "dockerd --validate --config-file", QuoteString(new),
+                "|| { rm -f", QuoteString(new), "; exit 1; }",
+            )
+        if text is not None:
+            yield StringCommand("cp -p", QuoteString(path),
+                                QuoteString(f"{path}.gpuhost-{stamp}.bak"))
+
+    yield from atomic_write(path, content.encode(), "644", before_rename=check_and_back_up)
 
 
 @deploy("Docker daemon.json")

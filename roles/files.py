@@ -63,9 +63,16 @@ def config_file(dest: str, content: str | bytes, mode: str = "644", secret: bool
         old = [line + "\n" for line in (before or [])]
         for line in generate_color_diff(old, content.splitlines(keepends=True)):
             logger.info("  %s", line)
+    yield from atomic_write(dest, data, mode)
+
+
+def atomic_write(dest: str, data: bytes, mode: str, before_rename=lambda new: ()):
+    """Commands that write ``data`` to ``dest`` atomically: upload beside it, chmod, run
+    ``before_rename(new_path)``'s commands (checks, backups), rename into place."""
     directory = dest.rsplit("/", 1)[0] or "/"
     new = f"{dest}.gpuhost-new"
     yield StringCommand("mkdir -p", QuoteString(directory))
     yield FileUploadCommand(BytesIO(data), new, remote_temp_filename=host.get_temp_filename(new))
-    yield StringCommand("chmod", QuoteString(mode), QuoteString(new), "&& mv -f",
-                        QuoteString(new), QuoteString(dest))
+    yield StringCommand("chmod", QuoteString(mode), QuoteString(new))
+    yield from before_rename(new)
+    yield StringCommand("mv -f", QuoteString(new), QuoteString(dest))
