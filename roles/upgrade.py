@@ -46,7 +46,7 @@ from roles.common import (
     host_settings,
     local_repo_artifact,
 )
-from roles.upgrade_checks import assess, services_to_check
+from roles.upgrade_checks import CLIENT_SERVICES, assess, services_to_check
 from roles.upgrade_probe import MARKER, UpgradeProbe
 
 _lock = BoundedSemaphore(1)
@@ -169,9 +169,13 @@ def _upgrade(plan: dict[str, Any], config: dict[str, Any]) -> None:
         ops.load_modules(name=f"Load the driver {target} modules", modules=before["modules"])
     ops.restore_mig(name="Put the MIG modes back as they were", modes=before["mig"])
     _verify(plan)
-    names = before["services"] + (["nv-hostengine"] if before["hostengine"] else [])
+    # Start in the reverse order of the GPU's own clients (persistenced, Fabric Manager, DCGM),
+    # then the extra services (the workloads) in their configured order.
+    own = [name for name in reversed(CLIENT_SERVICES) if name in before["services"]]
+    start = own + [name for name in before["services"] if name not in CLIENT_SERVICES]
+    names = start + (["nv-hostengine"] if before["hostengine"] else [])
     ops.start_services(name=f"Start the GPU clients again ({', '.join(names) or 'none ran'})",
-                       services=before["services"], hostengine=before["hostengine"])
+                       services=start, hostengine=before["hostengine"])
     if config["upgrade_force"] and before["containers"]:
         ops.containers(name="Start the GPU containers again", ids=before["containers"],
                        running=True)

@@ -112,6 +112,27 @@ def test_dnf_plan_switches_the_module_stream_in_one_transaction():
     assert not any("apt" in line for line in lines)
 
 
+def test_gpu_clients_stop_in_order_and_start_in_reverse_with_containers_under_force():
+    result = run_plan("debian12:clients", {"upgrade_force": True, "nvidia_fabricmanager": True,
+                                           "upgrade_stop_services": ["slurmd"]})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith(("systemctl", "docker"))]
+    gpu = f"{'c' * 64} {'d' * 64}"  # the nvidia-runtime and the GPU-request container, not /web
+    assert lines == [
+        "systemctl stop nvidia-dcgm", "systemctl stop nvidia-fabricmanager",
+        "systemctl stop nvidia-persistenced", "systemctl stop slurmd", f"docker stop {gpu}",
+        "systemctl start nvidia-persistenced", "systemctl start nvidia-fabricmanager",
+        "systemctl start nvidia-dcgm", "systemctl start slurmd", f"docker start {gpu}"]
+    install = next(line for line in result.stdout.splitlines() if "apt-get install" in line)
+    assert " nvidia-open-570 nvidia-fabricmanager-570 " in install  # FM at the driver's branch
+
+
+def test_running_gpu_containers_refuse_the_upgrade_without_force():
+    result = run_plan("debian12:clients")
+    assert result.returncode != 0 and commands(result) == []
+    assert "container train; container infer: stop them" in result.stdout
+
+
 def test_a_host_already_at_the_target_changes_nothing(tmp_path):
     record = tmp_path / "events.jsonl"
     result = run_plan("debian12:at570", {"gpuhost_upgrade_record": str(record),

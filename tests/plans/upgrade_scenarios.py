@@ -73,7 +73,8 @@ def running_output(name: str, version: str = FROM, busy: bool = False) -> str:
 
 def host_data(name: str, extra: dict) -> dict:
     """Host data: scenario ``name`` is ``<os scenario>`` or ``<os scenario>:busy`` (a python3
-    process on GPU 0) or ``<os scenario>:at570`` (already at the target)."""
+    process on GPU 0), ``<os scenario>:at570`` (already at the target) or
+    ``<os scenario>:clients`` (systemd with DCGM and Fabric Manager running, GPU containers)."""
     base, _, variant = name.partition(":")
     data = _bare_host_data(base, {})
     data["fake_responses"]["_gh()"] = (scenarios.converged_output(base) if variant == "at570"
@@ -90,10 +91,10 @@ def _pin_sha(version: str) -> str:
     return hashlib.sha256(packages.apt_pin(version).encode()).hexdigest()
 
 
-def _service_state(name: str, record: list[str]) -> str:
+def _service_state(name: str, record: list[str], variant: str) -> str:
     """nvidia-persistenced and any extra service run until the plan stops them; DCGM and
-    Fabric Manager are not installed on these hosts."""
-    if name in ("nvidia-dcgm", "dcgm", "nvidia-fabricmanager"):
+    Fabric Manager run on the ``clients`` variant only (``dcgm`` is not installed)."""
+    if name == "dcgm" or (name in ("nvidia-dcgm", "nvidia-fabricmanager") and variant != "clients"):
         return "absent"
     state = "running"
     for line in record:
@@ -108,7 +109,14 @@ def _probe(command: str, variant: str, tag: str, record: list[str]) -> str:
     at_target = variant == "at570"
     listed = re.search(r"for s in (.*?) ?; do ", command)
     names = [n.strip("'") for n in listed.group(1).split()] if listed else []
-    lines = ["init sysvinit"] + [f"service {n} {_service_state(n, record)}" for n in names]
+    init = "systemd" if variant == "clients" else "sysvinit"
+    lines = [f"init {init}"] + [f"service {n} {_service_state(n, record, variant)}" for n in names]
+    if variant == "clients":
+        docker = [line.split()[1] for line in record if line.startswith("docker st")]
+        lines.append(f"container {'e' * 64} /web runc null")  # not a GPU container
+        if not docker or docker[-1] == "start":  # the GPU containers
+            lines.append(f"container {'c' * 64} /train nvidia null")
+            lines.append(f"container {'d' * 64} /infer runc [{{\"Capabilities\":[[\"gpu\"]]}}]")
     modules = ["nvidia_uvm", "nvidia"]
     for line in record:
         match = re.match(r"modprobe (-r )?(\S+)", line)
