@@ -117,11 +117,24 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-@pytest.mark.integration
-def test_html_report_renders_in_headless_chromium(tmp_path):
+def chromium() -> str:
     browser = shutil.which("chromium")
     if browser is None:
         pytest.fail("chromium is not installed: run `make deps` (mk/bench.mk adds it)")
+    return browser
+
+
+def rendered_dom(page: Path, profile: Path) -> str:
+    """The DOM headless Chromium built from the page (no network, no JS needed)."""
+    proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and '<svg id="driver-chart"' in proc.stdout, proc.stderr[-2000:]
+    return proc.stdout
+
+
+@pytest.mark.integration
+def test_html_report_renders_in_headless_chromium(tmp_path):
+    browser = chromium()
     sys.path.insert(0, str(ROOT / "tests/unit"))
     from test_report import fleet
 
@@ -130,10 +143,7 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
     document = fleet()
     page = tmp_path / "audit.html"
     page.write_text(report.render_html(document))
-    proc = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
-                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
-    dom = proc.stdout
-    assert proc.returncode == 0 and '<svg id="driver-chart"' in dom, proc.stderr[-2000:]
+    dom = rendered_dom(page, tmp_path / "profile")
     assert dom.count('<g class="bar"') == 6
     for host in document["hosts"]:
         assert f'data-host="{host["name"].replace("<", "&lt;").replace(">", "&gt;")}"' in dom
@@ -182,8 +192,12 @@ def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
     assert "unreachable" in proc.stdout and "want 525.60.13" in proc.stdout
     # read-only: one remote command per reachable host, nothing uploaded
     counts = json.loads(record.read_text())
+    counts = counts["hosts"] if isinstance(counts.get("hosts"), dict) else counts
     assert counts == {h["name"]: {"commands": 1, "uploads": 0} for h in fleet["hosts"]}
-    assert 'data-host="gpu-down"' in html.read_text()
+    dom = rendered_dom(html, tmp_path / "profile")  # the real run's page, as a browser sees it
+    for name in [h["name"] for h in fleet["hosts"]] + ["gpu-down"]:
+        assert f'data-host="{name}"' in dom, name
+    assert 'data-version="unreachable"' in dom
     for h in fleet["hosts"]:  # every sandbox host has real facts in the report
         assert status[h["name"]]["observed"]["os"]["distro_tag"] is not None, h["name"]
 
