@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
-from test_audit_logic import desired, lgi_table, make_state
 
-from gpuhost import audit, report, report_html
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # any --import-mode
+from test_audit_logic import desired, lgi_table, make_state  # noqa: E402
+
+from gpuhost import audit, report, report_html  # noqa: E402
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs/audit.schema.json").read_text())
 
