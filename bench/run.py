@@ -256,15 +256,24 @@ def versions() -> str:
             f"{first_line(['ssh', '-V'])}; Python {platform.python_version()}")
 
 
-def render(sizes: list[dict], runs: int, ansible_runs: int) -> str:
+def machine() -> dict:
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"when": time.strftime("%Y-%m-%d %H:%M %Z"), "cpus": os.cpu_count(),
+            "memory": f"{mem:.0f} GiB", "platform": platform.platform(), "tools": versions()}
+
+
+def render(sizes: list[dict], runs: int, ansible_runs: int, where: dict) -> str:
     lines = ["# gpuhost audit benchmark", "",
-             f"Measured by `make bench` (bench/run.py) on {time.strftime('%Y-%m-%d %H:%M %Z')}: "
-             f"{os.cpu_count()} CPUs, {mem:.0f} GiB, {platform.platform()}.",
-             f"Tools: {versions()}.",
+             f"Measured by `make bench` (bench/run.py) on {where['when']}: {where['cpus']} CPUs, "
+             f"{where['memory']}, {where['platform']}.",
+             f"Tools: {where['tools']}.",
              "The sandbox hosts are Debian 12 namespaces on the same machine as the controller, "
              "so the controller and every host share the same CPUs; the hosts carry no NVIDIA "
-             "stack (the fact's tools answer \"not installed\" or come from the GPU simulator).",
+             "stack (the fact's tools answer \"not installed\" or come from the GPU simulator). "
+             "Every remote command therefore also costs controller CPU: Ansible's 20 Python "
+             "module runs per host compete with the controller here, where on a real fleet they "
+             "would run on the hosts' own CPUs, so the Ansible gap is wider here than on real "
+             "machines (its 20 round trips per host against the audit's 1 remain).",
              f"Median of {runs} runs ({ansible_runs} for Ansible), interleaved round by round, "
              "after one untimed run of each tool (the command-counting runs).", ""]
     for size in sizes:
@@ -307,9 +316,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--ansible-runs", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "bench/results/latest.md"))
+    parser.add_argument("--render", metavar="JSON",
+                        help="only write the report again from the .json of an earlier run")
     parser.add_argument("--keep", action="store_true",
                         help="leave the private bench fleet up (GPUHOST_SANDBOX_DIR=/run/gpuhost-bench)")
     args = parser.parse_args(argv)
+    if args.render:
+        raw = json.loads(Path(args.render).read_text())
+        text = render(raw["sizes"], raw["runs"], raw["ansible_runs"], raw["machine"])
+        Path(args.out).write_text(text)
+        print(text + f"\nwritten to {args.out}")
+        return 0
     if os.geteuid() != 0:
         print("bench: needs root (the sandbox uses namespaces and mounts)", file=sys.stderr)
         return 1
@@ -330,9 +347,16 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             say("taking the private bench fleet down")
             sandbox.down()
-    text = render(sizes, args.runs, args.ansible_runs)
+    where = machine()
+    text = render(sizes, args.runs, args.ansible_runs, where)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
+    raw = [{**size, "results": {name: [{k: v for k, v in r.items() if k not in ("out", "err")}
+                                       for r in rs] for name, rs in size["results"].items()}}
+           for size in sizes]
+    Path(args.out).with_suffix(".json").write_text(json.dumps(
+        {"runs": args.runs, "ansible_runs": args.ansible_runs, "machine": where, "sizes": raw},
+        indent=1) + "\n")
     print("\n" + text + f"\nwritten to {args.out}")
     return 0
 
