@@ -160,7 +160,8 @@ class Upgrade:
         for event in events:
             if event["event"] == "refused":
                 self.results[event["host"]] = rollout.HostResult(
-                    event["host"], result="refused", detail=event.get("reason", ""))
+                    event["host"], event.get("from"), event.get("to"), "refused",
+                    detail=event.get("reason", ""))
         if code != 0:
             refused = sorted({e["host"] for e in events if e["event"] == "refused"})
             for name in hosts:

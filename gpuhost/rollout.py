@@ -8,7 +8,8 @@ report.
 Events (one JSON object a line, every one with ``event``, ``run``, ``host`` and ``time``):
 
 - ``plan``    (prepare) ``from``, ``to``, ``action``: ``upgrade`` | ``resume`` | ``none``
-- ``refused`` (prepare) ``reason``: a pre-check refused the host; nothing was touched
+- ``refused`` (prepare) ``from``, ``to``, ``reason``: a pre-check refused the host; nothing
+  was touched
 - ``start``   (execute) the host's first operation started
 - ``failed``  (execute) ``operation``: the operation that failed on the host
 - ``done``    (execute) ``from``, ``to``, ``result``: ``upgraded`` | ``already at target``

@@ -82,7 +82,8 @@ def check_fleet() -> None:
             if plan["problems"]:
                 for problem in plan["problems"]:
                     problems.append(f"{plan['host']}: {problem}")
-                    upgrade_record.write_event("refused", target, reason=problem)
+                    upgrade_record.write_event("refused", target, reason=problem, **{
+                        "from": plan["from"], "to": plan["target"]})
             else:
                 upgrade_record.write_event("plan", target, **{
                     "from": plan["from"], "to": plan["target"], "action": plan["action"]})

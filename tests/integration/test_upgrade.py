@@ -260,23 +260,31 @@ def test_downgrade_is_refused_before_any_host_is_touched(refused, at_550):
         assert at_550.state(name)["driver"]["loaded_version"] == TARGET
     assert {e["event"] for e in events(refused["report"])} == {"refused"}
     assert "pre-flight refused the upgrade, no host was touched" in done.stdout
-    assert all(h["result"] == "refused" for h in refused["report"]["hosts"])
+    assert {(h["from"], h["to"], h["result"]) for h in refused["report"]["hosts"]} == {
+        (TARGET, FROM, "refused")}
 
 
 @pytest.fixture(scope="module")
 def back_to_550(refused, at_550, tmp_path_factory):
     report = tmp_path_factory.mktemp("back") / "report.json"
-    return at_550.wrapper("downgrade allowed", report, FROM, "--canary", "1", "--batch", "100%",
-                          "--data", "upgrade_allow_downgrade=true")
+    before = {name: at_550.marks(name) for name in NAMES}
+    # reboot_policy never: the modules are unloaded before the switch and loaded after it
+    done, data = at_550.wrapper("downgrade allowed, no reboot", report, FROM, "--canary", "1",
+                                "--batch", "100%", "--data", "upgrade_allow_downgrade=true",
+                                "--data", "reboot_policy=never")
+    return {"done": done, "report": data, "before": before}
 
 
-def test_an_allowed_downgrade_goes_back_to_550(back_to_550, at_550):
-    done, report = back_to_550
+def test_an_allowed_downgrade_goes_back_to_550_by_reloading_the_modules(back_to_550, at_550):
+    done, report = back_to_550["done"], back_to_550["report"]
     assert done.returncode == 0, (done.stdout + done.stderr)[-5000:]
     assert {h["result"] for h in report["hosts"]} == {"upgraded"}
+    assert "Unload the nvidia kernel modules (reboot_policy: never)" in done.stdout
     for name in NAMES:
         driver = at_550.state(name)["driver"]
-        assert (driver["loaded_version"], driver["installed_versions"]) == (FROM, [FROM]), name
+        assert (driver["state"], driver["loaded_version"], driver["installed_versions"]) == (
+            "loaded", FROM, [FROM]), name
+        assert at_550.marks(name)["boots"] == back_to_550["before"][name]["boots"]  # no reboot
 
 
 @pytest.fixture(scope="module")
