@@ -143,7 +143,8 @@ def _docker_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
     items = []
     if docker["exists"] and not docker["valid"]:
         items.append(_item("daemon_json", "invalid JSON", "valid JSON",
-                           f"{docker['path']} is not valid JSON: {docker['error']}"))
+                           docker["error"] if "is not valid JSON" in docker["error"]
+                           else f"{docker['path']} is not valid JSON: {docker['error']}"))
         return items
     if not docker["docker_installed"]:
         if desired["nvidia_default_runtime"]:

@@ -60,6 +60,14 @@ class DockerdValidates(FactBase):
         return bool(output) and output[0].strip() == "yes"
 
 
+def _reason(error: ValueError) -> str:
+    """The parser's reason alone (``Expecting ',' delimiter at line 3 column 2``)."""
+    text = str(error)
+    if "is not valid JSON: " in text:
+        text = text.split("is not valid JSON: ", 1)[1]
+    return text.removesuffix("; fix or remove the file")
+
+
 @operation()
 def daemon_json(
     default_runtime: bool = False,
@@ -81,8 +89,8 @@ def daemon_json(
         existing = parsers.parse_daemon_json(text or "")
     except ValueError as error:
         yield fail_command(
-            f"{path} is not valid JSON ({error}); gpuhost left it untouched. Fix the file "
-            "(or move it away) and run again."
+            f"{path} is not valid JSON ({_reason(error)}); gpuhost left it untouched. "
+            "Fix the file (or move it away) and run again."
         )
         return
     merged = merge_rules.merge(existing, default_runtime=default_runtime, extra=extra)
