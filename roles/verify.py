@@ -47,6 +47,10 @@ class NvidiaContainerRun(FactBase):
         rc = int(output[0].removeprefix("rc=")) if output and output[0].startswith("rc=") else -1
         return {"rc": rc, "output": "\n".join(output[1:])}
 
+    @override
+    def default(self) -> dict:  # type: ignore[override]
+        return {"rc": -1, "output": "(no output)"}
+
 
 def _archive_kind(path: str) -> str:
     """``load`` for a ``docker save`` archive, ``import`` for a root filesystem tarball."""

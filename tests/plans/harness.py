@@ -27,6 +27,7 @@ from pyinfra.api import Config, Inventory, State  # noqa: E402
 from pyinfra.api import facts as pyinfra_facts  # noqa: E402
 from pyinfra.api.connect import connect_all  # noqa: E402
 from pyinfra.api.operations import run_ops  # noqa: E402
+from pyinfra.api.state import StateStage  # noqa: E402
 from pyinfra.connectors.fake import FakeConnector  # noqa: E402
 from pyinfra.context import ctx_config, ctx_inventory, ctx_state  # noqa: E402
 from pyinfra_cli.util import load_deploy_file  # noqa: E402
@@ -105,7 +106,9 @@ def plan(name: str, deploy: str = "deploys/gpu_host.py", extra_data: dict | None
     ctx_inventory.set(inventory)
     ctx_config.set(state.config)
     connect_all(state)
+    state.set_stage(StateStage.Prepare)
     load_deploy_file(state, deploy)
+    state.set_stage(StateStage.Execute)
     run_ops(state)
     failed = [h.name for h in inventory if h in state.failed_hosts]
     if failed:

@@ -127,6 +127,8 @@ def host_data(name: str, extra: dict) -> dict:
         "fake_responses": {
             "_gh()": bare_output(name),
             re.compile(r"^command -v systemctl"): "/usr/bin/systemctl",
+            "docker run --rm --network=none --runtime=nvidia": [
+                "rc=0", "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-00000000-1111-2222-3333-4444)"],
         },
         "nvidia_driver_version": DRIVER,
         "nvidia_local_repo": {s["tag"]: _artifact(s["tag"])},

@@ -16,7 +16,21 @@ import json
 import time
 
 import pytest
-from conftest import RUN_DIR, record_timing, run_pyinfra
+def _load_vm_conftest():
+    """This folder's conftest, by path: pytest's importlib mode puts no test folder on
+    sys.path, and another folder's conftest may already be imported as "conftest"."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "gpuhost_vm_conftest", Path(__file__).with_name("conftest.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_vm = _load_vm_conftest()
+RUN_DIR, record_timing, run_pyinfra = _vm.RUN_DIR, _vm.record_timing, _vm.run_pyinfra
 
 pytestmark = pytest.mark.vm
 
