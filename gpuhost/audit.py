@@ -303,6 +303,18 @@ def observed(state: Mapping[str, Any]) -> dict[str, Any]:
 
 # --- the document ----------------------------------------------------------------------------
 
+def masked(value: Any) -> Any:
+    """``value`` with URL credentials and query strings hidden (daemon.json may hold proxy
+    URLs with passwords; audit reports travel)."""
+    if isinstance(value, str):
+        return settings.mask_url(value) if "://" in value else value
+    if isinstance(value, Mapping):
+        return {key: masked(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked(item) for item in value]
+    return value
+
+
 def host_entry(name: str, result: Mapping[str, Any] | HostError, desired: Mapping[str, Any],
                cuda: str | None = None) -> dict[str, Any]:
     """One host of the document; ``result`` is its GpuHostState or a HostError."""
@@ -313,7 +325,7 @@ def host_entry(name: str, result: Mapping[str, Any] | HostError, desired: Mappin
         return entry
     drift = host_drift(result, desired)
     entry.update(status="drift" if drift else "ok", observed=observed(result), drift=drift,
-                 cuda=cuda_answer(result, cuda) if cuda else None, facts=dict(result))
+                 cuda=cuda_answer(result, cuda) if cuda else None, facts=masked(result))
     return entry
 
 

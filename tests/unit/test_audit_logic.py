@@ -247,3 +247,12 @@ def test_document_statuses_summary_and_exit_codes():
 def test_host_error_status_is_checked():
     with pytest.raises(ValueError):
         audit.HostError("down", "x")
+
+
+def test_urls_with_credentials_are_masked_in_the_kept_facts():
+    secret = ('{"proxies": {"http-proxy": "http://ops:s3cret@proxy.example:3128"}, '
+              '"runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}}}')
+    doc = audit.build({"a": make_state(daemon_json=secret)}, {"a": desired()})
+    facts = doc["hosts"][0]["facts"]
+    assert facts["docker"]["config"]["proxies"]["http-proxy"] == "http://***@proxy.example:3128"
+    assert "s3cret" not in repr(doc)
