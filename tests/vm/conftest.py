@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-RUN_DIR = Path(os.environ.get("GPUHOST_VM_TEST_DIR", "/run/gpuhost-vm-pytest"))
+BASE_DIR = Path(os.environ.get("GPUHOST_VM_TEST_DIR", "/run/gpuhost-vm-pytest"))
+# One directory per test session: two sessions on one machine get two VMs, not one fight.
+RUN_DIR = BASE_DIR / f"session-{os.getpid()}"
 MIRROR_DIR = Path("/var/cache/gpuhost/mirror/debian")
 MANIFEST = Path("/var/cache/gpuhost/nvidia/manifest.json")
 TIMINGS = RUN_DIR / "timings.json"
@@ -78,8 +80,6 @@ def vm(vm_image, sandbox_caches, monkeypatch):
     its overlay deleted afterwards. GPUHOST_VM_DIR points pyinfra's inventory at it."""
     monkeypatch.setenv("GPUHOST_VM_DIR", str(RUN_DIR))
     machine = vm_module.VM(run_dir=RUN_DIR)
-    if machine.running():
-        machine.down()
     t0 = time.monotonic()
     try:
         state = machine.up()

@@ -7,7 +7,8 @@ test_deploy_restart_and_reboot        a host already running Docker is converged
                                       runtime; server.reboot really reboots (boot_id changes);
                                       the facts read the post-reboot state; a second converge
                                       changes nothing.
-Run: make test-vm   (timings land in /run/gpuhost-vm-pytest/timings.json)
+Run: make test-vm   (timings.json and the pyinfra logs land in
+/run/gpuhost-vm-pytest/session-PID/)
 """
 
 from __future__ import annotations

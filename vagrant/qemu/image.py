@@ -19,6 +19,7 @@ Output in $GPUHOST_VM_CACHE (default /var/cache/gpuhost/vm):
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -41,6 +42,10 @@ DEBIAN_SOURCES = [
 BASE_PACKAGES = [
     "systemd-sysv", "udev", "dbus", "kmod", "openssh-server", "python3", "ca-certificates",
     "iproute2", "procps", "gnupg", "curl", "less", "zstd",
+    # Debian's kernel enables AppArmor and a standard Debian 12 install has its tools;
+    # without apparmor_parser, `docker run` fails ("AppArmor enabled on system but the
+    # docker-default profile could not be loaded").
+    "apparmor",
 ]
 # Optional layers already installed in the image (GPUHOST_VM_PRESEED, comma-separated,
 # default "docker,headers"; "none" for a bare host). Under TCG, apt installing these takes
@@ -206,8 +211,16 @@ def customize(root: Path, stage: Path) -> None:
 
 
 def build(force: bool = False, cache: Path = CACHE) -> dict:
-    """Build the image unless a cached one matches the recipe. Returns image.json."""
+    """Build the image unless a cached one matches the recipe. Returns image.json.
+    Concurrent callers (two test sessions) wait on a lock and reuse the first one's image."""
     check_tools()
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_locked(force, cache)
+
+
+def _build_locked(force: bool, cache: Path) -> dict:
     abi = kernel_abi()
     rec = recipe(abi)
     rid = recipe_id(rec)
@@ -215,13 +228,21 @@ def build(force: bool = False, cache: Path = CACHE) -> dict:
     if current and current.get("recipe_id") == rid and not force:
         log(f"cached image {cache}/base.qcow2 is current (kernel {abi})")
         return current
-    cache.mkdir(parents=True, exist_ok=True)
-    stage = cache / "build"
+    stage = cache / f"build.{os.getpid()}"
     shutil.rmtree(stage, ignore_errors=True)
     root = stage / "root"
     stage.mkdir()
+    try:
+        return _build_in(stage, root, rec, rid, cache)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _build_in(stage: Path, root: Path, rec: dict, rid: str, cache: Path) -> dict:
+    abi = rec["kernel_release"]
     t0 = time.monotonic()
-    log(f"mmdebstrap {SUITE} with linux-image-{abi} into {root} (about a minute)")
+    log(f"mmdebstrap {SUITE} with linux-image-{abi} (+{', '.join(rec['preseed']) or 'nothing'})"
+        f" into {root} (1-3 minutes)")
     run(["mmdebstrap", "--variant=minbase", "--include=" + ",".join(rec["packages"]),
          SUITE, str(root), *DEBIAN_SOURCES], capture_output=True)
     t_strap = time.monotonic() - t0
@@ -233,17 +254,16 @@ def build(force: bool = False, cache: Path = CACHE) -> dict:
     run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(stage / "base.qcow2")],
         capture_output=True)
     raw.unlink()
-    shutil.rmtree(root)
     info = {**rec, "recipe_id": rid, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                   time.gmtime()),
             "mmdebstrap_seconds": round(t_strap, 1),
             "build_seconds": round(time.monotonic() - t0, 1)}
     write(stage / "image.json", json.dumps(info, indent=2) + "\n")
+    # image.json last: an interrupted copy leaves no image.json that matches the recipe.
     for name in ["base.qcow2", "vmlinuz", "initrd.img", "id_ed25519", "id_ed25519.pub",
                  "host_ed25519.pub", "image.json"]:
         os.replace(stage / name, cache / name)
     (cache / "id_ed25519").chmod(0o600)
-    stage.rmdir()
     log(f"image ready in {info['build_seconds']} s: {cache}/base.qcow2 (kernel {abi})")
     return info
 
