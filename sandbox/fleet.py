@@ -56,9 +56,16 @@ def _ensure_ssh_key() -> str:
 
 def _httpd_pid() -> int | None:
     pid = read_pid(paths.run_dir() / "httpd.pid")
-    if pid and pid_alive(pid) and str(HTTPD) in _cmdline(pid):
+    if pid and pid_alive(pid) and _ours(_cmdline(pid)):
         return pid
     return None
+
+
+def _ours(cmd: str) -> bool:
+    """A process this fleet started, from whichever checkout: one of the sandbox's scripts,
+    and this fleet's runtime directory on its command line."""
+    return (any(name in cmd for name in (HTTPD.name, hosts.SUPERVISOR.name, hosts.STAGE1.name))
+            and (f"{paths.run_dir()}/" in cmd or f"{paths.STATE_DIR}/" in cmd))
 
 
 def _cmdline(pid: int) -> str:
@@ -222,6 +229,7 @@ def _down() -> None:
         if pid:
             os.kill(pid, signal.SIGKILL)
             _wait_dead([pid])
+        _kill_strays(httpd=True)  # also a server whose pid file is gone
     with step("remove hosts, cgroups and runtime files"):
         hosts.remove_tree(paths.HOSTS_DIR)
         _remove_cgroups()
@@ -232,18 +240,15 @@ def _down() -> None:
 def _sandbox_pids() -> list[int]:
     """Every process started by the sandbox (supervisors, unshare, httpd), found by the
     paths in their command lines: also those whose pid files are gone."""
-    markers = (str(hosts.SUPERVISOR), str(hosts.STAGE1), str(HTTPD))
     out = []
     for p in Path("/proc").iterdir():
-        if p.name.isdigit() and int(p.name) != os.getpid():
-            cmd = _cmdline(int(p.name))
-            if any(m in cmd for m in markers):
-                out.append(int(p.name))
+        if p.name.isdigit() and int(p.name) != os.getpid() and _ours(_cmdline(int(p.name))):
+            out.append(int(p.name))
     return out
 
 
-def _kill_strays() -> None:
-    pids = [p for p in _sandbox_pids() if str(HTTPD) not in _cmdline(p)]
+def _kill_strays(httpd: bool = False) -> None:
+    pids = [p for p in _sandbox_pids() if httpd or HTTPD.name not in _cmdline(p)]
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
