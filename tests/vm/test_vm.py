@@ -14,24 +14,16 @@ Run: make test-vm   (timings.json and the pyinfra logs land in
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 
 import pytest
-def _load_vm_conftest():
-    """This folder's conftest, by path: pytest's importlib mode puts no test folder on
-    sys.path, and another folder's conftest may already be imported as "conftest"."""
-    import importlib.util
-    from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location(
-        "gpuhost_vm_conftest", Path(__file__).with_name("conftest.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_vm = _load_vm_conftest()
-RUN_DIR, record_timing, run_pyinfra = _vm.RUN_DIR, _vm.record_timing, _vm.run_pyinfra
+# pytest runs in importlib mode (no test folder on sys.path): the shared helpers are a
+# module with a unique name next to this file, imported once by conftest.py and here.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vm_support import RUN_DIR, record_timing, run_pyinfra, vm_module  # noqa: E402
 
 pytestmark = pytest.mark.vm
 
@@ -63,14 +55,8 @@ def test_boots_real_kernel_with_systemd(vm, vm_image):
     assert "NVIDIA" in vm.ssh("lspci").stdout
     pid = vm.state["qemu_pid"]
     vm.down()
-    assert not vm_module_pid_alive(pid), "QEMU still running after down()"
+    assert not vm_module.pid_alive(pid), "QEMU still running after down()"
     record_timing("test_boot_checks", time.monotonic() - t0)
-
-
-def vm_module_pid_alive(pid: int) -> bool:
-    from conftest import vm_module
-
-    return vm_module.pid_alive(pid)
 
 
 def test_deploy_restart_and_reboot(vm, sandbox_caches):
