@@ -10,6 +10,7 @@ process).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import re
@@ -81,10 +82,16 @@ def evaluate_vagrantfile(env: dict | None = None) -> subprocess.CompletedProcess
 
 
 def machines(env: dict | None = None) -> dict:
-    res = evaluate_vagrantfile(env)
+    """The machines the Vagrantfile defines, {name: recorded settings} (one ruby run per env)."""
+    return json.loads(_machines(tuple(sorted((env or {}).items()))))
+
+
+@functools.lru_cache(maxsize=None)
+def _machines(env: tuple) -> str:
+    res = evaluate_vagrantfile(dict(env))
     assert res.returncode == 0, res.stderr
     vm = json.loads(res.stdout)["vm"]
-    return {k.split(":", 1)[1]: v for k, v in vm.items() if k.startswith("define:")}
+    return json.dumps({k.split(":", 1)[1]: v for k, v in vm.items() if k.startswith("define:")})
 
 
 def interpolated(scenario: str) -> dict:
