@@ -86,7 +86,7 @@ def machines(env: dict | None = None) -> dict:
     return json.loads(_machines(tuple(sorted((env or {}).items()))))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _machines(env: tuple) -> str:
     res = evaluate_vagrantfile(dict(env))
     assert res.returncode == 0, res.stderr
