@@ -71,7 +71,7 @@ def section_cpu(fleet: dict, repeat: int) -> list[tuple[str, float]]:
         return "'" + text.replace("'", "'\"'\"'") + "'"
 
     lines = ['cpu() { times > /tmp/.gh-t; tail -n 1 /tmp/.gh-t | tr "ms" "  "; }']
-    items = [*SECTIONS.items(), ("(whole script)", build_script(ALL_SECTIONS)), ("(true)", "true")]
+    items = [*SECTIONS.items(), ("WHOLE-SCRIPT", build_script(ALL_SECTIONS)), ("TRUE", "true")]
     for name, code in items:
         lines.append(f"cpu > /tmp/.gh-b; i=0; while [ $i -lt {repeat} ]; do sh -c {quote(code)} "
                      f'>/dev/null 2>&1; i=$((i+1)); done; cpu > /tmp/.gh-a; echo "{name} '
