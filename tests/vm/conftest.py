@@ -36,7 +36,7 @@ def _build(argv: list[str], what: str) -> None:
 @pytest.fixture(scope="session")
 def sandbox_caches():
     """The sandbox's Debian mirror and fake NVIDIA artifacts, built when missing (cached in
-    /var/cache/gpuhost). vm.py serves them itself (127.77.0.3:8000) while the VM runs, so
+    /var/cache/gpuhost). vm.py serves them itself (127.77.0.3:PORT) while the VM runs, so
     no sandbox fleet is needed. Returns the NVIDIA manifest."""
     if not (MIRROR_DIR / "dists").is_dir():
         _build(["-m", "sandbox", "mirror"], "building the sandbox mirror")

@@ -7,7 +7,7 @@
 Connection settings come from $GPUHOST_VM_DIR/vm.json (default /run/gpuhost-vm). gpuhost
 data comes from the sandbox's fake NVIDIA artifacts (/var/cache/gpuhost/nvidia/manifest.json,
 whose URLs name the sandbox server http://127.77.0.1:8000). vm.py serves the same files on
-its own server (vm.json "controller_mirror", http://127.77.0.3:8000): downloads done on the
+its own server (vm.json "controller_mirror", http://127.77.0.3:PORT): downloads done on the
 controller (the local repo package, signing keys) use that URL; repositories the VM's apt
 reads use the reverse tunnel to it, http://127.0.0.1:18000 inside the VM. Docker is Debian's docker.io (docker_source "distro")
 from the sandbox mirror. Override the driver with GPUHOST_VM_DRIVER=550.163.01, and any

@@ -18,7 +18,7 @@ serial.log (the guest console), tunnel.log, httpd.log.
 
 The packages come from the sandbox's caches, built by `python -m sandbox mirror` and
 `python -m sandbox.nvidia.build` (`make nvidia-artifacts`), served by an HTTP server of the
-VM's own on 127.77.0.3:8000 ($GPUHOST_VM_MIRROR) for as long as the VM runs.
+VM's own on 127.77.0.3:<free port> ($GPUHOST_VM_MIRROR) for as long as the VM runs.
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ RUN_DIR = Path(os.environ.get("GPUHOST_VM_DIR", "/run/gpuhost-vm"))
 # The VM's own HTTP server for the sandbox's mirror and fake NVIDIA artifacts (the same
 # cached directories `python -m sandbox` serves on 127.77.0.1:8000), so a VM does not
 # depend on a sandbox fleet that other tests bring up and down.
-MIRROR_ADDRESS = os.environ.get("GPUHOST_VM_MIRROR", "127.77.0.3:8000")  # controller side
+# Address of that server; the port is a free one picked at `up` unless given
+# (GPUHOST_VM_MIRROR=127.77.0.3:8000), so several VMs (test sessions) can run at once.
+MIRROR_ADDRESS = os.environ.get("GPUHOST_VM_MIRROR", "127.77.0.3")        # controller side
 TUNNEL_PORT = 18000                                                       # guest side
 HTTPD = REPO / "sandbox" / "httpd.py"
 MIRROR_DEBIAN = Path("/var/cache/gpuhost/mirror/debian")
@@ -76,9 +78,9 @@ def log(msg: str) -> None:
     print(f"[vm] {msg}", file=sys.stderr, flush=True)
 
 
-def free_port() -> int:
+def free_port(address: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((address, 0))
         return s.getsockname()[1]
 
 
@@ -205,7 +207,7 @@ class VM:
                  "kernel_release": info["kernel_release"], "overlay": str(overlay),
                  "serial_log": str(serial), "memory_mib": int(memory), "cpus": int(cpus),
                  "mirror": f"http://127.0.0.1:{TUNNEL_PORT}", "tunnel_pid": None,
-                 "controller_mirror": f"http://{MIRROR_ADDRESS}", "httpd_pid": None,
+                 "controller_mirror": None, "httpd_pid": None,
                  "qemu_argv": argv}
         self._save(state)
         log(f"QEMU/TCG started (pid {state['qemu_pid']}), waiting for SSH on 127.0.0.1:{port}")
@@ -213,7 +215,7 @@ class VM:
             self.wait_ssh(boot_timeout)
             state["boot_seconds"] = round(time.monotonic() - t0, 1)
             log(f"SSH up after {state['boot_seconds']} s")
-            state["httpd_pid"] = self._start_httpd()
+            state["controller_mirror"], state["httpd_pid"] = self._start_httpd()
             self._save(state)
             state["tunnel_pid"] = self._start_tunnel()
             self._save(state)
@@ -225,13 +227,15 @@ class VM:
         self._save(state)
         return state
 
-    def _start_httpd(self) -> int:
-        """Serve /debian and /nvidia from the sandbox caches on MIRROR_ADDRESS."""
+    def _start_httpd(self) -> tuple[str, int]:
+        """Serve /debian and /nvidia from the sandbox caches on MIRROR_ADDRESS; returns the
+        server's URL and pid."""
         for need, how in ((MIRROR_DEBIAN / "dists", "python -m sandbox mirror"),
                           (NVIDIA_CACHE / "manifest.json", "make nvidia-artifacts")):
             if not need.exists():
                 raise VMError(f"{need} is missing: build it with `{how}`")
-        address, port = MIRROR_ADDRESS.rsplit(":", 1)
+        address, _, port = MIRROR_ADDRESS.partition(":")
+        port = port or str(free_port(address))
         pidfile = self.run_dir / "httpd.pid"
         pidfile.unlink(missing_ok=True)
         proc = subprocess.Popen(
@@ -243,20 +247,21 @@ class VM:
         t0 = time.monotonic()
         while not pidfile.exists():
             if proc.poll() is not None:
-                raise VMError(f"the mirror's HTTP server on {MIRROR_ADDRESS} exited: "
+                raise VMError(f"the mirror's HTTP server on {address}:{port} exited: "
                               f"{proc.stderr.read().decode().strip()[-800:]}")
             if time.monotonic() - t0 > 30:
-                raise VMError(f"the mirror's HTTP server on {MIRROR_ADDRESS} did not start")
+                raise VMError(f"the mirror's HTTP server on {address}:{port} did not start")
             time.sleep(0.2)
         proc.stderr.close()
-        return proc.pid
+        return f"http://{address}:{port}", proc.pid
 
     def _start_tunnel(self) -> int:
         """Reverse tunnel guest 127.0.0.1:18000 -> controller mirror, restarted forever (a
         reboot of the guest drops it). Returns the pid of the loop (a process group)."""
+        mirror = self.state["controller_mirror"].removeprefix("http://")
         ssh = self.ssh_argv("-N", "-o", "ExitOnForwardFailure=yes",
                             "-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3",
-                            "-R", f"127.0.0.1:{TUNNEL_PORT}:{MIRROR_ADDRESS}")
+                            "-R", f"127.0.0.1:{TUNNEL_PORT}:{mirror}")
         loop = f"while :; do {shlex.join(ssh)}; sleep 1; done"
         logf = open(self.run_dir / "tunnel.log", "ab")
         proc = subprocess.Popen(["sh", "-c", loop], stdin=subprocess.DEVNULL, stdout=logf,
