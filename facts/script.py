@@ -36,7 +36,7 @@ _IF_MIG = 'case "$_gh_smi_xml" in *"<current_mig>Enabled"*) ;; *) exit 4;; esac;
 
 SECTIONS: dict[str, str] = {
     "os_release": _file("/etc/os-release"),
-    "kernel": "uname -r; uname -m",
+    "kernel": "uname -r -m",
     "proc_version": _file("/proc/driver/nvidia/version"),
     "smi_xml": _tool("nvidia-smi", f"{_SMI} -q -x"),
     "smi_list": _IF_MIG + _tool("nvidia-smi", f"{_SMI} -L"),
@@ -55,8 +55,9 @@ SECTIONS: dict[str, str] = {
         " | grep -E '^(nvidia|kmod-nvidia|libnvidia|cuda-drivers|kernel|docker|containerd"
         "|runc|dkms|gcc-toolset)'; true",
     ),
-    "headers_build": 'd="/lib/modules/$(uname -r)/build"; if test -e "$d/Makefile"; '
-    'then readlink -f "$d"; else exit 3; fi',
+    # the release the kernel section printed (same shell), else uname again
+    "headers_build": 'r=${_gh_kernel%% *}; [ -n "$r" ] || r=$(uname -r); '
+    'd="/lib/modules/$r/build"; if test -e "$d/Makefile"; then readlink -f "$d"; else exit 3; fi',
     "nouveau": "if test -d /sys/module/nouveau; then echo loaded; fi; "
     "grep -rhsE '^[[:space:]]*blacklist[[:space:]]+nouveau' /etc/modprobe.d /usr/lib/modprobe.d"
     " /lib/modprobe.d 2>/dev/null | head -n 1 | sed 's/^/modprobe: /'; "
