@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+from pyinfra import host
+from pyinfra.api import QuoteString, StringCommand, deploy, operation
+from pyinfra.operations import apt
 
-from pyinfra.api import deploy
-from pyinfra.operations import apt, dnf
-
+from facts.container import ContainerToolkit
 from gpuhost import packages
-from roles.files import config_file
 from roles.common import distro_tag, fetch_key, host_settings, host_state, is_armored
+from roles.files import config_file
 from roles.repos import apt_repository, local_packages, rpm_repository
 
 APT_PIN = "/etc/apt/preferences.d/gpuhost-nvidia-container-toolkit"
+
+
+@operation()
+def dnf_toolkit(packages: list[str], version: str):
+    """
+    Install the four toolkit packages at one version with dnf, unless they already are.
+
+    (pyinfra's dnf.packages does not read ``name-version-release`` specs back from rpm, so a
+    converged host would reinstall on every run.)
+
+    + packages: ``name-version-release`` specs
+    + version: the toolkit version they share
+    """
+    toolkit = host.get_fact(ContainerToolkit)
+    wanted = version.split("-")[0]
+    if toolkit["consistent"] and all(v == wanted for v in toolkit["packages"].values()):
+        host.noop(f"the NVIDIA Container Toolkit {wanted} is installed")
+        return
+    yield StringCommand("dnf install -y --allowerasing", *[QuoteString(p) for p in packages])
 
 
 @deploy("NVIDIA Container Toolkit")
@@ -53,7 +73,8 @@ def install() -> None:
             apt.packages(name=f"Install the NVIDIA Container Toolkit {version}",
                          packages=wanted, no_recommends=True)
         else:
-            dnf.packages(name=f"Install the NVIDIA Container Toolkit {version}", packages=wanted)
+            dnf_toolkit(name=f"Install the NVIDIA Container Toolkit {version}",
+                        packages=wanted, version=version)
     else:
         local_packages("the NVIDIA Container Toolkit",
                        list(config["container_toolkit_local_packages"]), family)

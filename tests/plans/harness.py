@@ -38,6 +38,8 @@ RECORD: list[str] = []
 IN_FACT = [0]
 INSTALLED = [False]
 _INSTALL = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*(nvidia-open|cuda-drivers)")
+_INSTALL_TOOLKIT = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*nvidia-container-toolkit")
+TOOLKIT = [False]
 
 _original_get_fact = pyinfra_facts._get_fact
 _original_run = FakeConnector.run_shell_command
@@ -58,6 +60,8 @@ def _run(self, command, *args, **kwargs):
         RECORD.append(text)
         if _INSTALL.search(text):
             INSTALLED[0] = True
+        if _INSTALL_TOOLKIT.search(text):
+            TOOLKIT[0] = True
     return _original_run(self, command, *args, **kwargs)
 
 
@@ -70,7 +74,7 @@ def _put(self, filename_or_io, remote_filename, *args, **kwargs):
 def _lookup(self, command_str):
     if INSTALLED[0] and "_gh()" in command_str:
         scenario = self.host.data.get("plan_scenario")
-        return _original_lookup_with(self, command_str, scenarios.converged_output(scenario))
+        return _original_lookup_with(self, command_str, scenarios.converged_output(scenario, toolkit=TOOLKIT[0]))
     return _original_lookup(self, command_str)
 
 

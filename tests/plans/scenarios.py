@@ -65,16 +65,19 @@ def bare_output(name: str) -> str:
     ])
 
 
-def converged_output(name: str) -> str:
-    """The same host after gpu_host converged it (driver loaded, toolkit, runtime)."""
+def converged_output(name: str, toolkit: bool = True) -> str:
+    """The same host after gpu_host converged it (driver loaded, toolkit, runtime); with
+    ``toolkit=False`` before the toolkit packages were installed."""
     s = SCENARIOS[name]
     rpm = packages.family(s["tag"]) == "rhel"
-    toolkit = "".join(f"{p}\t{TOOLKIT}-1\tii \n" for p in packages.TOOLKIT_PACKAGES)
+    toolkit_dpkg = "".join(f"{p}\t{TOOLKIT}-1\tii \n" for p in packages.TOOLKIT_PACKAGES
+                           if toolkit)
     if rpm:
         pkgs = (f"nvidia-open\t3:{DRIVER}-1.el9\n" +
-                "".join(f"{p}\t(none):{TOOLKIT}-1\n" for p in packages.TOOLKIT_PACKAGES))
+                "".join(f"{p}\t(none):{TOOLKIT}-1\n" for p in packages.TOOLKIT_PACKAGES
+                        if toolkit))
     else:
-        pkgs = f"nvidia-open-570\t{DRIVER}-1\tii \n" + toolkit
+        pkgs = f"nvidia-open-570\t{DRIVER}-1\tii \n" + toolkit_dpkg
     xml = (
         '<?xml version="1.0" ?>\n<nvidia_smi_log><driver_version>' + DRIVER +
         "</driver_version><cuda_version>12.8</cuda_version><attached_gpus>1</attached_gpus>"
