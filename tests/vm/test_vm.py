@@ -110,7 +110,16 @@ def test_deploy_restart_and_reboot(vm, sandbox_caches):
     assert vm.boot_id() != boot_id, "boot_id unchanged: the VM did not reboot"
 
     # Facts after the reboot: gpusim-boot loaded the installed driver, Docker came back
-    # (started by systemd at boot) with the nvidia runtime.
+    # (started by systemd at boot) with the nvidia runtime. SSH answers before the boot is
+    # over: wait for systemd to finish starting units first.
+    t0 = time.monotonic()
+    booted = vm.ssh("systemctl is-system-running --wait", check=False, timeout=900).stdout
+    record_timing("boot_finished_after_reboot", time.monotonic() - t0)
+    docker = systemd_show(vm, "docker.service", "ActiveState", "Result", "MainPID")
+    assert docker["ActiveState"] == "active", (
+        f"Docker did not come back after the reboot (system {booted.strip()}): {docker}\n"
+        + vm.ssh("journalctl -b -u docker.service -u containerd.service --no-pager | tail -40",
+                 check=False).stdout)
     t0 = time.monotonic()
     state = run_pyinfra.facts(INVENTORY)[vm.state["name"]]
     record_timing("facts_after_reboot", time.monotonic() - t0)
