@@ -29,6 +29,8 @@ test: setup deps nvidia-artifacts
 	@if [ -x ../shared/bin/corpus-check ]; then ../shared/bin/corpus-check; \
 	  else echo "corpus-check: ../shared/bin/corpus-check is not here; skipped"; fi
 	$(PY) -m pytest -q -p no:cacheprovider tests
+	@echo "==> molecule test -s sandbox (the Molecule wiring against the sandbox fleet)"
+	@$(MAKE) --no-print-directory molecule-sandbox
 
 test-unit: setup
 	$(PY) -m pytest -q -m "not integration and not vm" tests/unit tests/plans
