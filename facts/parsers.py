@@ -233,7 +233,7 @@ def parse_query_csv(text, fields=None):
         if len(cells) != len(fields):  # also a comma inside a value: refuse rather than guess
             raise ValueError(f"expected {fmt}: row {number} has {len(cells)} cells for "
                              f"{len(fields)} fields: {line[:120]!r}")
-        rows.append({field: _na(cell) for field, cell in zip(fields, cells)})
+        rows.append({field: _na(cell) for field, cell in zip(fields, cells, strict=True)})
     return rows
 
 
