@@ -103,7 +103,9 @@ def test_deploy_restart_and_reboot(vm, sandbox_caches):
     # A real reboot through pyinfra's server.reboot: the kernel's boot_id changes.
     boot_id = vm.boot_id()
     t0 = time.monotonic()
-    reboot = run_pyinfra.converge(INVENTORY, "server.reboot", ["reboot_timeout=900"],
+    # delay=60: pyinfra confirms a reboot by uptime (post < pre + delay); a TCG boot can
+    # take longer than the default 10 s margin allows for.
+    reboot = run_pyinfra.converge(INVENTORY, "server.reboot", ["delay=60", "reboot_timeout=900"],
                                    log=RUN_DIR / "reboot.log")
     record_timing("reboot", time.monotonic() - t0)
     assert reboot["rc"] == 0 and reboot["errors"] == 0, reboot["stderr_tail"] or reboot
