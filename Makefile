@@ -1,7 +1,7 @@
 # gpuhost: the two commands a newcomer needs are `make demo` and `make test`.
 # Everything here installs what it needs on a fresh Debian 12 machine as root.
 SHELL := /bin/bash
-PYTHON ?= python3
+PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
@@ -14,14 +14,33 @@ help:
 	@echo "make sandbox-up HOSTS=N / make sandbox-down"
 	@echo "make bench      audit speed against the floor and Ansible (20 and 50 hosts)"
 
-setup: $(VENV)/.setup-done
-$(VENV)/.setup-done: pyproject.toml
-	@$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null || \
-	  { echo "==> installing python3-venv"; apt-get update -qq && apt-get install -y -qq python3-venv python3-pip >/dev/null; }
-	@test -x $(PY) || { echo "==> creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
-	@echo "==> installing gpuhost and its test tools into $(VENV)"
-	@$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
-	@touch $@
+# make setup: .venv from requirements.lock (exact versions, sha256 hashes), then gpuhost itself
+# (editable, no dependencies). Heals: a .venv whose interpreter is missing or broken is made
+# anew. Quick when done: the stamp holds the hash of the lock and pyproject.toml it installed.
+# The interpreter is Debian's python3 (what users have) unless PYTHON= names another.
+LOCK := requirements.lock
+setup:
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || \
+	  { echo "==> installing python3-venv"; apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip >/dev/null; }
+	@if ! $(PY) -c 1 2>/dev/null; then \
+	  echo "==> creating $(VENV) with $$($(PYTHON) -c 'import sys; print(sys.executable, sys.version.split()[0])')"; \
+	  rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); fi
+	@want=$$(cat $(LOCK) pyproject.toml | sha256sum | cut -d' ' -f1); \
+	if [ "$$(cat $(VENV)/.setup-done 2>/dev/null)" != "$$want" ]; then \
+	  echo "==> installing $(LOCK) and gpuhost into $(VENV)"; \
+	  $(PY) -m pip install -q --disable-pip-version-check --require-hashes -r $(LOCK) && \
+	  $(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . && \
+	  echo "$$want" > $(VENV)/.setup-done; fi
+
+# make lock: refresh requirements.lock from pyproject.toml (newest versions its ranges allow),
+# with pip-tools in a throw-away virtualenv. Commit the result after `make test` passes.
+.PHONY: lock
+lock:
+	@rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install -q pip-tools
+	.lock-venv/bin/pip-compile -q --upgrade --generate-hashes --allow-unsafe --strip-extras \
+	  --extra test --all-build-deps --no-emit-index-url -o $(LOCK) pyproject.toml
+	@rm -rf .lock-venv
 
 # The README's test command: unit and plan tests (seconds), then the sandbox integration
 # tests and the QEMU VM test. Installs everything it needs on a fresh Debian 12 machine.
@@ -32,7 +51,7 @@ test: setup deps nvidia-artifacts
 	@echo "==> molecule test -s sandbox (the Molecule wiring against the sandbox fleet)"
 	@$(MAKE) --no-print-directory molecule-sandbox
 
-test-unit: setup
+test-unit: setup deps
 	$(PY) -m pytest -q -m "not integration and not vm" tests/unit tests/plans
 
 test-integration: setup deps nvidia-artifacts
@@ -73,5 +92,8 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends $$missing >/dev/null; \
 	fi
 
+# Removes only what git ignores (the virtualenv, caches, build output, demo reports); never a
+# file you wrote. The sandbox's caches in /var/cache/gpuhost stay: `make sandbox-clean`.
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	git clean -fdXq
+	@echo "==> removed what git ignores (.venv, caches, build output)"
