@@ -55,7 +55,10 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
     mirror = fleet["mirror"]
     settings = {"sandbox_mirror_url": mirror}
     if not manifest:
-        return settings
+        # the fake NVIDIA packages are built by `make nvidia-artifacts` (and by `make
+        # sandbox-up`); without them there is no driver to install: say so, not "missing"
+        sys.exit(f"sandbox: no fake NVIDIA packages in {_MANIFEST.parent}: "
+                 "run `make nvidia-artifacts` (or `make sandbox-up`)")
     version = os.environ.get("GPUHOST_SANDBOX_DRIVER") or manifest["driver_versions"][-1]
     repos = manifest["local_repos"].get(version)
     if repos is None:

@@ -11,7 +11,7 @@ SPEC ?=
 SANDBOX := python3 -m sandbox
 
 .PHONY: sandbox-up sandbox-down sandbox-status sandbox-base sandbox-mirror
-sandbox-up: deps
+sandbox-up: deps setup nvidia-artifacts
 	$(SANDBOX) up --hosts $(HOSTS) --ol $(OL) --docker-hosts $(DOCKER_HOSTS) $(if $(SPEC),--spec '$(SPEC)')
 
 sandbox-down:
