@@ -11,13 +11,13 @@ from __future__ import annotations
 
 
 from pyinfra import host, logger
-from pyinfra.api import FactBase, StringCommand, deploy, operation
+from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.api import QuoteString
 from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, dnf, files, server
-from typing_extensions import override
 
-from facts.nvidia import NvidiaDriver
+from facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
+from facts.services import ServiceInstalled
 from gpuhost import packages
 from roles.files import config_file
 from roles.common import (
@@ -28,26 +28,6 @@ from roles.common import (
     host_state,
     local_repo_artifact,
 )
-
-class LocalRepoKeyTrusted(FactBase):
-    """Whether every keyring a local repo ships is installed in /usr/share/keyrings."""
-
-    @override
-    def command(self, repo_dir: str) -> StringCommand:
-        return StringCommand(
-            "for key in", StringCommand(QuoteString(repo_dir), "/nvidia-driver-*-keyring.gpg", _separator=""),
-            '; do test -e "$key" || continue; cmp -s "$key" "/usr/share/keyrings/${key##*/}"'
-            ' && echo trusted || echo missing; done; true',
-        )
-
-    @override
-    def process(self, output: list[str]) -> bool:
-        return bool(output) and all(line.strip() == "trusted" for line in output)
-
-    @override
-    def default(self) -> bool:  # type: ignore[override]
-        return False
-
 
 NOUVEAU_CONF = "/etc/modprobe.d/gpuhost-blacklist-nouveau.conf"
 APT_PIN = "/etc/apt/preferences.d/gpuhost-nvidia-driver"
@@ -115,23 +95,6 @@ def module_stream(stream: str, module: str = "nvidia-driver"):
     yield StringCommand("dnf -y module enable", QuoteString(f"{module}:{stream}"))
 
 
-class ServiceInstalled(FactBase):
-    """Whether a systemd unit or an init.d script of this name exists."""
-
-    @override
-    def command(self, service: str) -> StringCommand:
-        unit = QuoteString(f"{service}.service")
-        return StringCommand(
-            "for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do "
-            'test -e "$d/"', unit, "&& echo yes && exit 0; done; test -e",
-            QuoteString(f"/etc/init.d/{service}"), "&& echo yes || echo no",
-        )
-
-    @override
-    def process(self, output: list[str]) -> bool:
-        return bool(output) and output[-1].strip() == "yes"
-
-
 def _service_exists(service: str) -> bool:
     if host.get_fact(ServiceInstalled, service=service):
         return True
@@ -154,7 +117,7 @@ def install() -> None:
     state = host_state()
     tag = distro_tag(state)
     family = packages.family(tag)
-    version = config["nvidia_driver_version"]
+    version = config.nvidia_driver_version
     flavor = choose_flavor(config, state)
 
     nouveau = config_file(
@@ -192,7 +155,7 @@ def install() -> None:
         version=version,
     )
 
-    wanted = packages.driver_packages(tag, version, flavor, bool(config["nvidia_fabricmanager"]))
+    wanted = packages.driver_packages(tag, version, flavor, bool(config.nvidia_fabricmanager))
     if family == "debian":
         config_file(
             name=f"Pin the driver packages at {version}",
@@ -221,7 +184,7 @@ def install() -> None:
             packages=wanted,
         )
 
-    if config["reboot_policy"] == "when_needed":
+    if config.reboot_policy == "when_needed":
         server.reboot(
             name="Reboot to load the NVIDIA driver (reboot_policy: when_needed)",
             reboot_timeout=600,
@@ -231,8 +194,8 @@ def install() -> None:
     # Services that need the loaded driver: enabled now, started once the module is loaded
     # (after the reboot above, or on the next boot when reboot_policy is never).
     for service, label, wanted_service in (
-        ("nvidia-persistenced", "nvidia-persistenced", config["nvidia_persistenced"]),
-        ("nvidia-fabricmanager", "the NVIDIA Fabric Manager", config["nvidia_fabricmanager"]),
+        ("nvidia-persistenced", "nvidia-persistenced", config.nvidia_persistenced),
+        ("nvidia-fabricmanager", "the NVIDIA Fabric Manager", config.nvidia_fabricmanager),
     ):
         if not wanted_service:
             continue
