@@ -1,4 +1,4 @@
-"""The controller-side event file of a driver upgrade (see ``gpuhost.rollout``).
+"""The controller-side event file of a driver upgrade (its format: ``gpuhost.rollout``).
 
 The wrapper (``python -m gpuhost.cli_upgrade``) passes ``--data gpuhost_upgrade_record=PATH``
 and ``--data gpuhost_upgrade_run=LABEL``; without them nothing is written. Events are

@@ -1,7 +1,8 @@
 """Move a host to another NVIDIA driver version, safely and resumably.
 
 Prepare (facts only, before any host is touched): every host of the run is assessed at
-once (``roles.upgrade_checks``); a host whose driver cannot drive its GPUs, that would be
+once (``gpuhost.upgrade.assess``, from ``facts.host.GpuHostState`` and
+``facts.upgrade.UpgradeProbe``); a host whose driver cannot drive its GPUs, that would be
 downgraded without ``upgrade_allow_downgrade``, or that runs GPU clients (without a drain
 hook or ``upgrade_force``) stops the whole run with one line per host.
 
@@ -18,6 +19,9 @@ Execute, per host that is not already at the target:
 6. verify with facts, restart the clients, uncordon hook, remove the marker, record
 
 A host already at the target gets only the verification and the record: zero changes.
+
+The package: this module (the ``@deploy`` and its steps), ``ops`` (the upgrade's
+operations), ``record`` (the controller-side event file).
 """
 
 from __future__ import annotations
@@ -37,8 +41,11 @@ from pyinfra.operations import files, server
 
 from facts.host import GpuHostState
 from facts.nvidia import NvidiaDriver
+from facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
-from roles import nvidia_driver, upgrade_ops as ops, upgrade_record
+from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, services_to_check
+from roles import nvidia_driver
+from roles.upgrade import ops, record as upgrade_record
 from roles.common import (
     REMOTE_CACHE,
     GpuhostError,
@@ -46,8 +53,6 @@ from roles.common import (
     host_settings,
     local_repo_artifact,
 )
-from roles.upgrade_checks import CLIENT_SERVICES, assess, services_to_check
-from roles.upgrade_probe import MARKER, UpgradeProbe
 
 _lock = BoundedSemaphore(1)
 _plans: dict[str, dict[str, Any]] = {}
@@ -113,19 +118,19 @@ def _verify(plan: dict[str, Any]) -> None:
     )
 
 
-def _stop_clients(plan: dict[str, Any], config: dict[str, Any]) -> None:
+def _stop_clients(plan: dict[str, Any], config: settings.Settings) -> None:
     before = plan["before"]
     names = before["services"] + (["nv-hostengine"] if before["hostengine"] else [])
     ops.stop_services(name=f"Stop GPU clients ({', '.join(names) or 'none running'})",
                       services=before["services"], hostengine=before["hostengine"])
-    if config["upgrade_force"] and before["containers"]:
+    if config.upgrade_force and before["containers"]:
         ops.containers(name="Stop the GPU containers (upgrade_force)",
                        ids=before["containers"], running=False)
-    if config["reboot_policy"] != "when_needed":
+    if config.reboot_policy != "when_needed":
         ops.unload_modules(name="Unload the nvidia kernel modules (reboot_policy: never)")
 
 
-def _switch(plan: dict[str, Any], config: dict[str, Any]) -> None:
+def _switch(plan: dict[str, Any], config: settings.Settings) -> None:
     target, tag, flavor = plan["target"], plan["tag"], plan["flavor"]
     artifact = local_repo_artifact(config, tag)
     remote_file = f"{REMOTE_CACHE}/{artifact.name}"
@@ -138,10 +143,10 @@ def _switch(plan: dict[str, Any], config: dict[str, Any]) -> None:
     wanted = packages.driver_packages(tag, target, flavor, plan["fabricmanager"])
     if packages.family(tag) == "debian":
         files.put(name=f"Move the apt pin to {target}", src=StringIO(packages.apt_pin(target)),
-                  dest=nvidia_driver.APT_PIN, mode="644")
+                  dest=packages.APT_PIN, mode="644")
         files.put(name="Keep unattended-upgrades away from the driver",
                   src=StringIO(packages.unattended_upgrades_blacklist()),
-                  dest=nvidia_driver.UNATTENDED, mode="644")
+                  dest=packages.UNATTENDED, mode="644")
     else:
         stream = packages.module_stream(target, flavor)
         ops.switch_module_stream(name=f"Move the dnf module to nvidia-driver:{stream}",
@@ -150,20 +155,20 @@ def _switch(plan: dict[str, Any], config: dict[str, Any]) -> None:
                         distro_tag=tag, version=target, flavor=flavor, wanted=wanted)
 
 
-def _upgrade(plan: dict[str, Any], config: dict[str, Any]) -> None:
+def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     target, before = plan["target"], plan["before"]
     if plan["new_marker"]:
         files.put(name="Mark the upgrade as under way on the host (the resume point)",
                   src=StringIO(json.dumps(plan["new_marker"], sort_keys=True) + "\n"),
                   dest=MARKER, mode="600", create_remote_dir=True)
-    if config["upgrade_drain_command"]:
+    if config.upgrade_drain_command:
         ops.controller_command(name="Drain the host (upgrade_drain_command, on the controller)",
-                               command=config["upgrade_drain_command"], what="drain")
+                               command=config.upgrade_drain_command, what="drain")
     ops.gpu_idle(name="No GPU compute process or GPU container runs",
-                 force=config["upgrade_force"])
+                 force=config.upgrade_force)
     _stop_clients(plan, config)
     _switch(plan, config)
-    if config["reboot_policy"] == "when_needed":
+    if config.reboot_policy == "when_needed":
         server.reboot(name=f"Reboot into driver {target} (reboot_policy: when_needed)",
                       reboot_timeout=600, _if=lambda: _needs_reboot(target))
     else:
@@ -177,13 +182,13 @@ def _upgrade(plan: dict[str, Any], config: dict[str, Any]) -> None:
     names = start + (["nv-hostengine"] if before["hostengine"] else [])
     ops.start_services(name=f"Start the GPU clients again ({', '.join(names) or 'none ran'})",
                        services=start, hostengine=before["hostengine"])
-    if config["upgrade_force"] and before["containers"]:
+    if config.upgrade_force and before["containers"]:
         ops.containers(name="Start the GPU containers again", ids=before["containers"],
                        running=True)
-    if config["upgrade_uncordon_command"]:
+    if config.upgrade_uncordon_command:
         ops.controller_command(name="Uncordon the host (upgrade_uncordon_command, on the "
                                     "controller)",
-                               command=config["upgrade_uncordon_command"], what="uncordon")
+                               command=config.upgrade_uncordon_command, what="uncordon")
     files.file(name="The upgrade is complete: remove the resume point", path=MARKER,
                present=False)
     ops.record_done(name="Record the result", from_version=plan["from"], result="upgraded")
