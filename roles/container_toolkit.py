@@ -40,13 +40,13 @@ def install() -> None:
     state = host_state()
     tag = distro_tag(state)
     family = packages.family(tag)
-    version = config["container_toolkit_version"]
-    source = config["container_toolkit_source"]
+    version = config.container_toolkit_version
+    source = config.container_toolkit_source
     kind = "apt" if family == "debian" else "rpm"
 
     if source in ("nvidia", "mirror"):
-        url = config["container_toolkit_repo_url"][kind]
-        key_location = config["container_toolkit_gpgkey"][kind]
+        url = config.container_toolkit_repo_url[kind]
+        key_location = config.container_toolkit_gpgkey[kind]
         key = fetch_key(key_location, config)
         if family == "debian":
             keyring = "/usr/share/keyrings/nvidia-container-toolkit-keyring." + (
@@ -77,4 +77,4 @@ def install() -> None:
                         packages=wanted, version=version)
     else:
         local_packages("the NVIDIA Container Toolkit",
-                       list(config["container_toolkit_local_packages"]), family)
+                       list(config.container_toolkit_local_packages), family)

@@ -95,8 +95,8 @@ def configure() -> None:
     config = host_settings()
     merged = daemon_json(
         name="Merge the nvidia runtime into /etc/docker/daemon.json",
-        default_runtime=bool(config["nvidia_default_runtime"]),
-        extra=config["docker_daemon_settings"] or None,
+        default_runtime=bool(config.nvidia_default_runtime),
+        extra=config.docker_daemon_settings or None,
     )
     server.service(
         name="Restart Docker (daemon.json changed)",

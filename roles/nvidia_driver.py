@@ -117,7 +117,7 @@ def install() -> None:
     state = host_state()
     tag = distro_tag(state)
     family = packages.family(tag)
-    version = config["nvidia_driver_version"]
+    version = config.nvidia_driver_version
     flavor = choose_flavor(config, state)
 
     nouveau = config_file(
@@ -155,7 +155,7 @@ def install() -> None:
         version=version,
     )
 
-    wanted = packages.driver_packages(tag, version, flavor, bool(config["nvidia_fabricmanager"]))
+    wanted = packages.driver_packages(tag, version, flavor, bool(config.nvidia_fabricmanager))
     if family == "debian":
         config_file(
             name=f"Pin the driver packages at {version}",
@@ -184,7 +184,7 @@ def install() -> None:
             packages=wanted,
         )
 
-    if config["reboot_policy"] == "when_needed":
+    if config.reboot_policy == "when_needed":
         server.reboot(
             name="Reboot to load the NVIDIA driver (reboot_policy: when_needed)",
             reboot_timeout=600,
@@ -194,8 +194,8 @@ def install() -> None:
     # Services that need the loaded driver: enabled now, started once the module is loaded
     # (after the reboot above, or on the next boot when reboot_policy is never).
     for service, label, wanted_service in (
-        ("nvidia-persistenced", "nvidia-persistenced", config["nvidia_persistenced"]),
-        ("nvidia-fabricmanager", "the NVIDIA Fabric Manager", config["nvidia_fabricmanager"]),
+        ("nvidia-persistenced", "nvidia-persistenced", config.nvidia_persistenced),
+        ("nvidia-fabricmanager", "the NVIDIA Fabric Manager", config.nvidia_fabricmanager),
     ):
         if not wanted_service:
             continue

@@ -104,14 +104,14 @@ def check(target_version: str, toolkit_version: str, reboot_allowed: bool,
 @deploy("Verify")
 def run() -> None:
     config = host_settings()
-    image = config.get("verify_image")
-    if image and config["docker_source"] != "none":
+    image = config.verify_image
+    if image and config.docker_source != "none":
         verify_image(name=f"Verification image {image} is present", image=image,
-                     archive=config.get("verify_image_archive"))
+                     archive=config.verify_image_archive)
     check(
         name="Verify driver, GPUs, runtime and toolkit with facts",
-        target_version=config["nvidia_driver_version"],
-        toolkit_version=config["container_toolkit_version"],
-        reboot_allowed=config["reboot_policy"] == "when_needed",
+        target_version=config.nvidia_driver_version,
+        toolkit_version=config.container_toolkit_version,
+        reboot_allowed=config.reboot_policy == "when_needed",
         image=image,
     )
