@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
-from facts import state
+from facts.assemble import docker_state, toolkit_state
 from facts.base import SectionFact
 
 
@@ -36,7 +36,7 @@ class DockerDaemonConfig(SectionFact):
     """
 
     sections = ("daemon_json", "docker_version", "docker_info")
-    assemble = staticmethod(state.docker_state)
+    assemble = staticmethod(docker_state)
 
 
 class ContainerToolkit(SectionFact):
@@ -58,7 +58,7 @@ class ContainerToolkit(SectionFact):
     """
 
     sections = ("dpkg", "rpm", "nvidia_ctk", "nvidia_container_cli")
-    assemble = staticmethod(state.toolkit_state)
+    assemble = staticmethod(toolkit_state)
 
 
 class DockerdValidates(FactBase):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
-from facts import state
+from facts.assemble import driver_state, gpus_state
 from facts.base import SectionFact
 
 
@@ -45,7 +45,7 @@ class NvidiaDriver(SectionFact):
     """
 
     sections = ("dpkg", "rpm", "proc_version", "smi_xml")
-    assemble = staticmethod(state.driver_state)
+    assemble = staticmethod(driver_state)
 
 
 class NvidiaGpus(SectionFact):
@@ -68,7 +68,7 @@ class NvidiaGpus(SectionFact):
     """
 
     sections = ("smi_xml", "lspci")
-    assemble = staticmethod(state.gpus_state)
+    assemble = staticmethod(gpus_state)
 
 
 class LocalRepoKeyTrusted(FactBase):

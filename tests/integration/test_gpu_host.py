@@ -40,11 +40,11 @@ def totals(output: str) -> dict[str, int]:
 
 
 def host_state(ssh, host: str) -> dict:
-    from facts import parsers, state
+    from facts import assemble, parsers
     from facts.script import ALL_SECTIONS, build_script
 
     out = ssh(host, build_script(ALL_SECTIONS))
-    return state.host_state(parsers.split_sections(out))
+    return assemble.host_state(parsers.split_sections(out))
 
 
 @pytest.fixture(scope="module")

@@ -128,10 +128,10 @@ class Fleet:
         return done.stdout
 
     def state(self, name: str) -> dict:
-        from facts import parsers, state
+        from facts import assemble, parsers
         from facts.script import ALL_SECTIONS, build_script
 
-        return state.host_state(parsers.split_sections(self.ssh(name, build_script(ALL_SECTIONS))))
+        return assemble.host_state(parsers.split_sections(self.ssh(name, build_script(ALL_SECTIONS))))
 
     def marks(self, name: str) -> dict:
         """What must not move on a host that is not touched."""

@@ -1,11 +1,11 @@
 """Drift, CUDA answers and the audit document (gpuhost.audit), on host states assembled by
-the real fact code (facts.state.host_state) from hand-written section outputs."""
+the real fact code (facts.assemble.host_state) from hand-written section outputs."""
 
 from __future__ import annotations
 
 import pytest
 
-from facts import state as fact_state
+from facts import assemble
 from facts.script import ALL_SECTIONS
 from gpuhost import audit
 
@@ -82,7 +82,7 @@ def make_state(driver: str | None = "570.172.08", packages: str | None = None,
         if running_default:
             sections["docker_info"] = {"rc": 0, "out": f'{{"nvidia":{{}},"runc":{{}}}}\t'
                                                        f"{running_default}\t20.10.24"}
-    return fact_state.host_state(sections)
+    return assemble.host_state(sections)
 
 
 def desired(**overrides):
