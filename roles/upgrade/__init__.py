@@ -32,7 +32,7 @@ import time
 from io import StringIO
 from typing import Any
 
-from gevent.lock import BoundedSemaphore
+from gevent.event import Event
 from gevent.pool import Group
 from pyinfra import host, state
 from pyinfra.api import deploy
@@ -43,7 +43,7 @@ from facts.host import GpuHostState
 from facts.nvidia import NvidiaDriver
 from facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
-from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, services_to_check
+from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
 from roles import nvidia_driver
 from roles.upgrade import ops, record as upgrade_record
 from roles.common import (
@@ -54,9 +54,25 @@ from roles.common import (
     local_repo_artifact,
 )
 
-_lock = BoundedSemaphore(1)
-_plans: dict[str, dict[str, Any]] = {}
-_refusal: list[GpuhostError] = []
+PLAN_KEY = "gpuhost_upgrade_plan"  # host.data: this host's plan (``gpuhost.upgrade.assess``)
+CHECK_KEY = "gpuhost_upgrade_check"  # host.data: the run's FleetCheck, shared by its hosts
+
+
+class FleetCheck:
+    """The pre-check of one pyinfra run, shared by the run's hosts through ``host.data``.
+
+    pyinfra prepares the hosts in parallel greenlets: the first to arrive assesses every
+    host, the others wait for ``done``. It lives exactly as long as the run's hosts (another
+    inventory, another check); pyinfra hands out shallow copies of data values, and the copy
+    of this one is itself.
+    """
+
+    def __init__(self) -> None:
+        self.done = Event()
+        self.refusal: str | None = None
+
+    def __copy__(self) -> FleetCheck:
+        return self
 
 
 def _assess_host(target: Any) -> dict[str, Any]:
@@ -68,36 +84,43 @@ def _assess_host(target: Any) -> dict[str, Any]:
     return assess(target.name, config, gpu_state, probe, started=started)
 
 
-def check_fleet() -> None:
-    """Assess every host of this run once (in parallel), before any operation runs anywhere;
-    raise with one line per refused host. Every host's deploy code calls this; the first
-    does the work, the others wait for it."""
-    check_inventory()
-    with _lock:
-        if _refusal:
-            raise _refusal[0]
-        if _plans:
-            return
-        hosts = sorted(inventory.get_active_hosts(), key=lambda h: h.name)
-        results = Group().map(_assess_host, hosts)
+def _assess_fleet(check: FleetCheck) -> None:
+    hosts = sorted(inventory.get_active_hosts(), key=lambda h: h.name)
+    for target in hosts:  # before the first fact is read: the other hosts wait from now on
+        setattr(target.data, CHECK_KEY, check)
+    try:
+        plans = Group().map(_assess_host, hosts)
         by_name = {h.name: h for h in hosts}
-        problems = []
-        for plan in results:
+        for plan in plans:
             target = by_name[plan["host"]]
-            if plan["problems"]:
-                for problem in plan["problems"]:
-                    problems.append(f"{plan['host']}: {problem}")
-                    upgrade_record.write_event("refused", target, reason=problem, **{
-                        "from": plan["from"], "to": plan["target"]})
-            else:
+            setattr(target.data, PLAN_KEY, plan)
+            for problem in plan["problems"]:
+                upgrade_record.write_event("refused", target, reason=problem, **{
+                    "from": plan["from"], "to": plan["target"]})
+            if not plan["problems"]:
                 upgrade_record.write_event("plan", target, **{
                     "from": plan["from"], "to": plan["target"], "action": plan["action"]})
-        if problems:
-            _refusal.append(GpuhostError(
-                "driver upgrade refused, nothing was changed on any host:\n  "
-                + "\n  ".join(problems)))
-            raise _refusal[0]
-        _plans.update({plan["host"]: plan for plan in results})
+        check.refusal = refusal(plans)
+    except Exception as error:
+        check.refusal = f"the driver upgrade pre-check failed, nothing was changed: {error}"
+        raise
+    finally:
+        check.done.set()
+
+
+def check_fleet() -> dict[str, Any]:
+    """This host's plan. Every host of the run is assessed once (in parallel), before any
+    operation runs anywhere; raise with one line per refused host. Every host's deploy code
+    calls this; the first does the work, the others wait for it."""
+    check_inventory()
+    check = host.data.get(CHECK_KEY)
+    if check is None:
+        check = FleetCheck()
+        _assess_fleet(check)
+    check.done.wait()
+    if check.refusal:
+        raise GpuhostError(check.refusal)
+    return host.data.get(PLAN_KEY)
 
 
 def _needs_reboot(target: str) -> bool:
@@ -196,9 +219,8 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
 
 @deploy("Driver upgrade")
 def run() -> None:
-    check_fleet()
+    plan = check_fleet()
     upgrade_record.events_for(state)
-    plan = _plans[host.name]
     if plan["action"] == "none":
         _verify(plan)
         ops.record_done(name="Record the result", from_version=plan["from"],

@@ -60,16 +60,14 @@ class UpgradeEvents(BaseStateCallback):
         write_event("failed", host, operation=", ".join(names) or op_hash)
 
 
-_handlers: dict[int, UpgradeEvents] = {}
-
-
 def events_for(state) -> UpgradeEvents:
-    """The callback handler of this pyinfra state (registered once)."""
-    key = id(state)
-    if key not in _handlers:
-        _handlers[key] = UpgradeEvents()
-        state.add_callback_handler(_handlers[key])
-    return _handlers[key]
+    """The callback handler of this pyinfra state (registered with it once, gone with it)."""
+    for handler in state.callback_handlers:
+        if isinstance(handler, UpgradeEvents):
+            return handler
+    handler = UpgradeEvents()
+    state.add_callback_handler(handler)
+    return handler
 
 
 def seconds_since_start(state, name: str) -> float | None:
