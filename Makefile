@@ -42,23 +42,27 @@ lock:
 	  --extra test --all-build-deps --no-emit-index-url -o $(LOCK) pyproject.toml
 	@rm -rf .lock-venv
 
+# Every test tree (pyproject.toml's testpaths): the product's tests, the sandbox's own
+# (simulator, fake packages, fleet) and the Vagrant/Molecule file checks.
+TEST_TREES = tests sandbox/tests vagrant/tests
+
 # The README's test command: unit and plan tests (seconds), then the sandbox integration
 # tests and the QEMU VM test. Installs everything it needs on a fresh Debian 12 machine.
 test: setup deps nvidia-artifacts
 	@if [ -x ../shared/bin/corpus-check ]; then ../shared/bin/corpus-check; \
 	  else echo "corpus-check: ../shared/bin/corpus-check is not here; skipped"; fi
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider $(TEST_TREES)
 	@echo "==> molecule test -s sandbox (the Molecule wiring against the sandbox fleet)"
 	@$(MAKE) --no-print-directory molecule-sandbox
 
 test-unit: setup deps
-	$(PY) -m pytest -q -m "not integration and not vm" tests/unit tests/plans
+	$(PY) -m pytest -q -m "not integration and not vm" $(TEST_TREES)
 
 test-integration: setup deps nvidia-artifacts
-	$(PY) -m pytest -q -m integration tests/integration
+	$(PY) -m pytest -q -m integration $(TEST_TREES)
 
 lint: setup
-	$(VENV)/bin/ruff check facts gpuhost roles deploys inventories sandbox tests
+	$(VENV)/bin/ruff check facts gpuhost roles deploys inventories sandbox tests vagrant/tests
 
 # The README's first command: a sandbox fleet of real SSH hosts (simulated GPUs),
 # provisioned by deploys/gpu_host.py, then audited. The fleet stays up to explore:

@@ -11,7 +11,7 @@ One story, one step per fixture (each builds on the one before):
 6. ``resumed``     the fault cleared, the same command again: done hosts untouched, the
                    rest finished
 
-By default the shared sandbox fleet of tests/integration/conftest.py is used (reshaped to six
+By default the shared sandbox fleet of the root conftest.py is used (reshaped to six
 Debian hosts). ``GPUHOST_UPGRADE_PRIVATE_SANDBOX=1`` runs a private fleet instead, beside the
 shared one (as bench/private_sandbox.py does): a copy of the sandbox code with hosts at
 127.77.3.N, its HTTP server on port 8003, its own runtime and state directories, and an

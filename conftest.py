@@ -1,4 +1,7 @@
-"""Fixtures for the integration tests: a real sandbox fleet (SSH hosts on this machine).
+"""Fixtures shared by every test tree (tests/, sandbox/tests/, vagrant/tests/).
+
+The integration tests' sandbox fleet (real SSH hosts on this machine), one per session
+whatever tree asks for it:
 
     fleet        session: brings the sandbox up with `sandbox_spec`, yields fleet.json's
                  data, runs `sandbox down` at the end unless GPUHOST_KEEP_SANDBOX=1 or the
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parent
 INVENTORY = "inventories/sandbox.py"
 DEFAULT_SPEC = {"hosts": 4, "ol": 2, "docker_hosts": 1}
 _SESSION = {"was_up": False}
