@@ -11,14 +11,6 @@ from roles.common import GpuhostError, distro_tag, fetch_key, host_settings, hos
 from roles.repos import apt_repository, local_packages, rpm_repository
 
 
-def _docker_repo(config: settings.Settings, state: dict, family: str) -> tuple[str, str]:
-    """(repository URL, key location): Docker's per-OS defaults unless the inventory says."""
-    os_key = state["os"]["id"] if family == "debian" else "rhel"
-    if os_key not in ("debian", "ubuntu", "rhel"):
-        os_key = "debian"
-    return config.docker_repo_url[os_key], config.docker_repo_gpgkey[os_key]
-
-
 @deploy("Docker Engine")
 def install() -> None:
     config = host_settings()
@@ -30,7 +22,7 @@ def install() -> None:
     family = packages.family(tag)
 
     if source == "docker":
-        url, key_location = _docker_repo(config, state, family)
+        url, key_location = settings.docker_repo(config, state["os"]["id"])
         key = fetch_key(key_location, config)
         if family == "debian":
             apt_repository(
