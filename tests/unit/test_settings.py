@@ -297,3 +297,25 @@ def test_validate_inventory_checks_every_host_once_naming_them():
         'offline: "yes" is not a boolean (want true or false, unquoted)  [gpu-03]',
     ]
     assert S.validate_inventory({"gpu-01": minimal()}) == []
+
+
+def test_roles_read_settings_per_run_never_from_an_earlier_run():
+    """roles.common keeps what it reads once per pyinfra run (State), not per process: a
+    second run with other data sees that data, and is validated again."""
+    from pyinfra.api import Config, Inventory, State
+    from pyinfra.context import ctx_host, ctx_inventory, ctx_state
+
+    from roles import common
+
+    def run(**data):
+        inventory = Inventory((["gpu-01"], data))
+        state = State(inventory, Config())
+        target = inventory.get_host("gpu-01")
+        with ctx_state.use(state), ctx_inventory.use(inventory), ctx_host.use(target):
+            return common.host_settings()
+
+    first = run(**minimal())
+    assert isinstance(first, S.Settings) and first.nvidia_driver_version == "570.172.08"
+    assert run(**minimal(nvidia_driver_version="550.163.01")).nvidia_driver_version == "550.163.01"
+    with pytest.raises(common.GpuhostError, match=r"reboot_policy: .*\[gpu-01\]"):
+        run(**minimal(reboot_policy="always"))
