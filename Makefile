@@ -77,9 +77,9 @@ demo: setup deps nvidia-artifacts
 	  echo "==> some hosts failed (see above); the others are provisioned"
 	@echo "==> [3/4] second run on the converged fleet: expect no changes"
 	@$(VENV)/bin/pyinfra -y inventories/sandbox.py deploys/gpu_host.py 2>&1 | grep -E "Grand total|error" || true
-	@echo "==> [4/4] audit (read-only): pyinfra -y inventories/sandbox.py deploys/audit.py"
-	@$(VENV)/bin/pyinfra -y inventories/sandbox.py deploys/audit.py --data audit_html=demo-audit.html \
-	  --data audit_json=demo-audit.json; \
+	@echo "==> [4/4] audit (read-only): gpuhost audit inventories/sandbox.py"
+	@$(PY) -m gpuhost.cli audit inventories/sandbox.py --html demo-audit.html \
+	  --json demo-audit.json; \
 	  echo "==> audit exit status $$? (0: fleet as wanted). Report: demo-audit.html, demo-audit.json"
 	@echo "==> the fleet is still up: python3 -m sandbox status | make sandbox-down"
 

@@ -115,12 +115,13 @@ def test_outcome_names_the_failed_host_and_operation_and_the_interrupted_one():
     events = [ev("plan", h, 0, **{"from": "550.163.01", "to": "570.172.08", "action": "upgrade"})
               for h in "abc"]
     events += [ev("start", h, 10) for h in "ab"]
-    events.append(ev("failed", "b", 40.5, operation="Driver upgrade | Switch to the open driver"))
-    logs = {"b": ["Building module:", "Error! Bad return status for module build", "",
-                  "dpkg: error processing package nvidia-dkms-570-open (--configure):",
-                  "dependency problems - leaving unconfigured", " nvidia-open-570",
-                  "E: Sub-process /usr/bin/dpkg returned an error code (1)"]}
-    outcome = rollout.batch_outcome(batch, events, 1, logs)
+    output = ["Building module:", "Error! Bad return status for module build", "",
+              "dpkg: error processing package nvidia-dkms-570-open (--configure):",
+              "dependency problems - leaving unconfigured", " nvidia-open-570",
+              "E: Sub-process /usr/bin/dpkg returned an error code (1)"]
+    events.append(ev("failed", "b", 40.5, operation="Driver upgrade | Switch to the open driver",
+                     output=output))
+    outcome = rollout.batch_outcome(batch, events, 1, {"b"})
     assert not outcome.ok
     b = outcome.results["b"]
     assert b.result == "failed" and b.seconds == 30.5
@@ -140,6 +141,17 @@ def test_a_non_zero_exit_is_a_failure_even_when_every_host_says_done():
     assert not outcome.ok and "exited with status 1" in outcome.failures[0]
     outcome = rollout.batch_outcome(batch, [], 2)
     assert outcome.results["a"].result == "not started"
+
+
+def test_a_host_pyinfra_failed_before_it_started_is_failed_not_interrupted():
+    batch = rollout.Batch("batch 1", ("a", "b"))
+    events = [ev("start", "b", 1), ev("failed", "b", 2, operation="Switch")]
+    outcome = rollout.batch_outcome(batch, events, 1, {"a", "b"})  # a: could not connect
+    assert outcome.results["a"].result == "failed"
+    assert "before its upgrade started" in outcome.results["a"].detail
+    assert outcome.results["b"].detail == "failed at: Switch"  # no output recorded
+    outcome = rollout.batch_outcome(batch, events, 1, None)  # pyinfra printed no results
+    assert outcome.results["a"].result == "interrupted"
 
 
 def test_summary_table_and_report():
