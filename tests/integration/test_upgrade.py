@@ -1,5 +1,5 @@
 """Rolling driver upgrades over real SSH against six sandbox hosts (Debian 12, real apt, real
-DKMS hooks, the GPU simulator, real reboots), with ``python -m gpuhost.cli_upgrade``.
+DKMS hooks, the GPU simulator, real reboots), with ``gpuhost upgrade`` (``python -m gpuhost.cli``).
 
 One story, one step per fixture (each builds on the one before):
 
@@ -154,8 +154,8 @@ class Fleet:
         return done
 
     def wrapper(self, label: str, report: Path, driver: str, *args: str):
-        done = self.run(label, [sys.executable, "-m", "gpuhost.cli_upgrade", self.inventory, *args,
-                                "--report", str(report)], driver)
+        done = self.run(label, [sys.executable, "-m", "gpuhost.cli", "upgrade", self.inventory,
+                                *args, "--report", str(report)], driver)
         data = json.loads(report.read_text()) if report.exists() else None
         return done, data
 
