@@ -135,7 +135,13 @@ def sandbox_tools():
     from types import SimpleNamespace
 
     return SimpleNamespace(root=ROOT, run_dir=run_dir, pyinfra_bin=pyinfra_bin,
-                           cli=sandbox_cli, up_args=up_args, keep_fleet=keep_fleet)
+                           cli=sandbox_cli, up_args=up_args, keep_fleet=keep_fleet, boots=boots)
+
+
+def boots(name: str) -> int:
+    """How many times the sandbox booted host NAME (its supervisor counts every boot in
+    RUNDIR/hosts/NAME/boots, a simulated reboot included)."""
+    return int((run_dir() / "hosts" / name / "boots").read_text())
 
 
 @pytest.fixture(scope="session")
