@@ -40,19 +40,12 @@ from pyinfra.context import ctx_host, inventory
 from pyinfra.operations import files, server
 
 from facts.host import GpuHostState
-from facts.nvidia import NvidiaDriver
 from facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
 from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
 from roles import nvidia_driver
 from roles.upgrade import ops, record as upgrade_record
-from roles.common import (
-    REMOTE_CACHE,
-    GpuhostError,
-    check_inventory,
-    host_settings,
-    local_repo_artifact,
-)
+from roles.common import GpuhostError, check_inventory, host_settings
 
 PLAN_KEY = "gpuhost_upgrade_plan"  # host.data: this host's plan (``gpuhost.upgrade.assess``)
 CHECK_KEY = "gpuhost_upgrade_check"  # host.data: the run's FleetCheck, shared by its hosts
@@ -123,12 +116,6 @@ def check_fleet() -> dict[str, Any]:
     return host.data.get(PLAN_KEY)
 
 
-def _needs_reboot(target: str) -> bool:
-    """Read at execute time: the module loaded is not the target's."""
-    driver = host.get_fact(NvidiaDriver)
-    return driver["state"] != "loaded" or driver["loaded_version"] != target
-
-
 def _verify(plan: dict[str, Any]) -> None:
     before = plan["before"]
     ops.verify(
@@ -155,21 +142,12 @@ def _stop_clients(plan: dict[str, Any], config: settings.Settings) -> None:
 
 def _switch(plan: dict[str, Any], config: settings.Settings) -> None:
     target, tag, flavor = plan["target"], plan["tag"], plan["flavor"]
-    artifact = local_repo_artifact(config, tag)
-    remote_file = f"{REMOTE_CACHE}/{artifact.name}"
-    files.put(name=f"Send {artifact.name} (only if the host lacks this exact file)",
-              src=str(artifact), dest=remote_file, mode="644", create_remote_dir=True)
-    nvidia_driver.local_repo(name=f"Install the {tag} local repo for driver {target}",
-                             remote_file=remote_file, distro_tag=tag, version=target)
+    nvidia_driver.install_local_repo(config, tag, target)
     ops.remove_local_repos(name="Remove the other local repos, their sources and keyrings",
                            distro_tag=tag, keep_version=target)
     wanted = packages.driver_packages(tag, target, flavor, plan["fabricmanager"])
     if packages.family(tag) == "debian":
-        files.put(name=f"Move the apt pin to {target}", src=StringIO(packages.apt_pin(target)),
-                  dest=packages.APT_PIN, mode="644")
-        files.put(name="Keep unattended-upgrades away from the driver",
-                  src=StringIO(packages.unattended_upgrades_blacklist()),
-                  dest=packages.UNATTENDED, mode="644")
+        nvidia_driver.pin_driver(target, name=f"Move the apt pin to {target}")
     else:
         stream = packages.module_stream(target, flavor)
         ops.switch_module_stream(name=f"Move the dnf module to nvidia-driver:{stream}",
@@ -193,7 +171,7 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     _switch(plan, config)
     if config.reboot_policy == "when_needed":
         server.reboot(name=f"Reboot into driver {target} (reboot_policy: when_needed)",
-                      reboot_timeout=600, _if=lambda: _needs_reboot(target))
+                      reboot_timeout=600, _if=lambda: nvidia_driver.reboot_needed(target))
     else:
         ops.load_modules(name=f"Load the driver {target} modules", modules=before["modules"])
     ops.restore_mig(name="Put the MIG modes back as they were", modes=before["mig"])
