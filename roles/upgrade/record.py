@@ -1,6 +1,6 @@
 """The controller-side event file of a driver upgrade (its format: ``gpuhost.rollout``).
 
-The wrapper (``python -m gpuhost.cli_upgrade``) passes ``--data gpuhost_upgrade_record=PATH``
+The wrapper (``gpuhost upgrade``) passes ``--data gpuhost_upgrade_record=PATH``
 and ``--data gpuhost_upgrade_run=LABEL``; without them nothing is written. Events are
 appended one JSON object per line, under an exclusive lock, so pyinfra's parallel hosts
 never interleave a line.
