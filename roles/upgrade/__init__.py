@@ -67,6 +67,9 @@ class FleetCheck:
     def __copy__(self) -> FleetCheck:
         return self
 
+    def to_json(self) -> dict[str, Any]:  # how pyinfra's --debug-data / --json show it
+        return {"done": self.done.is_set(), "refusal": self.refusal}
+
 
 def _assess_host(target: Any) -> dict[str, Any]:
     config = dataclasses.asdict(settings.resolve(target.data.dict()))
