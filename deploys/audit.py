@@ -20,7 +20,8 @@ Then, as each host's facts arrive:
   operations without running them (exit 0). Invalid settings or options stop the run
   before any fact is read (exit 1).
 * with ``--data gpuhost_audit_dir=DIR`` (set by ``gpuhost audit``): it writes
-  ``DIR/<id>.json`` = ``{"host", "state"}`` or ``{"host", "error"}`` and adds no operation.
+  ``DIR/<id>.json`` = ``{"host"}`` when the host is reached, then ``{"host", "state"}`` or
+  ``{"host", "error"}``, and adds no operation.
 
 pyinfra parses ``--data cuda=12.4`` as a float, which is accepted; quote CUDA updates as a
 string: ``--data 'cuda="12.8.1"'``.
@@ -91,6 +92,7 @@ def row_lines(entry: dict) -> list[str]:
 def audit_host() -> None:
     directory = host.data.get(DIR_KEY)
     if directory:
+        write_record(str(directory), {})  # reached: without a result it counts as failed
         state, error = read_state()
         write_record(str(directory), {"state": state} if error is None else {"error": error})
         return

@@ -4,7 +4,8 @@
    ``--cuda`` and every host's audited settings are checked here (exit 1 before any host)
 2. one pyinfra run of ``deploys/audit.py`` with ``--data gpuhost_audit_dir=DIR``: every host
    it reaches writes ``DIR/<id>.json`` (its ``facts.host.GpuHostState``, one remote command,
-   or why it could not be read); a host with no file was never reached
+   or why it could not be read; only its name if the run stopped before); a host with no
+   file was never reached
 3. ``gpuhost.audit.build`` -> table on stdout, ``--json`` / ``--html`` files, exit status
    ``gpuhost.audit.exit_code`` (0 ok, 2 drift, 3 failed or unreachable; 1 unusable input)
 
@@ -97,7 +98,10 @@ def host_results(hosts: list[dict], records: dict[str, dict[str, Any]],
 def run(args: argparse.Namespace) -> int:
     err = sys.stderr
     try:
-        cuda = audit.parse_cuda(args.cuda)
+        try:
+            cuda = audit.parse_cuda(args.cuda)
+        except audit.AuditError as error:  # its hint names pyinfra's --data cuda=...
+            raise CliError(str(error).split(". Pass it as")[0]) from None
         json_out = _output_path(args.json_out, "--json")
         html_out = _output_path(args.html_out, "--html")
         pyinfra = pyinfra_command(args.pyinfra)
