@@ -62,7 +62,7 @@ test-integration: setup deps nvidia-artifacts
 	$(PY) -m pytest -q -m integration $(TEST_TREES)
 
 lint: setup
-	$(VENV)/bin/ruff check facts gpuhost roles deploys inventories sandbox tests vagrant/tests
+	$(VENV)/bin/ruff check facts gpuhost roles deploys inventories sandbox tests vagrant/tests conftest.py
 
 # The README's first command: a sandbox fleet of real SSH hosts (simulated GPUs),
 # provisioned by deploys/gpu_host.py, then audited. The fleet stays up to explore:
