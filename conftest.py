@@ -13,7 +13,8 @@ whatever tree asks for it:
     ssh          run a shell command on a sandbox host over real SSH
 
 Tests that must run after every other sandbox test (they take the fleet down) carry
-@pytest.mark.sandbox_last; they are moved to the end of the session.
+@pytest.mark.sandbox_last; they are moved to the end of the session (see
+pytest_collection_modifyitems for the order of the others).
 """
 from __future__ import annotations
 
@@ -67,9 +68,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that share the fleet run first, in the order of their file names whatever
+    tree they are in (test_audit, test_fake_packages_installed, test_gpu_host, test_sandbox,
+    test_upgrade: the upgrade reshapes the fleet and takes it down, so it comes last), then
+    the others in collection order, then those marked sandbox_last."""
     last = [i for i in items if i.get_closest_marker("sandbox_last")]
-    if last:
-        items[:] = [i for i in items if i not in last] + last
+    rest = [i for i in items if i not in last]
+    shared = sorted((i for i in rest if i.get_closest_marker("integration")),
+                    key=lambda i: i.path.name)  # stable: test order within a file is kept
+    items[:] = shared + [i for i in rest if not i.get_closest_marker("integration")] + last
 
 
 @pytest.fixture(scope="session")
