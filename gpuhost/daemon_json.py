@@ -68,3 +68,15 @@ def changed_keys(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """Top-level keys whose value differs (for messages and diffs)."""
     keys = set(before) | set(after)
     return sorted(key for key in keys if before.get(key) != after.get(key))
+
+
+def invalid_message(path: str, error: str) -> str:
+    """What gpuhost says about a daemon.json that is not valid JSON: the parser's reason
+    alone (``Expecting ',' delimiter at line 3 column 2``), that nothing was changed, and
+    what to do."""
+    reason = str(error)
+    if "is not valid JSON: " in reason:
+        reason = reason.split("is not valid JSON: ", 1)[1]
+    reason = reason.removesuffix("; fix or remove the file")
+    return (f"{path} is not valid JSON ({reason}); gpuhost left it untouched. "
+            "Fix the file (or move it away) and run again.")

@@ -22,6 +22,7 @@ from pyinfra.operations import server
 
 from facts.host import GpuHostState
 from gpuhost import artifacts, packages, policy, settings
+from gpuhost import daemon_json as daemon_json_rules
 
 REMOTE_CACHE = "/var/cache/gpuhost"
 
@@ -95,6 +96,12 @@ def host_ready() -> bool:
         distro_tag(state)
         if state["kernel"]["problem"]:
             raise GpuhostError(f"{host.name}: {state['kernel']['problem']}")
+        docker = state.get("docker") or {}
+        if docker.get("exists") and not docker.get("valid"):
+            # Refused before anything changes: with it, Docker's unit cannot start (a real
+            # systemd host fails at "Docker is enabled and running"), and gpuhost never
+            # rewrites a file it cannot read.
+            raise GpuhostError(daemon_json_rules.invalid_message(docker["path"], docker["error"]))
         choose_flavor(config, state)
     except GpuhostError as error:
         server.shell(name="gpuhost cannot provision this host", commands=[fail_command(str(error))])

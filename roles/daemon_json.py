@@ -29,14 +29,6 @@ from roles.files import atomic_write
 PATH = "/etc/docker/daemon.json"
 
 
-def _reason(error: ValueError) -> str:
-    """The parser's reason alone (``Expecting ',' delimiter at line 3 column 2``)."""
-    text = str(error)
-    if "is not valid JSON: " in text:
-        text = text.split("is not valid JSON: ", 1)[1]
-    return text.removesuffix("; fix or remove the file")
-
-
 @operation()
 def daemon_json(
     default_runtime: bool = False,
@@ -57,10 +49,7 @@ def daemon_json(
     try:
         existing = parsers.parse_daemon_json(text or "")
     except ValueError as error:
-        yield fail_command(
-            f"{path} is not valid JSON ({_reason(error)}); gpuhost left it untouched. "
-            "Fix the file (or move it away) and run again."
-        )
+        yield fail_command(merge_rules.invalid_message(path, str(error)))
         return
     merged = merge_rules.merge(existing, default_runtime=default_runtime, extra=extra)
     if merged == existing and text is not None:
