@@ -8,13 +8,17 @@ never interleave a line.
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import json
+import logging
 import time
 from typing import Any
 
 from pyinfra import host, logger
 from pyinfra.api.state import BaseStateCallback
+
+from gpuhost.report import strip_ansi
 
 RECORD_KEY = "gpuhost_upgrade_record"
 RUN_KEY = "gpuhost_upgrade_run"
@@ -43,13 +47,52 @@ def write_event(kind: str, target_host: Any = None, **fields: Any) -> None:
         logger.warning(f"gpuhost: cannot append to the upgrade event file {path}: {error}")
 
 
+class HostOutput(logging.Handler):
+    """The last lines pyinfra reported for each host of one run.
+
+    When a command fails, pyinfra logs its output (stdout and stderr) line by line through
+    its logger, each line behind the host's ``print_prefix``, before it calls the
+    ``operation_host_error`` callback; the operation's own output object is only filled in
+    after that callback. This handler keeps those lines so the ``failed`` event can carry
+    them (e.g. DKMS's "Bad return status for module build").
+    """
+
+    KEEP = 40
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.lines: dict[str, collections.deque] = {}
+        self.prefixes: dict[str, str] = {}
+
+    def watch(self, target) -> None:
+        self.prefixes[strip_ansi(target.print_prefix)] = target.name
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = strip_ansi(record.getMessage())
+        except Exception:  # a record that cannot be formatted is not output of ours
+            return
+        for prefix, name in self.prefixes.items():
+            if prefix and text.startswith(prefix):
+                self.lines.setdefault(name, collections.deque(maxlen=self.KEEP)).append(
+                    text[len(prefix):])
+                return
+
+    def take(self, name: str) -> list[str]:
+        return list(self.lines.pop(name, ()))
+
+
 class UpgradeEvents(BaseStateCallback):
-    """pyinfra callbacks: the first operation started on a host, an operation that failed."""
+    """pyinfra callbacks: the first operation started on a host, an operation that failed
+    (with the output pyinfra reported for it)."""
 
     def __init__(self) -> None:
         self.started: dict[str, float] = {}
+        self.output = HostOutput()
 
     def operation_host_start(self, state, host, op_hash):  # type: ignore[override]
+        self.output.watch(host)
+        self.output.take(host.name)  # only the failing operation's lines count
         if host.name not in self.started:
             self.started[host.name] = time.time()
             write_event("start", host)
@@ -57,7 +100,8 @@ class UpgradeEvents(BaseStateCallback):
     def operation_host_error(self, state, host, op_hash, retry_count=0,  # type: ignore[override]
                              max_retries=0):
         names = sorted(state.get_op_meta(op_hash).names)
-        write_event("failed", host, operation=", ".join(names) or op_hash)
+        write_event("failed", host, operation=", ".join(names) or op_hash,
+                    output=self.output.take(host.name))
 
 
 def events_for(state) -> UpgradeEvents:
@@ -67,6 +111,7 @@ def events_for(state) -> UpgradeEvents:
             return handler
     handler = UpgradeEvents()
     state.add_callback_handler(handler)
+    logger.addHandler(handler.output)
     return handler
 
 

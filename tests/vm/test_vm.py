@@ -115,6 +115,14 @@ def test_deploy_restart_and_reboot(vm, sandbox_caches, run_pyinfra, record_timin
         f"Docker did not come back after the reboot (system {booted.strip()}): {docker}\n"
         + vm.ssh("journalctl -b -u docker.service -u containerd.service --no-pager | tail -40",
                  check=False).stdout)
+    # "active" is systemd's word once dockerd notified; under TCG right after a boot its API
+    # can still take longer than the fact script's 10 s `docker info` limit: wait until it
+    # answers (seen: the facts read "not running" 20 s after the unit was active).
+    t0 = time.monotonic()
+    answered = vm.ssh("for i in $(seq 60); do timeout 20 docker info >/dev/null 2>&1 && exit 0; "
+                      "sleep 2; done; exit 1", check=False, timeout=1500)
+    record_timing("docker_answers_after_reboot", time.monotonic() - t0)
+    assert answered.returncode == 0, "Docker is active but its API did not answer in 20 minutes"
     t0 = time.monotonic()
     state = run_pyinfra.facts(INVENTORY)[vm.state["name"]]
     record_timing("facts_after_reboot", time.monotonic() - t0)

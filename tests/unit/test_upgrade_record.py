@@ -1,0 +1,28 @@
+"""The upgrade's failed event carries what pyinfra reported for the failing host."""
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+from roles.upgrade.record import HostOutput
+
+
+def test_lines_are_kept_per_host_behind_its_prefix_and_taken_once():
+    handler = HostOutput()
+    gpu04 = SimpleNamespace(name="gpu-04", print_prefix="\x1b[1m[gpu-04] \x1b[0m")
+    gpu05 = SimpleNamespace(name="gpu-05", print_prefix="[gpu-05] ")
+    handler.watch(gpu04)
+    handler.watch(gpu05)
+    log = logging.getLogger("gpuhost-test-record")
+    log.propagate = False
+    log.addHandler(handler)
+    try:
+        log.error("\x1b[1m[gpu-04] \x1b[0m\x1b[31mError! Bad return status for module build\x1b[0m")
+        log.error("[gpu-05] all good")
+        log.error("not a host line")
+        log.warning("[gpu-04] a warning is not command output")
+    finally:
+        log.removeHandler(handler)
+    assert handler.take("gpu-04") == ["Error! Bad return status for module build"]
+    assert handler.take("gpu-04") == []
+    assert handler.take("gpu-05") == ["all good"]
