@@ -18,6 +18,7 @@ from . import paths
 from .util import SandboxError, need_commands, recipe_hash, run, say, step, write_file
 
 BASE_PACKAGES = [
+    "systemd", "systemd-sysv", "dbus", "libpam-systemd",
     "openssh-server", "python3-minimal", "iproute2", "ca-certificates", "gnupg", "kmod",
     "procps", "sysvinit-utils", "init-system-helpers", "sudo", "netbase", "initramfs-tools",
 ]

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import base, hosts, mirror, paths, spec
+from . import base, hosts, mirror, paths, spec, supervisor
 from .util import (SandboxError, need_commands, need_root, pid_alive, read_json, read_pid,
                    run, say, step, write_file)
 
@@ -64,7 +64,7 @@ def _httpd_pid() -> int | None:
 def _ours(cmd: str) -> bool:
     """A process this fleet started, from whichever checkout: one of the sandbox's scripts,
     and this fleet's runtime directory on its command line."""
-    return (any(name in cmd for name in (HTTPD.name, hosts.SUPERVISOR.name, hosts.STAGE1.name))
+    return (any(name in cmd for name in (HTTPD.name, hosts.SUPERVISOR.name, hosts.BOOT.name))
             and (f"{paths.run_dir()}/" in cmd or f"{paths.STATE_DIR}/" in cmd))
 
 
@@ -132,7 +132,8 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
         say(f"fleet of {n_hosts} hosts is already up (no change): {rd / 'fleet.json'}")
         return json.loads((rd / "fleet.json").read_text())
 
-    need_commands("mmdebstrap", "unshare", "ssh-keygen", "apt-ftparchive", "gpg", "chroot")
+    need_commands("mmdebstrap", "unshare", "ssh-keygen", "apt-ftparchive", "gpg", "chroot",
+                  "systemd-nspawn")
     if not current and paths.HOSTS_DIR.exists() and any(paths.HOSTS_DIR.iterdir()):
         # Hosts without runtime state (e.g. this machine rebooted): stale, start afresh.
         with step("remove stale hosts from an earlier session"):
@@ -248,6 +249,8 @@ def _sandbox_pids() -> list[int]:
 
 
 def _kill_strays(httpd: bool = False) -> None:
+    if not httpd:  # every host's nspawn and systemd, also of hosts no state names
+        supervisor.kill_cgroup(paths.CGROUP_PARENT_PREFIX)
     pids = [p for p in _sandbox_pids() if httpd or HTTPD.name not in _cmdline(p)]
     for pid in pids:
         try:
