@@ -161,6 +161,7 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
                 list(ex.map(lambda h: hosts.create(h, pubkey), new))
     state = {"request": request, "hosts": wanted}
     write_file(_state_file(), json.dumps(state, indent=1) + "\n")
+    _raise_inotify_limits()
     with step(f"boot {len(wanted)} hosts and wait for sshd"):
         for h in wanted:
             hosts.start(h["name"])
@@ -171,6 +172,26 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
     say(f"fleet up: {len(wanted)} hosts in {time.monotonic() - t0:.1f}s; "
         f"inventory: inventories/sandbox.py (reads {rd / 'fleet.json'})")
     return fleet
+
+
+# Every host's systemd, journald, dbus and logind take inotify instances, all of root (the
+# hosts have no user namespace), and the kernel's default of 128 instances per user stops
+# the ~30th host's systemd ("Failed to allocate manager object: Too many open files").
+# The values kind (Kubernetes in Docker, whose nodes are systemd containers too) gives
+# for the same error; raised machine-wide, never lowered.
+INOTIFY_LIMITS = {"max_user_instances": 8192, "max_user_watches": 524288}
+
+
+def _raise_inotify_limits() -> None:
+    for key, want in INOTIFY_LIMITS.items():
+        f = Path("/proc/sys/fs/inotify") / key
+        try:
+            have = int(f.read_text())
+            if have < want:
+                f.write_text(f"{want}\n")
+                say(f"fs.inotify.{key}: {have} -> {want} (systemd in every host needs them)")
+        except (OSError, ValueError) as e:
+            say(f"warning: cannot raise fs.inotify.{key} to {want}: {e}")
 
 
 def _all_up(wanted: list[dict]) -> bool:
