@@ -27,6 +27,8 @@ from .util import SandboxError, pid_alive, read_json, read_pid, run, write_file
 
 SUPERVISOR = paths.PACKAGE_DIR / "supervisor.py"
 BOOT = paths.FILES_DIR / "boot.sh"
+# Where sandbox/nvidia's artifacts say they are served (its manifest and repo files).
+DEFAULT_MIRROR_URL = "http://127.77.0.1:8000"
 
 
 def host_dir(name: str) -> Path:
@@ -118,7 +120,9 @@ def create(h: dict, pubkey: str) -> None:
         # sandbox/nvidia (kernel devel packages, gcc-toolset-14, dkms, docker-ce).
         repo = paths.NVIDIA_CACHE / "ol" / h["os"] / f"gpuhost-{h['os']}.repo"
         if repo.exists():
-            shutil.copyfile(repo, _mk(upper / "etc/yum.repos.d") / repo.name)
+            # built for the default server; a private fleet serves it on its own port
+            write_file(_mk(upper / "etc/yum.repos.d") / repo.name,
+                       repo.read_text().replace(DEFAULT_MIRROR_URL + "/", paths.MIRROR_URL + "/"))
     # The fake-driver helper's machine scripts (lspci, gpusim-boot, ...), when present.
     if paths.NVIDIA_MACHINE_DIR.is_dir():
         shutil.copytree(paths.NVIDIA_MACHINE_DIR, upper, symlinks=True, dirs_exist_ok=True)
