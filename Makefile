@@ -42,23 +42,27 @@ lock:
 	  --extra test --all-build-deps --no-emit-index-url -o $(LOCK) pyproject.toml
 	@rm -rf .lock-venv
 
+# Every test tree (pyproject.toml's testpaths): the product's tests, the sandbox's own
+# (simulator, fake packages, fleet) and the Vagrant/Molecule file checks.
+TEST_TREES = tests sandbox/tests vagrant/tests
+
 # The README's test command: unit and plan tests (seconds), then the sandbox integration
 # tests and the QEMU VM test. Installs everything it needs on a fresh Debian 12 machine.
 test: setup deps nvidia-artifacts
 	@if [ -x ../shared/bin/corpus-check ]; then ../shared/bin/corpus-check; \
 	  else echo "corpus-check: ../shared/bin/corpus-check is not here; skipped"; fi
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider $(TEST_TREES)
 	@echo "==> molecule test -s sandbox (the Molecule wiring against the sandbox fleet)"
 	@$(MAKE) --no-print-directory molecule-sandbox
 
 test-unit: setup deps
-	$(PY) -m pytest -q -m "not integration and not vm" tests/unit tests/plans
+	$(PY) -m pytest -q -m "not integration and not vm" $(TEST_TREES)
 
 test-integration: setup deps nvidia-artifacts
-	$(PY) -m pytest -q -m integration tests/integration
+	$(PY) -m pytest -q -m integration $(TEST_TREES)
 
 lint: setup
-	$(VENV)/bin/ruff check facts gpuhost roles deploys inventories sandbox tests
+	$(VENV)/bin/ruff check facts gpuhost roles deploys inventories sandbox tests vagrant/tests conftest.py
 
 # The README's first command: a sandbox fleet of real SSH hosts (simulated GPUs),
 # provisioned by deploys/gpu_host.py, then audited. The fleet stays up to explore:
@@ -73,9 +77,9 @@ demo: setup deps nvidia-artifacts
 	  echo "==> some hosts failed (see above); the others are provisioned"
 	@echo "==> [3/4] second run on the converged fleet: expect no changes"
 	@$(VENV)/bin/pyinfra -y inventories/sandbox.py deploys/gpu_host.py 2>&1 | grep -E "Grand total|error" || true
-	@echo "==> [4/4] audit (read-only): pyinfra -y inventories/sandbox.py deploys/audit.py"
-	@$(VENV)/bin/pyinfra -y inventories/sandbox.py deploys/audit.py --data audit_html=demo-audit.html \
-	  --data audit_json=demo-audit.json; \
+	@echo "==> [4/4] audit (read-only): gpuhost audit inventories/sandbox.py"
+	@$(PY) -m gpuhost.cli audit inventories/sandbox.py --html demo-audit.html \
+	  --json demo-audit.json; \
 	  echo "==> audit exit status $$? (0: fleet as wanted). Report: demo-audit.html, demo-audit.json"
 	@echo "==> the fleet is still up: python3 -m sandbox status | make sandbox-down"
 

@@ -1,183 +1,120 @@
-"""Read-only audit of a GPU fleet: one remote command per host, a report, an exit status.
+"""Read-only audit, host by host, as a pyinfra deploy.
 
-    pyinfra -y INVENTORY deploys/audit.py
-    pyinfra -y INVENTORY deploys/audit.py --data cuda=12.4 \\
-        --data audit_json=/tmp/audit.json --data audit_html=/tmp/audit.html
+    pyinfra -y INVENTORY deploys/audit.py [--data cuda=12.4]
 
-Reads ``facts.host.GpuHostState`` once per host (the whole GPU stack in ONE remote command),
-runs no operation, compares each host with its inventory settings (``nvidia_driver_version``,
-``container_toolkit_version``, ``nvidia_default_runtime``, ``mig_mode``, ``mig_layout``) and,
-when pyinfra is done with every host, prints the report and exits with:
+For the fleet report (table, JSON, HTML, exit status 0 ok / 2 drift / 3 failed or
+unreachable) use ``gpuhost audit INVENTORY [--json OUT] [--html OUT] [--cuda 12.4]``: it
+runs this file and builds the report from what every host wrote.
 
-    0  every host matches its settings
-    2  at least one host drifts
-    3  at least one host failed (its fact could not be read) or was unreachable (wins over 2)
-    1  pyinfra's own errors and invalid options/settings (nothing was read from any host)
+Every host runs ONE remote command (the script of ``facts.host.GpuHostState``, read with
+pyinfra's ``server.Command`` fact and processed by ``GpuHostState.process``, so output that
+cannot be parsed is reported with the parser's message), no other command and no upload.
+Then, as each host's facts arrive:
 
-Options (``--data``, the same for the whole run): ``audit_json=PATH`` and ``audit_html=PATH``
-write the JSON document (docs/audit-schema.md) and a self-contained HTML page;
-``cuda=12.4`` adds "which hosts can run CUDA 12.4 images" to the report. pyinfra parses
-``--data cuda=12.4`` as a float, which is accepted; quote CUDA updates as a string:
-``--data 'cuda="12.8.1"'``. ``-y`` is optional (nothing is changed) but use it in scripts:
-without it pyinfra asks before "executing" the empty plan, and asks again when a host cannot
-be reached.
+* under pyinfra alone: its row is printed (and, with ``--data cuda=12.4``, its CUDA
+  answer); a host that drifts from its inventory settings (``nvidia_driver_version``,
+  ``container_toolkit_version``, ``nvidia_default_runtime``, ``mig_mode``, ``mig_layout``) or
+  whose output cannot be read gets one operation that fails on the controller
+  (``python.raise_exception``, no remote command) with the reason, so pyinfra's exit status
+  is non-zero. Unreachable hosts fail as pyinfra fails them. ``--dry`` shows the failing
+  operations without running them (exit 0). Invalid settings or options stop the run
+  before any fact is read (exit 1).
+* with ``--data gpuhost_audit_dir=DIR`` (set by ``gpuhost audit``): it writes
+  ``DIR/<id>.json`` = ``{"host"}`` when the host is reached, then ``{"host", "state"}`` or
+  ``{"host", "error"}``, and adds no operation.
 
-Why an ``atexit`` handler: pyinfra runs a deploy file once per connected host while it
-prepares, and offers no "after all hosts" hook to a deploy file. Hosts that cannot be
-reached never run this file at all; a host whose fact fails may end the run early ("No
-hosts remaining!"); ``--dry`` and a declined prompt exit from the middle of the CLI. An
-``atexit`` handler registered by the first host runs after every one of those paths, once,
-when pyinfra has disconnected, and sees the whole inventory (so unreachable hosts are
-listed). It prints the report, runs the exit handlers registered before it, and leaves with
-``os._exit(code)``, the only way to set the process status after pyinfra's own
-``sys.exit`` (an exception raised in an exit handler is ignored). A state callback
-(``host_disconnect``)
-would need the same ``os._exit`` and misses runs where no host connected.
+pyinfra parses ``--data cuda=12.4`` as a float, which is accepted; quote CUDA updates as a
+string: ``--data 'cuda="12.8.1"'``.
 """
 
 from __future__ import annotations
 
-import atexit
-import logging
+import hashlib
+import json
 import os
-import re
-import sys
 
-import pyinfra
-from pyinfra import host, logger
-from pyinfra.api.exceptions import PyinfraError
+from pyinfra import host, state
+from pyinfra.api.exceptions import FactProcessError, PyinfraError
+from pyinfra.facts.server import Command
+from pyinfra.operations import python
 
 from facts.host import GpuHostState
 from gpuhost import audit, report
 
-_ANSI = re.compile(r"\033\[[0-9;]*m")
-_PREFIX = re.compile(r"^\[(?P<host>[^\]]+)\]\s*(?P<message>.*)$", re.S)
+DIR_KEY = "gpuhost_audit_dir"
+REPORT_KEYS = ("audit_json", "audit_html")
 
 
-class _HostErrors(logging.Handler):
-    """Keeps pyinfra's error lines per host ("[gpu-03] could not load fact ...") so the
-    report says why a host failed."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.ERROR)
-        self.lines: dict[str, list[str]] = {}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        match = _PREFIX.match(_ANSI.sub("", record.getMessage()).strip())
-        if match and match["message"]:
-            self.lines.setdefault(match["host"], []).append(" ".join(match["message"].split()))
+class AuditProblem(Exception):
+    """Raised on the controller by the failing operation of a host that drifts or failed."""
 
 
-class _AuditRun:
-    """Everything the audit collects during one pyinfra run (kept on pyinfra's State)."""
-
-    def __init__(self, state) -> None:
-        self.state = state
-        data = host.data
-        try:
-            self.cuda = audit.parse_cuda(data.get("cuda"))
-            self.desired = {h.name: audit.desired_settings(h.data.dict(), h.name)
-                            for h in state.inventory if state.is_host_in_limit(h)}
-        except audit.AuditError as error:
-            raise PyinfraError(f"{error}\nNothing was read from any host.") from None
-        self.json_path = self._path(data.get("audit_json"), "audit_json")
-        self.html_path = self._path(data.get("audit_html"), "audit_html")
-        self.results: dict[str, dict] = {}
-        self.failures: dict[str, str] = {}
-        self.errors = _HostErrors()
-        logger.addHandler(self.errors)
-        self.document: dict | None = None
-        if pyinfra.is_cli:
-            atexit.register(self.finish)
-
-    @staticmethod
-    def _path(value, key: str) -> str | None:
-        if value in (None, ""):
-            return None
-        if not isinstance(value, str):
-            raise PyinfraError(f"{key}={value!r} is not a path: pass --data {key}=/path/file")
-        directory = os.path.dirname(os.path.abspath(value))
-        if not os.path.isdir(directory):
-            raise PyinfraError(f"{key}: directory {directory} does not exist; create it first")
-        return value
-
-    def record(self) -> None:
-        """Read the current host's state: exactly one remote command."""
-        try:
-            value = host.get_fact(GpuHostState)
-        except PyinfraError as error:  # e.g. "No hosts remaining!" when this host failed
-            self.failures[host.name] = str(error)
-            return
-        if host in self.state.failed_hosts:
-            self.failures[host.name] = ""
-        else:
-            self.results[host.name] = value
-
-    def _why(self, name: str, default: str) -> str:
-        lines = self.errors.lines.get(name, []) + [self.failures.get(name) or ""]
-        text = "; ".join(line for line in lines if line)
-        return text or default
-
-    def collect(self) -> dict[str, object]:
-        state = self.state
-        results: dict[str, object] = {}
-        for each in state.inventory:
-            if not state.is_host_in_limit(each):
-                continue
-            if each.name in self.results:
-                results[each.name] = self.results[each.name]
-            elif each in state.activated_hosts:
-                results[each.name] = audit.HostError("failed", self._why(
-                    each.name, "the audit did not finish on this host (the run stopped early)"))
-            else:
-                address = each.data.get("ssh_hostname") or each.name
-                port = each.data.get("ssh_port") or 22
-                results[each.name] = audit.HostError("unreachable", self._why(
-                    each.name, f"cannot connect to {address} port {port} "
-                               "(see pyinfra's connection error above)"))
-        return results
-
-    def build(self) -> dict:
-        results = self.collect()
-        desired = {name: self.desired[name] for name in results}
-        self.document = audit.build(results, desired, cuda=self.cuda)
-        return self.document
-
-    def finish(self) -> None:
-        """atexit: print and write the report, then exit with the audit's status."""
-        try:
-            document = self.build()
-            if self.json_path:
-                with open(self.json_path, "w", encoding="utf-8") as handle:
-                    handle.write(report.render_json(document))
-            if self.html_path:
-                with open(self.html_path, "w", encoding="utf-8") as handle:
-                    handle.write(report.render_html(document))
-            out = sys.stderr if "--json" in sys.argv else sys.stdout
-            out.write("\n" + report.render_table(document, colour=report.use_colour(out)))
-            for path in (self.json_path, self.html_path):
-                if path:
-                    out.write(f"report written to {path}\n")
-            code = audit.exit_code(document)
-        except Exception as error:  # never die silently with pyinfra's status
-            sys.stderr.write(f"gpuhost audit: could not build the report: {error!r}\n")
-            code = audit.EXIT_USAGE
-        # os._exit skips the exit handlers registered before this one (logging's flush,
-        # wrappers that count commands): run them now, this one taken out first.
-        atexit.unregister(self.finish)
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+def read_state() -> tuple[dict | None, str | None]:
+    """This host's GpuHostState, or why it could not be read. One remote command."""
+    fact = GpuHostState()
+    try:
+        output = host.get_fact(Command, command=fact.command())
+    except PyinfraError as error:  # e.g. "No hosts remaining!" when this host failed
+        return None, f"could not run the audit command: {error}"
+    if host in state.failed_hosts:
+        return None, "could not run the audit command (see pyinfra's error above)"
+    try:
+        return fact.process(output.split("\n")) if output else fact.default(), None
+    except FactProcessError as error:
+        return None, str(error)
 
 
-def _run() -> _AuditRun:
-    state = host.state
-    run = getattr(state, "gpuhost_audit", None)
-    if run is None:
-        run = _AuditRun(state)
-        state.gpuhost_audit = run
-    return run
+def write_record(directory: str, record: dict) -> None:
+    """``DIR/<sha256 of the host name>.json``, replaced atomically."""
+    name = hashlib.sha256(host.name.encode()).hexdigest()[:24]
+    path = os.path.join(directory, f"{name}.json")
+    with open(f"{path}.tmp", "w", encoding="utf-8") as handle:
+        json.dump({"host": host.name, **record}, handle)
+    os.replace(f"{path}.tmp", path)
 
 
-_run().record()
+def row_lines(entry: dict) -> list[str]:
+    """One host's row (the report's columns) and its problems."""
+    cells = report.row(entry)
+    labels = report.COLUMNS[1:-1]
+    lines = [f"{entry['name']}: {entry['status'].upper()}  "
+             + "  ".join(f"{label} {cell}" for label, cell in zip(labels, cells[1:-1],
+                                                                  strict=True))]
+    lines += [f"    {item['message']}" for item in entry["drift"]]
+    if entry["error"]:
+        lines.append(f"    {entry['error']}")
+    if entry["cuda"]:
+        lines.append(f"    CUDA {entry['cuda']['version']}: {entry['cuda']['verdict']} "
+                     f"({entry['cuda']['message']})")
+    return lines
+
+
+def audit_host() -> None:
+    directory = host.data.get(DIR_KEY)
+    if directory:
+        write_record(str(directory), {})  # reached: without a result it counts as failed
+        state, error = read_state()
+        write_record(str(directory), {"state": state} if error is None else {"error": error})
+        return
+    given = [key for key in REPORT_KEYS if host.data.get(key) not in (None, "")]
+    if given:
+        raise PyinfraError(f"--data {given[0]}: the fleet report is written by `gpuhost audit "
+                           "INVENTORY --json OUT --html OUT`; this deploy audits host by host. "
+                           "Nothing was read from any host.")
+    try:
+        cuda = audit.parse_cuda(host.data.get("cuda"))
+        desired = audit.desired_settings(host.data.dict(), host.name)
+    except audit.AuditError as error:
+        raise PyinfraError(f"{error}\nNothing was read from any host.") from None
+    state, error = read_state()
+    result = state if error is None else audit.HostError("failed", error)
+    entry = audit.host_entry(host.name, result, desired, cuda)
+    print("\n".join(row_lines(entry)), flush=True)
+    if entry["status"] != "ok":
+        reasons = [item["message"] for item in entry["drift"]] or [entry["error"]]
+        python.raise_exception(
+            AuditProblem, f"{host.name} {entry['status']}: " + "; ".join(reasons),
+            name=f"gpuhost audit: {entry['status']} (see `gpuhost audit` for the fleet report)")
+
+
+audit_host()

@@ -14,7 +14,7 @@ from facts.script import build_script
 
 
 class SectionFact(FactBase):
-    """A fact made of ``facts.script`` sections and one ``facts.state`` assembler.
+    """A fact made of ``facts.script`` sections and one ``facts.assemble`` function.
 
     Subclasses set ``sections`` (names in ``facts.script.SECTIONS``) and ``assemble`` (a
     staticmethod taking the split sections). The remote command always exits 0, so a host

@@ -1,11 +1,14 @@
-"""Docker daemon configuration and NVIDIA Container Toolkit facts.
+"""Docker and NVIDIA Container Toolkit facts: daemon.json, the daemon, images, a GPU container.
 
 ``pyinfra INVENTORY fact facts.container.DockerDaemonConfig facts.container.ContainerToolkit``
 """
 
 from __future__ import annotations
 
-from facts import state
+from pyinfra.api import FactBase, QuoteString, StringCommand
+from typing_extensions import override
+
+from facts.assemble import docker_state, toolkit_state
 from facts.base import SectionFact
 
 
@@ -33,7 +36,7 @@ class DockerDaemonConfig(SectionFact):
     """
 
     sections = ("daemon_json", "docker_version", "docker_info")
-    assemble = staticmethod(state.docker_state)
+    assemble = staticmethod(docker_state)
 
 
 class ContainerToolkit(SectionFact):
@@ -55,4 +58,62 @@ class ContainerToolkit(SectionFact):
     """
 
     sections = ("dpkg", "rpm", "nvidia_ctk", "nvidia_container_cli")
-    assemble = staticmethod(state.toolkit_state)
+    assemble = staticmethod(toolkit_state)
+
+
+class DockerdValidates(FactBase):
+    """Whether the installed dockerd has ``--validate`` (Docker 23 and newer): ``True`` / ``False``.
+
+    ``False`` also when dockerd is not installed.
+    """
+
+    @override
+    def command(self) -> str:
+        return (
+            "if command -v dockerd >/dev/null 2>&1 && dockerd --help 2>/dev/null "
+            "| grep -q -- '--validate'; then echo yes; else echo no; fi"
+        )
+
+    @override
+    def process(self, output: list[str]) -> bool:
+        return bool(output) and output[0].strip() == "yes"
+
+
+class DockerImagePresent(FactBase):
+    """Whether the local Docker has an image: ``True`` / ``False`` (no registry is asked)."""
+
+    @override
+    def command(self, image: str) -> StringCommand:
+        return StringCommand(
+            "if docker image inspect", QuoteString(image),
+            ">/dev/null 2>&1; then echo yes; else echo no; fi",
+        )
+
+    @override
+    def process(self, output: list[str]) -> bool:
+        return bool(output) and output[-1].strip() == "yes"
+
+
+class NvidiaContainerRun(FactBase):
+    """Run ``nvidia-smi -L`` in a throwaway container through the nvidia runtime.
+
+    Returns ``{"rc": int, "output": str}`` (``rc`` -1 when nothing came back). The container
+    has no network, is removed afterwards and is given 120 seconds.
+    """
+
+    @override
+    def command(self, image: str) -> StringCommand:
+        return StringCommand(
+            "out=$(timeout 120 docker run --rm --network=none --runtime=nvidia",
+            "-e NVIDIA_VISIBLE_DEVICES=all", QuoteString(image),
+            'nvidia-smi -L 2>&1); rc=$?; echo "rc=$rc"; echo "$out"',
+        )
+
+    @override
+    def process(self, output: list[str]) -> dict:
+        rc = int(output[0].removeprefix("rc=")) if output and output[0].startswith("rc=") else -1
+        return {"rc": rc, "output": "\n".join(output[1:])}
+
+    @override
+    def default(self) -> dict:  # type: ignore[override]
+        return {"rc": -1, "output": "(no output)"}

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from facts import state
+from facts.assemble import host_state
 from facts.base import SectionFact
 from facts.script import ALL_SECTIONS
 
@@ -30,4 +30,4 @@ class GpuHostState(SectionFact):
     """
 
     sections = ALL_SECTIONS
-    assemble = staticmethod(state.host_state)
+    assemble = staticmethod(host_state)

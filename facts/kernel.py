@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from facts import state
+from facts.assemble import kernel_state
 from facts.base import SectionFact
 
 
@@ -33,4 +33,4 @@ class KernelHeaders(SectionFact):
 
     sections = ("os_release", "kernel", "dpkg", "rpm", "headers_build", "nouveau", "dkms",
                 "secure_boot")
-    assemble = staticmethod(state.kernel_state)
+    assemble = staticmethod(kernel_state)

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from facts import state
+from facts.assemble import mig_state
 from facts.base import SectionFact
 
 
@@ -32,4 +32,4 @@ class MigState(SectionFact):
     """
 
     sections = ("smi_xml", "smi_list", "mig_lgi", "mig_lci")
-    assemble = staticmethod(state.mig_state)
+    assemble = staticmethod(mig_state)

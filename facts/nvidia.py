@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
-from facts import state
+from pyinfra.api import FactBase, QuoteString, StringCommand
+from typing_extensions import override
+
+from facts.assemble import driver_state, gpus_state
 from facts.base import SectionFact
 
 
@@ -42,7 +45,7 @@ class NvidiaDriver(SectionFact):
     """
 
     sections = ("dpkg", "rpm", "proc_version", "smi_xml")
-    assemble = staticmethod(state.driver_state)
+    assemble = staticmethod(driver_state)
 
 
 class NvidiaGpus(SectionFact):
@@ -65,4 +68,30 @@ class NvidiaGpus(SectionFact):
     """
 
     sections = ("smi_xml", "lspci")
-    assemble = staticmethod(state.gpus_state)
+    assemble = staticmethod(gpus_state)
+
+
+class LocalRepoKeyTrusted(FactBase):
+    """Whether every keyring a local repo ships is installed in /usr/share/keyrings.
+
+    ``True`` when each ``nvidia-driver-*-keyring.gpg`` under ``repo_dir`` (where NVIDIA's
+    local repo .deb unpacks) has an identical copy in ``/usr/share/keyrings``; ``False``
+    when one is missing or differs, or the directory has none.
+    """
+
+    @override
+    def command(self, repo_dir: str) -> StringCommand:
+        return StringCommand(
+            "for key in",
+            StringCommand(QuoteString(repo_dir), "/nvidia-driver-*-keyring.gpg", _separator=""),
+            '; do test -e "$key" || continue; cmp -s "$key" "/usr/share/keyrings/${key##*/}"'
+            ' && echo trusted || echo missing; done; true',
+        )
+
+    @override
+    def process(self, output: list[str]) -> bool:
+        return bool(output) and all(line.strip() == "trusted" for line in output)
+
+    @override
+    def default(self) -> bool:  # type: ignore[override]
+        return False

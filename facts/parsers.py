@@ -1,66 +1,65 @@
-"""Pure parsers for what NVIDIA tools and the host print (../shared/docs/parser-contract.md).
+"""Pure parsers for what the NVIDIA tools print: /proc/driver/nvidia/version, nvidia-smi
+(``-q -x``, ``-L``, ``--query-*``, ``mig -lgi/-lci/-lgip``, its error messages) and the
+Container Toolkit's ``--version`` lines.
 
 Text in, plain data out. No pyinfra, no I/O. Every public function raises only
-``ValueError`` (its message names the format it expected), whatever the input.
+``ValueError`` (its message names the format it expected), whatever the input
+(``facts.parser_contract``). The host's own outputs (os-release, lspci, dpkg/rpm, dkms,
+daemon.json, the composite fact's sections) are parsed in ``facts.host_parsers``; they are
+importable from here too, so ``facts.parsers`` names every parser.
 """
-import functools
-import json
 import re
-import shlex
 import xml.etree.ElementTree as ET
 
-_NA = {"n/a", "not supported", "unknown error", "insufficient permissions",
-       "requested functionality has been deprecated", "not available"}
+from facts.host_parsers import (
+    parse_daemon_json,
+    parse_dkms_status,
+    parse_dpkg_query,
+    parse_lspci_nvidia,
+    parse_os_release,
+    parse_rpm_query,
+    split_sections,
+)
+from facts.parser_contract import contract, na
 
-
-def _contract(fmt):
-    """Turn any non-ValueError escaping a parser into a ValueError naming ``fmt``."""
-    def wrap(function):
-        @functools.wraps(function)
-        def inner(text, *args, **kwargs):
-            if isinstance(text, (bytes, bytearray)):
-                text = bytes(text).decode("utf-8", "replace")
-            if not isinstance(text, str):
-                raise ValueError(f"expected {fmt} as text (str), got {type(text).__name__}")
-            try:
-                return function(text.replace("\r\n", "\n").replace("\r", "\n"), *args, **kwargs)
-            except ValueError:
-                raise
-            except Exception as error:  # noqa: BLE001 - the contract allows only ValueError
-                raise ValueError(f"could not parse {fmt} (internal error "
-                                 f"{type(error).__name__}: {error}); report this output "
-                                 "to gpuhost's maintainers") from error
-        return inner
-    return wrap
-
-
-def _na(value):
-    """Value with N/A-like cells turned into None (stripped)."""
-    if value is None:
-        return None
-    value = value.strip()
-    inner = value[1:-1].strip() if value.startswith("[") and value.endswith("]") else value
-    return None if inner.lower() in _NA else value
+__all__ = [
+    "classify_smi_error",
+    "parse_daemon_json",
+    "parse_dkms_status",
+    "parse_dpkg_query",
+    "parse_driver_version_file",
+    "parse_lspci_nvidia",
+    "parse_mig_compute_instances",
+    "parse_mig_gpu_instance_profiles",
+    "parse_mig_gpu_instances",
+    "parse_os_release",
+    "parse_query_csv",
+    "parse_rpm_query",
+    "parse_smi_list",
+    "parse_smi_xml",
+    "parse_tool_version",
+    "split_sections",
+]
 
 
 def _mode(value):
-    value = _na(value)
+    value = na(value)
     return value.lower() if value and value.lower() in ("enabled", "disabled") else None
 
 
 def _int(value):
-    value = _na(value)
+    value = na(value)
     return int(value) if value and re.fullmatch(r"-?\d+", value) else None
 
 
 def _mib(value):
-    match = re.fullmatch(r"(\d+)(?:\s*MiB)?", _na(value) or "")
+    match = re.fullmatch(r"(\d+)(?:\s*MiB)?", na(value) or "")
     return int(match.group(1)) if match else None
 
 
 def _clean_version(value):
     """'610.57.04 [Deprecated; ...]' -> '610.57.04'; 'Deprecated, see ...' / N/A -> None."""
-    value = _na(value)
+    value = na(value)
     if not value:
         return None
     match = re.match(r"\d+(?:\.\d+)*", value)
@@ -69,7 +68,7 @@ def _clean_version(value):
 
 # --- /proc/driver/nvidia/version -------------------------------------------------------------
 
-@_contract("/proc/driver/nvidia/version text")
+@contract("/proc/driver/nvidia/version text")
 def parse_driver_version_file(text):
     lines = [ln.strip() for ln in text.split("\n")]
     line = next((ln for ln in lines if ln.startswith("NVRM version:")), None)
@@ -97,7 +96,7 @@ def parse_driver_version_file(text):
 
 def _xtext(element, path):
     node = element.find(path) if element is not None else None
-    return None if node is None or node.text is None else (_na(node.text) or None)
+    return None if node is None or node.text is None else (na(node.text) or None)
 
 
 def _xml_root(text):
@@ -145,7 +144,7 @@ def _xml_gpu(index, gpu):
     return {"index": index,
             "name": _xtext(gpu, "product_name"),
             "uuid": _xtext(gpu, "uuid"),
-            "pci_bus_id": _na(gpu.get("id")) or _xtext(gpu, "pci/pci_bus_id"),
+            "pci_bus_id": na(gpu.get("id")) or _xtext(gpu, "pci/pci_bus_id"),
             "memory_total_mib": _mib(_xtext(gpu, "fb_memory_usage/total")),
             "persistence_mode": _mode(_xtext(gpu, "persistence_mode")),
             "mig_current": _mode(current),
@@ -157,7 +156,7 @@ def _xml_gpu(index, gpu):
             "processes": [p for p in processes if p is not None]}
 
 
-@_contract("`nvidia-smi -q -x` XML")
+@contract("`nvidia-smi -q -x` XML")
 def parse_smi_xml(text):
     """The contract's keys, plus ``attached_gpus`` (int|None) and per GPU:
     ``mig_capable`` (True when <mig_mode> has values, False when N/A, None when the driver
@@ -184,7 +183,7 @@ _L_GPU = re.compile(r"GPU (\d+): (\S.*?)(?: \(UUID: ([^()\s]+)\))?")
 _L_MIG = re.compile(r"MIG (\S+)\s+Device\s+(\d+): \(UUID: ([^()\s]+)\)")
 
 
-@_contract("`nvidia-smi -L` output")
+@contract("`nvidia-smi -L` output")
 def parse_smi_list(text):
     gpus = []
     for raw in text.split("\n"):
@@ -210,7 +209,7 @@ def parse_smi_list(text):
 
 # --- nvidia-smi --query-*=... --format=csv ---------------------------------------------------
 
-@_contract("`nvidia-smi --query-gpu/--query-compute-apps --format=csv` output")
+@contract("`nvidia-smi --query-gpu/--query-compute-apps --format=csv` output")
 def parse_query_csv(text, fields=None):
     fmt = "`nvidia-smi --query-... --format=csv` output"
     if "is not a valid field to query" in text or classify_smi_error(text):
@@ -233,7 +232,7 @@ def parse_query_csv(text, fields=None):
         if len(cells) != len(fields):  # also a comma inside a value: refuse rather than guess
             raise ValueError(f"expected {fmt}: row {number} has {len(cells)} cells for "
                              f"{len(fields)} fields: {line[:120]!r}")
-        rows.append({field: _na(cell) for field, cell in zip(fields, cells, strict=True)})
+        rows.append({field: na(cell) for field, cell in zip(fields, cells, strict=True)})
     return rows
 
 
@@ -266,7 +265,7 @@ def _placement(start, size):
     return None if start is None else [int(start), int(size)]
 
 
-@_contract("`nvidia-smi mig -lgi` table")
+@contract("`nvidia-smi mig -lgi` table")
 def parse_mig_gpu_instances(text):
     """'No GPU instances found' -> []; 'No MIG-enabled devices found' is a ValueError."""
     row = re.compile(r"\|\s*(\d+)\s+(?:MIG\s+)?(\S+)\s+(\d+)\s+(\d+)\s+(?:(\d+):(\d+)\s*)?\|")
@@ -275,7 +274,7 @@ def parse_mig_gpu_instances(text):
             for m in _mig_table(text, "GPU instances:", row, "No GPU instances found")]
 
 
-@_contract("`nvidia-smi mig -lci` table")
+@contract("`nvidia-smi mig -lci` table")
 def parse_mig_compute_instances(text):
     row = re.compile(r"\|\s*(\d+)\s+(\d+)\s+(?:MIG\s+)?(\S+)\s+(\d+)\*?\s+(\d+)\s+"
                      r"(?:(\d+):(\d+)\s*)?\|")
@@ -284,7 +283,7 @@ def parse_mig_compute_instances(text):
             for m in _mig_table(text, "Compute instances:", row, "No compute instances found")]
 
 
-@_contract("`nvidia-smi mig -lgip` table")
+@contract("`nvidia-smi mig -lgip` table")
 def parse_mig_gpu_instance_profiles(text):
     row = re.compile(r"\|\s*(\d+)\s+(?:MIG\s+)?(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+(\d+(?:\.\d+)?)\s.*\|")
     second_line = re.compile(r"\|[\s\d]*\|")
@@ -294,30 +293,9 @@ def parse_mig_gpu_instance_profiles(text):
                                 "No GPU instance profiles found", second_line)]
 
 
-# --- dkms status -----------------------------------------------------------------------------
-
-# new 'nvidia/1.2, KERNEL, ARCH: status' and old 'nvidia, 1.2, KERNEL, ARCH: status'
-_DKMS = re.compile(r"(?P<module>[^\s,/:]+)(?:/|,\s*)(?P<version>[^\s,:]+)"
-                   r"(?:,\s*(?P<kernel>[^\s,:]+))?(?:,\s*(?P<arch>[^\s,:]+))?"
-                   r":\s*(?P<status>[A-Za-z-]+)\s*(?:\((?P<note>[^)]*)\))?.*")
-
-
-@_contract("`dkms status` output")
-def parse_dkms_status(text):
-    entries = []
-    for raw in text.split("\n"):
-        match = _DKMS.fullmatch(raw.strip())
-        if match:  # anything else is an error or warning line: skipped
-            entries.append({"module": match["module"], "version": match["version"],
-                            "kernel": match["kernel"], "arch": match["arch"],
-                            "status": match["status"].lower(),
-                            "note": match["note"].strip() if match["note"] else None})
-    return entries
-
-
 # --- nvidia-smi error text -------------------------------------------------------------------
 
-@_contract("nvidia-smi output")
+@contract("nvidia-smi output")
 def classify_smi_error(text):
     lowered = text.lower()
     if "couldn't communicate with the nvidia driver" in lowered:
@@ -329,32 +307,9 @@ def classify_smi_error(text):
     return None
 
 
-# --- /etc/docker/daemon.json -----------------------------------------------------------------
-
-@_contract("/etc/docker/daemon.json (a JSON object)")
-def parse_daemon_json(text):
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"/etc/docker/daemon.json is not valid JSON: {error.msg} at line "
-                         f"{error.lineno} column {error.colno}; fix or remove the file") from None
-    except RecursionError:
-        raise ValueError("/etc/docker/daemon.json is not valid JSON: nested too deeply at line 1 "
-                         "column 1") from None
-    if not isinstance(data, dict):
-        offset = len(text) - len(text.lstrip())
-        line = text.count("\n", 0, offset) + 1
-        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-        raise ValueError(f"/etc/docker/daemon.json must hold a JSON object, found a "
-                         f"{type(data).__name__} at line {line} column {column}")
-    return data
-
-
 # --- NVIDIA Container Toolkit versions -------------------------------------------------------
 
-@_contract("nvidia-ctk / nvidia-container-cli / nvidia-container-runtime --version output")
+@contract("nvidia-ctk / nvidia-container-cli / nvidia-container-runtime --version output")
 def parse_tool_version(text):
     version = r"(\d+\.\d+(?:\.\d+)?(?:[-~+][0-9A-Za-z.~+-]*)?)"
     for pattern in (rf"NVIDIA Container (?:Toolkit CLI|Runtime(?: Hook)?) version {version}",
@@ -363,123 +318,3 @@ def parse_tool_version(text):
         if match:
             return match.group(1)
     return None
-
-
-# --- host facts: os-release, lspci, package databases ----------------------------------------
-
-@_contract("/etc/os-release text")
-def parse_os_release(text):
-    result = {}
-    for raw in text.split("\n"):
-        match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", raw.strip())
-        if not match:
-            continue  # blank lines, comments and junk are ignored, as os-release(5) says
-        key, value = match.groups()
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = re.sub(r'\\([\\"$`])', r"\1", value[1:-1])
-        elif len(value) >= 2 and value[0] == value[-1] == "'":
-            value = value[1:-1]
-        result[key] = value
-    if not result:
-        raise ValueError("expected /etc/os-release text: KEY=value lines such as ID=debian")
-    return result
-
-
-def _name_and_id(field):
-    match = re.fullmatch(r"(.*?)\s*\[([0-9a-fA-F]{4})\]", field)
-    return (match.group(1), match.group(2).lower()) if match else (field, None)
-
-
-@_contract("`lspci -mm -nn -d 10de:` output")
-def parse_lspci_nvidia(text):
-    """NVIDIA (10de) functions; also ``revision`` and ``subsystem_{vendor,device}_id``."""
-    devices = []
-    for raw in text.split("\n"):
-        if not raw.strip():
-            continue
-        error = ValueError("expected `lspci -mm -nn` line 'SLOT \"CLASS [cccc]\" \"VENDOR [vvvv]\" "
-                           f"\"DEVICE [dddd]\" ...', got {raw[:120]!r}")
-        try:
-            slot, *tokens = shlex.split(raw)
-        except ValueError:
-            raise error from None
-        options = [t for t in tokens if re.fullmatch(r"-[a-z]\S*", t)]
-        fields = [_name_and_id(t) for t in tokens if t not in options] + [(None, None)] * 2
-        slot_re = r"([0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
-        if len(fields) < 5 or not re.fullmatch(slot_re, slot) or None in (
-                fields[1][1], fields[2][1]):
-            raise error
-        if fields[1][1] == "10de":
-            devices.append({"slot": slot, "class": fields[0][0], "vendor_id": fields[1][1],
-                            "device_id": fields[2][1], "device_name": fields[2][0],
-                            "revision": next((o[2:] for o in options if o.startswith("-r")), None),
-                            "subsystem_vendor_id": fields[3][1],
-                            "subsystem_device_id": fields[4][1]})
-    return devices
-
-
-_RPM = "`rpm -qa --qf '%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n'` output"
-_DPKG = "`dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'` output"
-
-
-@_contract(_RPM)
-def parse_rpm_query(text):
-    """{name: {version, held: False, versions}}; ``version`` keeps a real epoch ('3:570...')
-    and drops '(none):'; ``versions`` lists every installed version (kernels), in order."""
-    packages = {}
-    for raw in text.split("\n"):
-        if not raw.strip():
-            continue
-        match = re.fullmatch(r"([^\s\t]+)\t(\(none\)|\d+):(\S+-\S+)", raw.strip())
-        if not match:
-            raise ValueError(f"expected {_RPM}: 'NAME<TAB>EPOCH:VERSION-RELEASE' lines, "
-                             f"got {raw[:120]!r}")
-        name, epoch, version = match.groups()
-        version = version if epoch == "(none)" else f"{epoch}:{version}"
-        entry = packages.setdefault(name, {"version": version, "held": False, "versions": []})
-        entry["versions"].append(version)
-    return packages
-
-
-@_contract(_DPKG)
-def parse_dpkg_query(text):
-    """{name: {version, held}} for installed rows only ('ii', 'hi'); held is the 'h' flag."""
-    packages = {}
-    for raw in text.split("\n"):
-        if not raw.strip():
-            continue
-        parts = raw.split("\t")
-        status = parts[2].strip() if len(parts) == 3 else ""
-        if (len(parts) != 3 or not re.fullmatch(r"[^\s]+", parts[0])
-                or not re.fullmatch(r"[uihrp][ncHUFWti]R?", status)):
-            raise ValueError(f"expected {_DPKG}: 'PACKAGE<TAB>VERSION<TAB>ii' lines, "
-                             f"got {raw[:120]!r}")
-        if status[1] == "i" and status[0] in "ih" and parts[1].strip():
-            packages[parts[0]] = {"version": parts[1].strip(), "held": status[0] == "h"}
-    return packages
-
-
-# --- composite fact output -------------------------------------------------------------------
-
-@_contract("gpuhost composite fact output ('@@gpuhost@@ NAME rc=N' sections)")
-def split_sections(text, marker="@@gpuhost@@ "):
-    """{NAME: {rc, out}}; ``out`` is the text between the marker line and the next marker
-    line. A marker counts only at the start of a line (output may mention it mid-line)."""
-    if not isinstance(marker, str) or not marker.strip():
-        raise ValueError("split_sections: marker must be a non-empty string")
-    matches = list(re.finditer(r"(?m)^" + re.escape(marker) + r"([^\n]*)(?:\n|$)", text))
-    if not matches:
-        raise ValueError(f"expected composite fact output with '{marker}NAME rc=N' lines")
-    sections = {}
-    for number, match in enumerate(matches):
-        header = re.fullmatch(r"(\S+) rc=(-?\d+)\s*", match.group(1))
-        if not header:
-            raise ValueError(f"expected a section line '{marker}NAME rc=N', "
-                             f"got {match.group(0).strip()[:120]!r}")
-        name, rc = header.groups()
-        if name in sections:
-            raise ValueError(f"composite fact output has '{marker}{name}' twice; "
-                             "section names must be unique")
-        end = matches[number + 1].start() if number + 1 < len(matches) else len(text)
-        sections[name] = {"rc": int(rc), "out": text[match.end():end]}
-    return sections

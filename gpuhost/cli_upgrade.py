@@ -1,15 +1,18 @@
-"""Rolling NVIDIA driver upgrades: canary first, then batches, stop at the first failure.
+"""``gpuhost upgrade``: rolling NVIDIA driver upgrades, canary first, then batches, stop at
+the first failure (docs/upgrades.md).
 
-    python -m gpuhost.cli_upgrade INVENTORY [--canary 1] [--batch 2 | --batch 25%]
-                                  [--limit PATTERN]... [--data KEY=VALUE]... [--report PATH]
+    gpuhost upgrade INVENTORY [--canary 1] [--batch 2 | --batch 25%] [--limit PATTERN]...
+                              [--data KEY=VALUE]... [--report PATH]
 
-A thin wrapper around pyinfra's own mechanisms (docs/upgrades.md):
+(``python -m gpuhost.cli_upgrade INVENTORY ...`` is the same command.) pyinfra is run through
+its command line, and only its machine-readable output is read:
 
 1. the hosts, in inventory order: ``pyinfra INVENTORY debug-inventory --json``
 2. pre-flight, nothing touched: ``pyinfra -y --dry INVENTORY deploys/upgrade_driver.py``
    over every host; the deploy checks them all and refuses with one line per host
-3. per batch: ``pyinfra -y --fail-percent 0 INVENTORY deploys/upgrade_driver.py --limit H...``,
-   its output streamed; a failed host stops every later batch
+3. per batch: ``pyinfra -y --json --fail-percent 0 INVENTORY deploys/upgrade_driver.py
+   --limit H...``; its human output (stderr) is passed through, its JSON results (stdout) say
+   which hosts pyinfra failed; a failed host stops every later batch
 4. a summary table (host, from, to, result, time) and a JSON report
 
 Hosts already at the target are skipped (a rerun resumes). The deploy appends one event per
@@ -21,105 +24,41 @@ unusable input, 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from gpuhost import rollout
+from gpuhost.cli import (
+    CliError,
+    data_args,
+    inventory_path,
+    pyinfra_command,
+    read_inventory,
+    run_pyinfra,
+    say,
+    select_hosts,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = "deploys/upgrade_driver.py"
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_HOST_LINE = re.compile(r"^\s*\[([^\]]+)\] (.*)$")
-_STATUS = re.compile(r"^(Success|No changes|Skipped|Error: executed \d+ commands.*|Ready: .*"
-                     r"|Connected.*|Loaded fact .*)$")
 
 
 class UpgradeError(Exception):
     """Stops the wrapper with a message (exit status 2)."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m gpuhost.cli_upgrade",
-        description="Move GPU hosts to the driver in nvidia_driver_version: canary first, "
-                    "then batches; the first failed host stops every later batch.")
-    parser.add_argument("inventory", help="pyinfra inventory file, e.g. inventories/prod.py")
-    parser.add_argument("--canary", type=int, default=1, metavar="N",
-                        help="hosts upgraded alone first (default 1; 0: no canary)")
-    parser.add_argument("--batch", default="1", metavar="N|P%",
-                        help="hosts per batch after the canary: a count or a percentage of "
-                             "the remaining hosts (default 1)")
-    parser.add_argument("--limit", action="append", default=[], metavar="PATTERN",
-                        help="only these hosts or groups (pyinfra --limit syntax; repeatable)")
-    parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
-                        help="passed to every pyinfra run as --data (repeatable)")
-    parser.add_argument("--report", default=None, metavar="PATH",
-                        help="JSON report (default ./gpuhost-upgrade-<UTC time>.json); events "
-                             "go to PATH with .events.jsonl")
-    parser.add_argument("--pyinfra", default=None, metavar="COMMAND",
-                        help="pyinfra command (default: this Python's `-m pyinfra`)")
-    return parser
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def _pyinfra_command(option: str | None) -> list[str]:
-    return option.split() if option else [sys.executable, "-m", "pyinfra"]
-
-
-def inventory_hosts(pyinfra: list[str], inventory: str, patterns: list[str]) -> list[str]:
-    """Host names in inventory order, restricted like pyinfra's --limit (group names, then
-    fnmatch on host names)."""
-    done = subprocess.run([*pyinfra, inventory, "debug-inventory", "--json"], cwd=ROOT,
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise UpgradeError(f"cannot read the inventory {inventory}:\n{done.stderr.strip()[-2000:]}")
-    try:
-        hosts = json.loads(done.stdout)
-    except ValueError as error:
-        raise UpgradeError(f"pyinfra debug-inventory printed no JSON ({error})") from error
-    names = [h["name"] for h in hosts if not patterns or any(
-        p in h.get("groups", []) or fnmatch.fnmatch(h["name"], p) for p in patterns)]
-    if not names:
-        raise UpgradeError(f"no host of {inventory} matches --limit {' '.join(patterns)}")
-    return names
-
-
-def run_pyinfra(argv: list[str]) -> tuple[int, dict[str, list[str]]]:
-    """Run pyinfra, streaming its output; return its exit status and each host's lines."""
-    say(f"$ {' '.join(argv)}")
-    host_lines: dict[str, list[str]] = {}
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, env=env)
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            sys.stdout.flush()
-            match = _HOST_LINE.match(_ANSI.sub("", line.rstrip("\n")))
-            if match and not _STATUS.match(match.group(2).strip()):
-                host_lines.setdefault(match.group(1), []).append(match.group(2).strip())
-        return proc.wait(), host_lines
-    except KeyboardInterrupt:
-        proc.terminate()
-        proc.wait(timeout=60)
-        raise
-
-
 def _data_args(record: Path, run: str, extra: list[str]) -> list[str]:
-    args = ["--data", f"gpuhost_upgrade_record={record}", "--data", f"gpuhost_upgrade_run={run}"]
-    for item in extra:
-        args += ["--data", item]
-    return args
+    return ["--data", f"gpuhost_upgrade_record={record}", "--data", f"gpuhost_upgrade_run={run}",
+            *data_args(extra)]
+
+
+def failed_hosts(payload: object) -> set[str] | None:
+    """The hosts pyinfra failed, from its ``--json`` results (None: it printed none)."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("results"), dict):
+        return None
+    return {str(name) for name in payload["results"].get("failed_hosts") or []}
 
 
 class Upgrade:
@@ -130,24 +69,36 @@ class Upgrade:
         self.size = rollout.parse_batch_size(args.batch)
         if args.canary < 0:
             raise UpgradeError("--canary must be 0 or more")
-        self.inventory = str(Path(args.inventory).resolve())
-        if not Path(self.inventory).is_file():
-            raise UpgradeError(f"no inventory file {args.inventory}")
+        self.inventory = inventory_path(args.inventory)
+        data_args(args.data)  # refuse a bad --data before anything runs
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         self.report_path = Path(args.report or f"gpuhost-upgrade-{stamp}.json").resolve()
         self.events_path = self.report_path.with_suffix(".events.jsonl")
-        self.pyinfra = _pyinfra_command(args.pyinfra)
+        self.pyinfra = pyinfra_command(args.pyinfra)
         self.run_id = f"{stamp}-{os.getpid()}"  # event labels: unique even in a reused file
         self.started = time.time()
         self.batches: list[rollout.Batch] = []
         self.results: dict[str, rollout.HostResult] = {}
         self.target: str | None = None
 
+    def hosts(self) -> list[str]:
+        """Host names in inventory order, restricted like pyinfra's --limit."""
+        hosts = select_hosts(read_inventory(self.pyinfra, self.inventory, self.args.data),
+                             self.args.limit)
+        if not hosts:
+            raise UpgradeError(f"no host of {self.args.inventory} matches --limit "
+                               f"{' '.join(self.args.limit)}")
+        return [h["name"] for h in hosts]
+
     def _deploy(self, run: str, hosts: list[str] | tuple[str, ...],
-                *flags: str) -> tuple[int, dict]:
-        argv = [*self.pyinfra, "-y", *flags, self.inventory, DEPLOY, *rollout.limit_args(hosts),
+                *flags: str) -> tuple[int, set[str] | None]:
+        """One pyinfra run of the deploy over ``hosts``: its exit status and the hosts its
+        ``--json`` results name as failed."""
+        argv = [*self.pyinfra, "-y", "--json", *flags, self.inventory, DEPLOY,
+                *rollout.limit_args(hosts),
                 *_data_args(self.events_path, f"{self.run_id} {run}", self.args.data)]
-        return run_pyinfra(argv)
+        code, payload = run_pyinfra(argv, capture_json=True)
+        return code, failed_hosts(payload)
 
     def _events(self, run: str) -> list[dict]:
         return rollout.for_run(rollout.read_events(self.events_path), f"{self.run_id} {run}")
@@ -198,9 +149,9 @@ class Upgrade:
             f"{b.label}: {', '.join(b.hosts)}" for b in self.batches))
         for number, batch in enumerate(self.batches):
             say(f"==> {batch.label}: {', '.join(batch.hosts)}")
-            code, logs = self._deploy(batch.label, batch.hosts, "--fail-percent", "0")
+            code, failed = self._deploy(batch.label, batch.hosts, "--fail-percent", "0")
             events = self._events(batch.label)
-            outcome = rollout.batch_outcome(batch, events, code, logs)
+            outcome = rollout.batch_outcome(batch, events, code, failed)
             self.results.update(outcome.results)
             self.write_report(ok=False, message=f"running: {batch.label} finished")
             if not outcome.ok:
@@ -234,19 +185,19 @@ class Upgrade:
             f"{self.report_path}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """``gpuhost upgrade`` with parsed arguments (``gpuhost.cli``)."""
     try:
         upgrade = Upgrade(args)
-        hosts = inventory_hosts(upgrade.pyinfra, upgrade.inventory, args.limit)
-    except (UpgradeError, rollout.RolloutError) as error:
-        print(f"gpuhost-upgrade: {error}", file=sys.stderr)
+        hosts = upgrade.hosts()
+    except (UpgradeError, CliError, rollout.RolloutError) as error:
+        print(f"gpuhost upgrade: {error}", file=sys.stderr)
         return 2
     try:
         try:
             todo = upgrade.preflight(hosts)
         except UpgradeError as error:
-            upgrade.finish(False, f"gpuhost-upgrade: {error}")
+            upgrade.finish(False, f"gpuhost upgrade: {error}")
             return 2
         if not todo:
             upgrade.finish(True, f"nothing to do: every host runs {upgrade.target}")
@@ -257,16 +208,23 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         failed = [r for r in upgrade.results.values() if r.result == "failed"]
         names = ", ".join(f"{r.host} ({r.detail})" for r in failed) or "see above"
-        upgrade.finish(False, f"gpuhost-upgrade: FAILED: {names}; fix it and run the same "
+        upgrade.finish(False, f"gpuhost upgrade: FAILED: {names}; fix it and run the same "
                               "command again: finished hosts are skipped")
         return 1
     except KeyboardInterrupt:
-        upgrade.finish(False, "gpuhost-upgrade: interrupted; run the same command again to "
+        upgrade.finish(False, "gpuhost upgrade: interrupted; run the same command again to "
                               "resume (finished hosts are skipped)")
         return 130
     except rollout.RolloutError as error:
-        upgrade.finish(False, f"gpuhost-upgrade: {error}")
+        upgrade.finish(False, f"gpuhost upgrade: {error}")
         return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gpuhost.cli_upgrade ARGS`` = ``gpuhost upgrade ARGS``."""
+    from gpuhost import cli
+
+    return cli.main(["upgrade", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

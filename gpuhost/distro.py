@@ -2,7 +2,8 @@
 
 ``identify(os_release)`` maps ``/etc/os-release`` data to NVIDIA's distro tag.
 ``kernel_flavour`` / ``headers_packages`` / ``needs_gcc_toolset`` decide the kernel
-development packages for the *running* kernel (nvidia-facts.md, "Kernel headers").
+development packages for the *running* kernel, as NVIDIA's driver installation guide
+names them.
 """
 
 from __future__ import annotations

@@ -85,6 +85,12 @@ def driver_packages(distro_tag: str, version: str, flavor: str, fabricmanager: b
     return names
 
 
+# Where the driver's branch lock lives on apt hosts (written by the install role and the
+# upgrade; read back by facts.upgrade).
+APT_PIN = "/etc/apt/preferences.d/gpuhost-nvidia-driver"
+UNATTENDED = "/etc/apt/apt.conf.d/51gpuhost-nvidia-no-unattended-upgrades"
+
+
 def apt_pin(version: str) -> str:
     """apt preferences pinning the driver's packages to exactly this version (priority 1000)."""
     return (

@@ -1,104 +1,51 @@
 """Version rules and GPU knowledge, as pure data and functions (no pyinfra, no I/O).
 
-Sources: ../shared/docs/nvidia-facts.md ("Compatibility rules", "MIG"), NVIDIA's CUDA
-release notes (table 3, Linux x86_64), NVIDIA's open-gpu-kernel-modules README (PCI ids)
-and real nvidia-smi outputs. Versions are strings compared with ``packaging.version``.
+The tables are data files in ``gpuhost/data/`` (each names its source and date):
+``gpu_models.json`` (architecture, compute capability, MIG, PCI ids), ``mig_profiles.json``
+(GPU instance profiles and placements) and ``cuda_drivers.json`` (NVIDIA's CUDA release
+notes, table 3, Linux x86_64). Versions are strings compared with ``packaging.version``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
+from importlib import resources
 
 from packaging.version import InvalidVersion, Version
+
+
+def _data(name: str) -> dict:
+    return json.loads(resources.files("gpuhost").joinpath("data", name).read_text(encoding="utf-8"))
 
 
 # --- GPU models ---------------------------------------------------------------------------
 ARCHITECTURES = ("maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
 
 
-def _mig_table(rows: str) -> dict:
-    """Profiles from "name:id:max:size:starts" rows; size and starts are memory-slice
-    placements as ``nvidia-smi mig -lgipp`` prints them ({0,2,4,6}:2 -> starts 0246, size 2)."""
-    table = {}
-    for row in rows.split():
-        name, pid, count, size, starts = row.split(":")
-        table[name] = {"id": int(pid), "max": int(count), "size": int(size),
-                       "starts": tuple(int(c) for c in starts)}
-    return table
+def _mig_profiles(table: dict) -> dict:
+    return {name: {**spec, "starts": tuple(spec["starts"])} for name, spec in table.items()}
 
 
-# A100-40GB as printed by `nvidia-smi mig -lgip` / `-lgipp`; 80GB parts: same ids and
-# placements, doubled memory. A30: 4 compute slices, 4 memory slices.
-_A100_PLACEMENTS = "19:7:1:0123456 20:1:1:0123456 15:4:2:0246 14:3:2:024 9:2:4:04 5:1:4:0 0:1:8:0"
+MIG_PROFILES: dict[str, dict] = {
+    name: _mig_profiles(table) for name, table in _data("mig_profiles.json")["tables"].items()
+}
 
 
-def _sized(*names: str) -> dict:
-    return _mig_table(" ".join(f"{n}:{p}" for n, p in zip(names, _A100_PLACEMENTS.split(), strict=True)))
+def _model(spec: dict) -> dict:
+    mig = spec["mig"]
+    if mig is not None:
+        mig = {**mig, "profiles": MIG_PROFILES[mig["profiles"]] if mig["profiles"] else None}
+    return {**spec, "names": tuple(spec["names"]), "pci_device_ids": tuple(spec["pci_device_ids"]),
+            "mig": mig}
 
 
-MIG_A100_40GB = _sized("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")
-MIG_80GB = _sized("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")
-MIG_H200 = _sized("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")
-MIG_A30 = _mig_table("1g.6gb:14:4:1:0123 1g.6gb+me:21:1:1:0123 2g.12gb:5:2:2:02 4g.24gb:0:1:4:0")
-
-
-def _mig(min_driver: str | None, reset: bool, profiles: dict | None, slices: int = 7) -> dict:
-    return {"min_driver": min_driver, "reset_required": reset, "profiles": profiles, "slices": slices}
-
-
-def _gpu(arch, cc, mem, dc, names, pci=(), mig=None) -> dict:
-    return {"architecture": arch, "compute_capability": cc, "memory_mib": mem, "data_center": dc,
-            "names": tuple(names), "pci_device_ids": tuple(pci), "mig": mig}
-
-
-# key: architecture, compute capability, memory MiB (as nvidia-smi reports it where a real
-# output was seen, else nominal GB x 1024, None if unknown), data-center, product names as
-# printed (the "NVIDIA " prefix, added from about R470, is matched either way), PCI device
-# ids (NVIDIA's open-gpu-kernel-modules README, pci.ids or a real output; only sure ones),
-# MIG (minimum driver, reset needed to enable, GPU-instance profiles, compute slices).
+# key -> architecture, compute capability, memory MiB, data-center, product names as printed,
+# PCI device ids, MIG (minimum driver, reset needed to enable, GPU-instance profiles, compute
+# slices): gpuhost/data/gpu_models.json says what each field holds and where it comes from.
 GPU_MODELS: dict[str, dict] = {
-    "A100-SXM4-40GB": _gpu("ampere", "8.0", 40960, True, ["A100-SXM4-40GB"], ["20b0"],
-                           _mig("450.80.02", True, MIG_A100_40GB)),
-    "A100-SXM4-80GB": _gpu("ampere", "8.0", 81920, True, ["A100-SXM4-80GB"], ["20b2"],
-                           _mig("450.80.02", True, MIG_80GB)),
-    "A100-PCIE-40GB": _gpu("ampere", "8.0", 40960, True, ["A100-PCIE-40GB"], ["20f1"],
-                           _mig("450.80.02", True, MIG_A100_40GB)),
-    "A100-PCIE-80GB": _gpu("ampere", "8.0", 81920, True, ["A100 80GB PCIe"], ["20b5"],
-                           _mig("450.80.02", True, MIG_80GB)),
-    "A30": _gpu("ampere", "8.0", 24576, True, ["A30"], ["20b7"], _mig("460.73.01", True, MIG_A30, 4)),
-    "A10G": _gpu("ampere", "8.6", 23028, True, ["A10G"], ["2237"]),
-    "A10": _gpu("ampere", "8.6", 23028, True, ["A10"], ["2236"]),
-    "H100-80GB-HBM3": _gpu("hopper", "9.0", 81559, True, ["H100 80GB HBM3"], ["2330"],
-                           _mig("525.85.12", False, MIG_80GB)),
-    "H100-PCIE": _gpu("hopper", "9.0", 81559, True, ["H100 PCIe"], ["2331"],
-                      _mig("525.85.12", False, MIG_80GB)),
-    "H100-NVL": _gpu("hopper", "9.0", 95830, True, ["H100 NVL"], ["2321"], _mig("525.85.12", False, None)),
-    "H20": _gpu("hopper", "9.0", 98304, True, ["H20"], ["2329"], _mig("535.161.07", False, None)),
-    "H200": _gpu("hopper", "9.0", 143771, True, ["H200"], ["2335"], _mig("550.90.07", False, MIG_H200)),
-    "GH200": _gpu("hopper", "9.0", None, True, ["GH200 480GB", "GH200 120GB"], ["2342"],
-                  _mig("525.85.12", False, None)),
-    "B200": _gpu("blackwell", "10.0", 183359, True, ["B200"], [], _mig("570.133.20", False, None)),
-    "GB200": _gpu("blackwell", "10.0", None, True, ["GB200"], [], _mig("570.133.20", False, None)),
-    "B300": _gpu("blackwell", "10.3", 275040, True, ["B300 SXM6 AC"], [], _mig("580.82.07", False, None)),
-    "RTX-PRO-6000-BLACKWELL": _gpu(
-        "blackwell", "12.0", 97887, False,
-        ["RTX PRO 6000 Blackwell Workstation Edition", "RTX PRO 6000 Blackwell Max-Q Workstation Edition",
-         "RTX PRO 6000 Blackwell Server Edition"], ["2bb4"], _mig(None, False, None)),
-    "L4": _gpu("ada", "8.9", 23034, True, ["L4"], ["27b8"]),
-    "L40S": _gpu("ada", "8.9", 46068, True, ["L40S"], ["26b9"]),
-    "RTX-4090": _gpu("ada", "8.9", 24564, False, ["GeForce RTX 4090"], ["2684"]),
-    "RTX-3090": _gpu("ampere", "8.6", 24576, False, ["GeForce RTX 3090"], ["2204"]),
-    "RTX-A5000": _gpu("ampere", "8.6", 24564, False, ["RTX A5000"], ["2231"]),
-    "RTX-2080-SUPER": _gpu("turing", "7.5", 8192, False, ["GeForce RTX 2080 SUPER"], ["1e81"]),
-    "T4": _gpu("turing", "7.5", 15360, True, ["Tesla T4"], ["1eb8"]),
-    "V100-SXM2-16GB": _gpu("volta", "7.0", 16384, True, ["Tesla V100-SXM2-16GB"], ["1db1"]),
-    "V100-SXM2-32GB": _gpu("volta", "7.0", 32768, True, ["Tesla V100-SXM2-32GB"], ["1db5"]),
-    "P100": _gpu("pascal", "6.0", 16384, True, ["Tesla P100-PCIE-16GB", "Tesla P100-SXM2-16GB"],
-                 ["15f8", "15f9"]),
-    "P4": _gpu("pascal", "6.1", 8192, True, ["Tesla P4"], ["1bb3"]),
-    "GTX-1080-TI": _gpu("pascal", "6.1", 11264, False, ["GeForce GTX 1080 Ti"], ["1b06"]),
-    "M60": _gpu("maxwell", "5.2", 8192, True, ["Tesla M60"], ["13f2"]),
+    key: _model(spec) for key, spec in _data("gpu_models.json")["models"].items()
 }
 
 
@@ -128,24 +75,17 @@ def lookup_model(name: str | None = None, pci_device_id: str | None = None) -> d
     return {"key": key, **GPU_MODELS[key]}
 
 # --- CUDA toolkit -> minimum Linux x86_64 driver ---------------------------------------
-# Key scheme: "X.Y" is the GA release (X.Y.0), "X.Y.N" is Update N (12.8.1 = 12.8 Update 1).
-# U1 and U2 of 12.6 and 11.6 share a minimum. Only NVIDIA's published rows are listed:
-# a version that is not here raises ValueError rather than being guessed.
-CUDA_MIN_DRIVER: dict[str, str] = {
-    "13.0": "580.65.06", "12.9.1": "575.57.08", "12.9": "575.51.03", "12.8.1": "570.124.06",
-    "12.8": "570.26", "12.6.3": "560.35.05", "12.6.2": "560.35.03", "12.6.1": "560.35.03",
-    "12.6": "560.28.03", "12.5.1": "555.42.06", "12.5": "555.42.02", "12.4.1": "550.54.15",
-    "12.4": "550.54.14", "12.3.1": "545.23.08", "12.3": "545.23.06", "12.2.2": "535.104.05",
-    "12.2.1": "535.86.09", "12.2": "535.54.03", "12.1": "530.30.02", "12.0.1": "525.85.12",
-    "12.0": "525.60.13", "11.8": "520.61.05", "11.7.1": "515.48.07", "11.7": "515.43.04",
-    "11.6.2": "510.47.03", "11.6.1": "510.47.03", "11.6": "510.39.01", "11.5": "495.29.05",
-    "11.4": "470.42.01", "11.0.3": "450.51.06", "10.2": "440.33",
-}
+# "X.Y" is the GA release (X.Y.0), "X.Y.N" is Update N (12.8.1 = 12.8 Update 1). Only
+# NVIDIA's published rows are listed: a version that is not here raises ValueError.
+_CUDA = _data("cuda_drivers.json")
+CUDA_MIN_DRIVER: dict[str, str] = dict(_CUDA["min_driver"])
 
 # Minor-version compatibility: an application built with any CUDA X.* runtime runs on a
 # driver at or above this floor (features that need a newer driver are unavailable).
 # CUDA 10.x has no such rule: every 10.x minor release has its own minimum.
-MINOR_VERSION_COMPAT_FLOOR: dict[int, str] = {13: "580", 12: "525", 11: "450.80.02"}
+MINOR_VERSION_COMPAT_FLOOR: dict[int, str] = {
+    int(major): floor for major, floor in _CUDA["minor_version_compat_floor"].items()
+}
 
 OPEN_MODULE_DEFAULT_BRANCH = 560  # open modules are the default (and suggested) from R560
 LEGACY_LAST_BRANCH = 580  # last branch for Maxwell, Pascal and Volta
@@ -245,12 +185,14 @@ def cuda_compat(driver: str, cuda: str, gpu_model: str | None = None) -> dict:
 
 # --- driver branches and kernel-module flavour ------------------------------------------
 
-_DRIVER_RE = re.compile(r"^\d{3}(\.\d{1,3}){0,2}$")
+# A full Linux driver version: branch, then one or two parts ("570.172.08", "440.33"). The
+# one pattern for driver versions (gpuhost.settings validates nvidia_driver_version with it).
+DRIVER_RE = re.compile(r"^\d{3}(\.\d{1,3}){1,2}$")
 
 
 def driver_branch(version: str) -> str:
     """The driver branch: "570.124.06" -> "570"."""
-    if not isinstance(version, str) or not _DRIVER_RE.fullmatch(version.strip()):
+    if not isinstance(version, str) or not DRIVER_RE.fullmatch(version.strip()):
         raise ValueError(f"{version!r} is not a driver version (want digits and dots like '570.124.06')")
     return version.strip().split(".")[0]
 

@@ -27,8 +27,16 @@ def _paint(text: str, colour: str | None, enabled: bool) -> str:
     return f"\033[{_ANSI[colour]}m{text}\033[0m"
 
 
+ANSI_RE = re.compile(r"\033\[[0-9;]*m")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without its ANSI colour codes (gpuhost's one ANSI-stripping helper)."""
+    return ANSI_RE.sub("", text)
+
+
 def _visible_len(text: str) -> int:
-    return len(re.sub(r"\033\[[0-9;]*m", "", text))
+    return len(strip_ansi(text))
 
 
 def _dash(value: Any) -> str:

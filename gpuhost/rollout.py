@@ -1,8 +1,9 @@
 """Rolling driver upgrades, the pure half: batch planning, the event log, the summary.
 
-No pyinfra here. ``gpuhost.cli_upgrade`` runs pyinfra once per batch; ``roles/upgrade.py``
-(inside pyinfra) appends one JSON object per line to an *event file* on the controller; this
-module plans the batches and turns those events into per-host results, a table and a JSON
+No pyinfra here. ``gpuhost upgrade`` (``gpuhost.cli_upgrade``) runs pyinfra once per batch;
+the upgrade deploy (inside pyinfra) appends one JSON object per line to an *event file* on
+the controller; this module plans the batches and turns those events, pyinfra's exit status
+and the failed hosts of its ``--json`` results into per-host results, a table and a JSON
 report.
 
 Events (one JSON object a line, every one with ``event``, ``run``, ``host`` and ``time``):
@@ -11,7 +12,8 @@ Events (one JSON object a line, every one with ``event``, ``run``, ``host`` and 
 - ``refused`` (prepare) ``from``, ``to``, ``reason``: a pre-check refused the host; nothing
   was touched
 - ``start``   (execute) the host's first operation started
-- ``failed``  (execute) ``operation``: the operation that failed on the host
+- ``failed``  (execute) ``operation``: the operation that failed on the host; optional
+  ``output``: its last output lines (a list of strings)
 - ``done``    (execute) ``from``, ``to``, ``result``: ``upgraded`` | ``already at target``
 """
 
@@ -172,8 +174,9 @@ _ERROR = re.compile(r"error|fail|fatal|denied|not found|gpuhost:", re.IGNORECASE
 
 
 def error_lines(lines: list[str], keep: int = 3) -> list[str]:
-    """What a failed host printed that says why: the first two error lines (the cause, e.g.
-    DKMS's "Bad return status") and the last one (what gave up), else its last lines."""
+    """What a failed operation printed that says why (the ``output`` of its ``failed``
+    event): the first two error lines (the cause, e.g. DKMS's "Bad return status") and the
+    last one (what gave up), else its last lines."""
     lines = [line.strip() for line in lines if line.strip()]
     errors = [line for line in lines if _ERROR.search(line)]
     if not errors:
@@ -183,9 +186,10 @@ def error_lines(lines: list[str], keep: int = 3) -> list[str]:
 
 
 def batch_outcome(batch: Batch, run_events: list[dict[str, Any]], returncode: int,
-                  host_logs: dict[str, list[str]] | None = None) -> BatchOutcome:
-    """What happened to each host of ``batch``, from the events its pyinfra run wrote and
-    pyinfra's exit status. A host counts as done only with a ``done`` event."""
+                  failed_hosts: set[str] | None = None) -> BatchOutcome:
+    """What happened to each host of ``batch``, from the events its pyinfra run wrote,
+    pyinfra's exit status and the hosts its ``--json`` results name as failed (None: pyinfra
+    printed no results). A host counts as done only with a ``done`` event."""
     outcome = BatchOutcome(ok=True)
     any_failed = any(e["event"] == "failed" for e in run_events)
     for host in batch.hosts:
@@ -204,7 +208,9 @@ def batch_outcome(batch: Batch, run_events: list[dict[str, Any]], returncode: in
         elif failed:
             result.result = "failed"
             result.detail = f"failed at: {failed.get('operation') or 'an operation'}"
-            evidence = error_lines((host_logs or {}).get(host, []))
+            output = failed.get("output")
+            evidence = error_lines([str(line) for line in output]
+                                   if isinstance(output, list) else [])
             if evidence:
                 result.detail += " | " + " | ".join(evidence)
             if start:
@@ -212,6 +218,10 @@ def batch_outcome(batch: Batch, run_events: list[dict[str, Any]], returncode: in
         elif refused:
             result.result = "refused"
             result.detail = refused.get("reason", "")
+        elif failed_hosts is not None and host in failed_hosts and not start:
+            result.result = "failed"
+            result.detail = ("pyinfra failed this host before its upgrade started (e.g. it "
+                             "could not connect); see its output above")
         elif start or any_failed:
             result.result = "interrupted"
             result.detail = ("another host of this batch failed, pyinfra stopped the batch "

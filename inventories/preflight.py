@@ -7,17 +7,22 @@ while no host has been contacted, with one line per problem:
     from inventories.preflight import check
     check(__file__)
 
-It builds the inventory exactly as pyinfra will (group_data folders and ``--data``
-overrides included, read from pyinfra's own command line) and validates every host with
-``gpuhost.settings.validate``. It only acts for the deploys that use gpuhost's settings
-(``deploys/gpu_host.py``, ``deploys/upgrade_driver.py``): fact gathering and the read-only
-audit are never blocked. The deploys validate again themselves (before changing anything)
-for inventories that do not call it.
+It asks pyinfra itself for the inventory it is about to use, through the CLI's
+machine-readable output: ``pyinfra INVENTORY debug-inventory --json`` with the same
+``--data`` and ``--group-data`` options (read from pyinfra's command line with click's
+public ``get_current_context``), so group_data folders and overrides count exactly as in
+the run; no host is contacted. Every host is validated with ``gpuhost.settings.validate``.
+It only acts for the deploys that use gpuhost's settings (``deploys/gpu_host.py``,
+``deploys/upgrade_driver.py``): fact gathering and the read-only audit are never blocked.
+The deploys validate again themselves (before changing anything) for inventories that do
+not call it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 
 from gpuhost import settings
@@ -36,6 +41,27 @@ def _cli_params() -> dict | None:
     return dict(context.params) if context is not None else None
 
 
+def inventory_data(inventory_file: str, data=(), group_data=()) -> dict[str, dict]:
+    """Host name -> the data pyinfra gives that host (``debug-inventory --json``)."""
+    argv = [sys.executable, "-m", "pyinfra", inventory_file, "debug-inventory", "--json"]
+    for item in data:
+        argv += ["--data", str(item)]
+    for folder in group_data:
+        argv += ["--group-data", str(folder)]
+    done = subprocess.run(argv, cwd=os.getcwd(), env={**os.environ, _GUARD: "1"},
+                          capture_output=True, text=True, check=False)
+    try:
+        hosts = json.loads(done.stdout) if done.returncode == 0 else None
+    except ValueError:
+        hosts = None
+    if not isinstance(hosts, list):
+        print(f"gpuhost: cannot read the inventory {inventory_file} to check it (pyinfra "
+              f"debug-inventory exited {done.returncode}):\n{done.stderr.strip()[-2000:]}",
+              file=sys.stderr)
+        sys.exit(2)
+    return {host["name"]: host.get("data") or {} for host in hosts}
+
+
 def check(inventory_file: str) -> None:
     """Stop pyinfra (exit 2) when any host's gpuhost settings are invalid."""
     if os.environ.get(_GUARD):
@@ -46,25 +72,10 @@ def check(inventory_file: str) -> None:
     operations = [str(op) for op in params.get("operations") or ()]
     if not any(op.endswith(DEPLOYS_WITH_SETTINGS) for op in operations):
         return
-    from pyinfra_cli.inventory import make_inventory
-    from pyinfra_cli.util import parse_cli_arg
-
-    override = {}
-    for item in params.get("data") or ():
-        key, _, value = str(item).partition("=")
-        override[key] = parse_cli_arg(value)
-    os.environ[_GUARD] = "1"
-    try:
-        inventory = make_inventory(
-            inventory_file,
-            override_data=override,
-            cwd=os.getcwd(),
-            group_data_directories=params.get("group_data"),
-        )
-    finally:
-        del os.environ[_GUARD]
+    hosts = inventory_data(inventory_file, params.get("data") or (),
+                           params.get("group_data") or ())
     problems = settings.group_problems(
-        {host.name: settings.validate(host.data.dict()) for host in inventory}
+        {name: settings.validate(data) for name, data in hosts.items()}
     )
     if problems:
         print("gpuhost: inventory data is invalid; no host was contacted:", file=sys.stderr)

@@ -11,4 +11,4 @@ nvidia-artifacts-force: deps setup
 	$(PY) -m sandbox.nvidia.build --force
 
 test-fake-packages: nvidia-artifacts
-	$(PY) -m pytest -q tests/unit/test_fake_packages.py tests/integration/test_fake_packages.py
+	$(PY) -m pytest -q sandbox/tests/test_fake_packages.py sandbox/tests/test_fake_packages_installed.py

@@ -23,4 +23,4 @@ molecule-sandbox: deps setup
 	cd vagrant && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" molecule test -s sandbox
 
 test-vagrant-files: setup
-	$(PY) -m pytest -q tests/unit/test_vagrant_files.py
+	$(PY) -m pytest -q vagrant/tests

@@ -1,17 +1,22 @@
-"""What every role needs: validated settings, the host's immutable facts, controller artifacts."""
+"""What every role needs: validated settings, the host's immutable facts, controller artifacts.
+
+Values read once per run (a host's settings and facts, a downloaded package, a signing key)
+are kept in ``run_cache``: one cache per pyinfra ``State``, gone with it, so nothing leaks
+from one run (or one host) into another.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
+import weakref
 from pathlib import Path
 from typing import Any
 
 from pyinfra import host, logger
 from pyinfra.api import QuoteString, StringCommand
 from pyinfra.api.exceptions import PyinfraError
-from pyinfra.api.state import StateStage
+from pyinfra.api.state import State, StateStage
 from pyinfra.context import inventory
 from pyinfra.operations import server
 
@@ -25,46 +30,46 @@ class GpuhostError(PyinfraError):
     """A problem gpuhost found before changing anything; the message says what to do."""
 
 
-_settings_cache: dict[str, dict[str, Any]] = {}
-_checked_inventory = False
+_RUNS: weakref.WeakKeyDictionary[State, dict[str, dict]] = weakref.WeakKeyDictionary()
 
 
-def _as_dict(value: Any) -> dict[str, Any]:
-    if dataclasses.is_dataclass(value):
-        return dataclasses.asdict(value)
-    return dict(value)
+def run_cache(name: str) -> dict:
+    """The cache ``name`` of the current run (the current host's pyinfra ``State``)."""
+    return _RUNS.setdefault(host.state, {}).setdefault(name, {})
 
 
 def check_inventory() -> None:
-    """Validate every host's settings once, before any operation runs anywhere.
+    """Validate every host's settings (``settings.validate_inventory``) once per run, before
+    any operation runs anywhere.
 
     pyinfra runs deploy code host by host while it prepares, and executes nothing until all
     hosts are prepared: raising here stops the whole run with no host changed, and lists
-    every problem of every host (not just the first).
+    every problem of every host (not just the first). An inventory that calls
+    ``inventories.preflight.check`` has already done this before any host was contacted.
     """
-    global _checked_inventory
-    if _checked_inventory:
-        return
-    problems = settings.group_problems(
-        {other.name: settings.validate(other.data.dict()) for other in inventory}
-    )
-    _checked_inventory = True
-    if problems:
+    checked = run_cache("inventory")
+    if "problems" not in checked:
+        checked["problems"] = settings.validate_inventory(
+            {other.name: other.data.dict() for other in inventory}
+        )
+    if checked["problems"]:
         raise GpuhostError(
             "inventory data is invalid, nothing was changed on any host:\n  "
-            + "\n  ".join(problems)
+            + "\n  ".join(checked["problems"])
         )
 
 
-def host_settings() -> dict[str, Any]:
-    """The current host's settings, validated, with defaults applied."""
+def host_settings() -> settings.Settings:
+    """The current host's settings, validated, with defaults applied (read by attribute:
+    ``host_settings().nvidia_driver_version``)."""
     check_inventory()
-    if host.name not in _settings_cache:
+    cache = run_cache("settings")
+    if host.name not in cache:
         try:
-            _settings_cache[host.name] = _as_dict(settings.resolve(host.data.dict()))
+            cache[host.name] = settings.resolve(host.data.dict())
         except settings.SettingsError as error:  # already reported by check_inventory
             raise GpuhostError(f"{host.name}: {error}") from error
-    return _settings_cache[host.name]
+    return cache[host.name]
 
 
 def executing() -> bool:
@@ -97,18 +102,16 @@ def host_ready() -> bool:
     return True
 
 
-_state_cache: dict[str, dict[str, Any]] = {}
-
-
 def host_state() -> dict[str, Any]:
     """The host as it is before the deploy (one remote command, read once per host and run).
 
     Only immutable parts (OS, kernel release, GPU models) may steer deploy code; state that
     the deploy changes is read again by the operations themselves at execute time.
     """
-    if host.name not in _state_cache:
-        _state_cache[host.name] = host.get_fact(GpuHostState)
-    return _state_cache[host.name]
+    cache = run_cache("state")
+    if host.name not in cache:
+        cache[host.name] = host.get_fact(GpuHostState)
+    return cache[host.name]
 
 
 def distro_tag(state: dict[str, Any]) -> str:
@@ -122,44 +125,42 @@ def distro_tag(state: dict[str, Any]) -> str:
     return tag
 
 
-def choose_flavor(config: dict[str, Any], state: dict[str, Any]) -> str:
+def choose_flavor(config: settings.Settings, state: dict[str, Any]) -> str:
     """open or proprietary for this host's GPUs (auto follows NVIDIA's recommendation)."""
     architectures = sorted({gpu["architecture"] for gpu in state["gpus"] if gpu["architecture"]})
     try:
         return policy.choose_flavor(
-            config["nvidia_driver_flavor"], architectures, config["nvidia_driver_version"]
+            config.nvidia_driver_flavor, architectures, config.nvidia_driver_version
         )
     except ValueError as error:
         raise GpuhostError(f"{host.name}: {error}") from error
 
 
-_fetched: dict[tuple[str, str], Path] = {}
-
-
-def local_repo_artifact(config: dict[str, Any], tag: str) -> Path:
+def local_repo_artifact(config: settings.Settings, tag: str) -> Path:
     """The verified local repo package for this distribution, on the controller.
 
     Downloaded once per run (and cached across runs), its sha256 checked before it can be
     sent to any host: a wrong checksum stops the run while nothing has been sent.
     """
-    version = config["nvidia_driver_version"]
+    version = config.nvidia_driver_version
     key = (tag, version)
-    if key not in _fetched:
-        source = (config.get("nvidia_local_repo") or {}).get(tag)
+    fetched = run_cache("artifacts")
+    if key not in fetched:
+        source = config.nvidia_local_repo.get(tag)
         if not source:
             raise GpuhostError(
                 f"{host.name}: nvidia_local_repo has no entry for {tag!r}; add "
                 f"{tag}: {{url: ..., sha256: ...}} for "
                 f"{packages.local_repo_filename(tag, version)}"
             )
-        cache = Path(os.path.expanduser(config["nvidia_artifact_cache"]))
+        cache = Path(os.path.expanduser(config.nvidia_artifact_cache))
         try:
             path = artifacts.fetch(
                 dict(source),
                 cache,
-                proxy=config.get("http_proxy"),
-                offline=bool(config.get("offline")),
-                mirror_urls=tuple(config.get("offline_mirror_urls") or ()),
+                proxy=config.http_proxy,
+                offline=config.offline,
+                mirror_urls=config.offline_mirror_urls,
                 progress=True,
             )
         except artifacts.ArtifactError as error:
@@ -169,8 +170,8 @@ def local_repo_artifact(config: dict[str, Any], tag: str) -> Path:
             logger.warning(
                 f"{tag} local repo package is named {path.name}, NVIDIA names it {expected}"
             )
-        _fetched[key] = path
-    return _fetched[key]
+        fetched[key] = path
+    return fetched[key]
 
 
 # Signing-key fingerprints that Docker documents; a key fetched from Docker's default URL
@@ -181,25 +182,22 @@ KNOWN_KEY_FINGERPRINTS = {
     "https://download.docker.com/linux/rhel/gpg": {"060A61C51B558A7F742B77AAC52FEB6B621E9F35"},
 }
 
-_keys: dict[str, bytes] = {}
-
-
-def fetch_key(location: str, config: dict[str, Any]) -> bytes:
+def fetch_key(location: str, config: settings.Settings) -> bytes:
     """A repository signing key, fetched on the controller (URL or path), checked against
     the fingerprint its vendor documents when it comes from the vendor's default URL."""
-    if location in _keys:
-        return _keys[location]
-    if location.startswith("file://") or location.startswith("/"):
+    keys = run_cache("keys")
+    if location in keys:
+        return keys[location]
+    if settings.is_local_source(location):
         data = Path(location.removeprefix("file://")).read_bytes()
     else:
-        mirrors = tuple(config.get("offline_mirror_urls") or ())
-        if config.get("offline") and not location.startswith(mirrors or ("\0",)):
+        if config.offline and not settings.on_mirror(location, config.offline_mirror_urls):
             raise GpuhostError(
                 f"offline is set but the signing key {settings.mask_url(location)} is not on "
                 "a mirror in offline_mirror_urls: point the *_gpgkey setting at the mirror or "
                 "a local file"
             )
-        session = artifacts.make_session(proxy=config.get("http_proxy"))
+        session = artifacts.make_session(proxy=config.http_proxy)
         try:
             response = session.get(location, timeout=30)
             response.raise_for_status()
@@ -219,7 +217,7 @@ def fetch_key(location: str, config: dict[str, Any]) -> bytes:
                 f"the signing key from {location} has fingerprint(s) {sorted(fingerprints)}, "
                 f"not the documented {sorted(expected)}: refusing to trust it"
             )
-    _keys[location] = data
+    keys[location] = data
     return data
 
 

@@ -7,7 +7,7 @@ from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.operations import apt
 
 from facts.container import ContainerToolkit
-from gpuhost import packages
+from gpuhost import packages, settings
 from roles.common import distro_tag, fetch_key, host_settings, host_state, is_armored
 from roles.files import config_file
 from roles.repos import apt_repository, local_packages, rpm_repository
@@ -40,13 +40,11 @@ def install() -> None:
     state = host_state()
     tag = distro_tag(state)
     family = packages.family(tag)
-    version = config["container_toolkit_version"]
-    source = config["container_toolkit_source"]
-    kind = "apt" if family == "debian" else "rpm"
+    version = config.container_toolkit_version
+    source = config.container_toolkit_source
 
     if source in ("nvidia", "mirror"):
-        url = config["container_toolkit_repo_url"][kind]
-        key_location = config["container_toolkit_gpgkey"][kind]
+        url, key_location = settings.toolkit_repo(config, family)
         key = fetch_key(key_location, config)
         if family == "debian":
             keyring = "/usr/share/keyrings/nvidia-container-toolkit-keyring." + (
@@ -77,4 +75,4 @@ def install() -> None:
                         packages=wanted, version=version)
     else:
         local_packages("the NVIDIA Container Toolkit",
-                       list(config["container_toolkit_local_packages"]), family)
+                       list(config.container_toolkit_local_packages), family)

@@ -15,49 +15,18 @@ import time
 from typing import Any
 
 from pyinfra import host, logger, state
-from pyinfra.api import FactBase, QuoteString, StringCommand, deploy, operation
+from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.operations import server
 from pyinfra.operations.util.files import generate_color_diff
-from typing_extensions import override
 
 from facts import parsers
+from facts.container import DockerdValidates
+from facts.files import RawFile
 from gpuhost import daemon_json as merge_rules
 from roles.common import fail_command, host_settings
 from roles.files import atomic_write
 
 PATH = "/etc/docker/daemon.json"
-
-
-class RawFile(FactBase):
-    """A file's exact text (``None`` when it does not exist); keeps line numbers intact."""
-
-    @override
-    def command(self, path: str) -> StringCommand:
-        return StringCommand(
-            "if test -e", QuoteString(path), "; then echo present; cat", QuoteString(path),
-            "; fi",
-        )
-
-    @override
-    def process(self, output: list[str]) -> str | None:
-        if not output or output[0] != "present":
-            return None
-        return "\n".join(output[1:])
-
-
-class DockerdValidates(FactBase):
-    """Whether the installed dockerd has ``--validate`` (Docker 23 and newer)."""
-
-    @override
-    def command(self) -> str:
-        return (
-            "if command -v dockerd >/dev/null 2>&1 && dockerd --help 2>/dev/null "
-            "| grep -q -- '--validate'; then echo yes; else echo no; fi"
-        )
-
-    @override
-    def process(self, output: list[str]) -> bool:
-        return bool(output) and output[0].strip() == "yes"
 
 
 def _reason(error: ValueError) -> str:
@@ -126,8 +95,8 @@ def configure() -> None:
     config = host_settings()
     merged = daemon_json(
         name="Merge the nvidia runtime into /etc/docker/daemon.json",
-        default_runtime=bool(config["nvidia_default_runtime"]),
-        extra=config["docker_daemon_settings"] or None,
+        default_runtime=bool(config.nvidia_default_runtime),
+        extra=config.docker_daemon_settings or None,
     )
     server.service(
         name="Restart Docker (daemon.json changed)",

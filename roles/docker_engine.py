@@ -6,23 +6,15 @@ from __future__ import annotations
 from pyinfra.api import deploy
 from pyinfra.operations import apt, dnf, server
 
-from gpuhost import packages
+from gpuhost import packages, settings
 from roles.common import GpuhostError, distro_tag, fetch_key, host_settings, host_state
 from roles.repos import apt_repository, local_packages, rpm_repository
-
-
-def _docker_repo(config: dict, state: dict, family: str) -> tuple[str, str]:
-    """(repository URL, key location): Docker's per-OS defaults unless the inventory says."""
-    os_key = state["os"]["id"] if family == "debian" else "rhel"
-    if os_key not in ("debian", "ubuntu", "rhel"):
-        os_key = "debian"
-    return config["docker_repo_url"][os_key], config["docker_repo_gpgkey"][os_key]
 
 
 @deploy("Docker Engine")
 def install() -> None:
     config = host_settings()
-    source = config["docker_source"]
+    source = config.docker_source
     if source == "none":
         return
     state = host_state()
@@ -30,7 +22,7 @@ def install() -> None:
     family = packages.family(tag)
 
     if source == "docker":
-        url, key_location = _docker_repo(config, state, family)
+        url, key_location = settings.docker_repo(config, state["os"]["id"])
         key = fetch_key(key_location, config)
         if family == "debian":
             apt_repository(
@@ -53,7 +45,7 @@ def install() -> None:
         else:
             dnf.packages(name=f"Install Docker ({', '.join(wanted)})", packages=wanted)
     elif source == "local":
-        local_packages("Docker", list(config["docker_local_packages"]), family)
+        local_packages("Docker", list(config.docker_local_packages), family)
 
     server.service(name="Docker is enabled and running", service="docker", running=True,
                    enabled=True)

@@ -12,27 +12,11 @@ import hashlib
 from io import BytesIO
 
 from pyinfra import host, logger, state
-from pyinfra.api import FactBase, FileUploadCommand, QuoteString, StringCommand, operation
+from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, operation
 from pyinfra.facts.files import FileContents
 from pyinfra.operations.util.files import generate_color_diff
-from typing_extensions import override
 
-
-class FileDigest(FactBase):
-    """``{"sha256": str, "mode": "644"}`` of a regular file, or ``None`` when absent."""
-
-    @override
-    def command(self, path: str) -> StringCommand:
-        return StringCommand(
-            "if test -f", QuoteString(path), "; then sha256sum", QuoteString(path),
-            "| cut -d' ' -f1; stat -c %a", QuoteString(path), "; fi",
-        )
-
-    @override
-    def process(self, output: list[str]) -> dict | None:
-        if len(output) < 2:
-            return None
-        return {"sha256": output[0].strip(), "mode": output[1].strip()}
+from facts.files import FileDigest
 
 
 @operation()

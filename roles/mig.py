@@ -91,7 +91,7 @@ def layout(profiles: list[str]):
 @deploy("MIG")
 def configure() -> None:
     config = host_settings()
-    wanted_mode, wanted_layout = config["mig_mode"], config["mig_layout"]
+    wanted_mode, wanted_layout = config.mig_mode, config.mig_layout
     if wanted_mode is None and wanted_layout is None:
         return
     state = host_state()
@@ -108,7 +108,7 @@ def configure() -> None:
                 return
     if wanted_mode:
         mode(name=f"MIG mode {wanted_mode}", wanted=wanted_mode)
-        if config["reboot_policy"] == "when_needed":
+        if config.reboot_policy == "when_needed":
             server.reboot(
                 name="Reboot to apply the pending MIG mode (reboot_policy: when_needed)",
                 reboot_timeout=600,

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 
 from pyinfra import host, logger
-from pyinfra.api import FactBase, StringCommand, deploy, operation
+from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.api import QuoteString
 from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, dnf, files, server
-from typing_extensions import override
 
-from facts.nvidia import NvidiaDriver
+from facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
+from facts.services import ServiceInstalled
 from gpuhost import packages
+from gpuhost.reboot import needs_reboot
+from gpuhost.settings import Settings
 from roles.files import config_file
 from roles.common import (
     REMOTE_CACHE,
@@ -29,29 +31,7 @@ from roles.common import (
     local_repo_artifact,
 )
 
-class LocalRepoKeyTrusted(FactBase):
-    """Whether every keyring a local repo ships is installed in /usr/share/keyrings."""
-
-    @override
-    def command(self, repo_dir: str) -> StringCommand:
-        return StringCommand(
-            "for key in", StringCommand(QuoteString(repo_dir), "/nvidia-driver-*-keyring.gpg", _separator=""),
-            '; do test -e "$key" || continue; cmp -s "$key" "/usr/share/keyrings/${key##*/}"'
-            ' && echo trusted || echo missing; done; true',
-        )
-
-    @override
-    def process(self, output: list[str]) -> bool:
-        return bool(output) and all(line.strip() == "trusted" for line in output)
-
-    @override
-    def default(self) -> bool:  # type: ignore[override]
-        return False
-
-
 NOUVEAU_CONF = "/etc/modprobe.d/gpuhost-blacklist-nouveau.conf"
-APT_PIN = "/etc/apt/preferences.d/gpuhost-nvidia-driver"
-UNATTENDED = "/etc/apt/apt.conf.d/51gpuhost-nvidia-no-unattended-upgrades"
 
 
 @operation()
@@ -115,23 +95,6 @@ def module_stream(stream: str, module: str = "nvidia-driver"):
     yield StringCommand("dnf -y module enable", QuoteString(f"{module}:{stream}"))
 
 
-class ServiceInstalled(FactBase):
-    """Whether a systemd unit or an init.d script of this name exists."""
-
-    @override
-    def command(self, service: str) -> StringCommand:
-        unit = QuoteString(f"{service}.service")
-        return StringCommand(
-            "for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do "
-            'test -e "$d/"', unit, "&& echo yes && exit 0; done; test -e",
-            QuoteString(f"/etc/init.d/{service}"), "&& echo yes || echo no",
-        )
-
-    @override
-    def process(self, output: list[str]) -> bool:
-        return bool(output) and output[-1].strip() == "yes"
-
-
 def _service_exists(service: str) -> bool:
     if host.get_fact(ServiceInstalled, service=service):
         return True
@@ -140,12 +103,42 @@ def _service_exists(service: str) -> bool:
     return False
 
 
-def _needs_reboot(target: str) -> bool:
-    """Read at execute time: the module loaded is not the target, or nouveau holds the GPU."""
-    driver = host.get_fact(NvidiaDriver)
-    if driver["state"] == "not_installed":
-        return False
-    return driver["loaded_version"] != target or driver["state"] != "loaded"
+def install_local_repo(config: Settings, tag: str, version: str) -> None:
+    """Send the verified local repo package (only when the host lacks that exact file),
+    install it and trust its key: install and upgrade alike."""
+    artifact = local_repo_artifact(config, tag)
+    remote_file = f"{REMOTE_CACHE}/{artifact.name}"
+    files.put(
+        name=f"Send {artifact.name} (only if the host lacks this exact file)",
+        src=str(artifact),
+        dest=remote_file,
+        mode="644",
+        create_remote_dir=True,
+    )
+    local_repo(
+        name=f"Install the {tag} local repo for driver {version}",
+        remote_file=remote_file,
+        distro_tag=tag,
+        version=version,
+    )
+
+
+def reboot_needed(target: str) -> bool:
+    """Read at execute time (a ``server.reboot`` ``_if``): ``gpuhost.reboot.needs_reboot``,
+    the one meaning install and upgrade share."""
+    return needs_reboot(host.get_fact(NvidiaDriver), target)
+
+
+def pin_driver(version: str, name: str) -> None:
+    """apt hosts: the driver's packages pinned at ``version`` (``packages.APT_PIN``, priority
+    1000) and kept away from unattended-upgrades; install and upgrade write both files so."""
+    config_file(name=name, content=packages.apt_pin(version), dest=packages.APT_PIN, mode="644")
+    config_file(
+        name="Keep unattended-upgrades away from the driver",
+        content=packages.unattended_upgrades_blacklist(),
+        dest=packages.UNATTENDED,
+        mode="644",
+    )
 
 
 @deploy("NVIDIA driver")
@@ -154,7 +147,7 @@ def install() -> None:
     state = host_state()
     tag = distro_tag(state)
     family = packages.family(tag)
-    version = config["nvidia_driver_version"]
+    version = config.nvidia_driver_version
     flavor = choose_flavor(config, state)
 
     nouveau = config_file(
@@ -176,36 +169,11 @@ def install() -> None:
         _if=nouveau.did_change,
     )
 
-    artifact = local_repo_artifact(config, tag)
-    remote_file = f"{REMOTE_CACHE}/{artifact.name}"
-    files.put(
-        name=f"Send {artifact.name} (only if the host lacks this exact file)",
-        src=str(artifact),
-        dest=remote_file,
-        mode="644",
-        create_remote_dir=True,
-    )
-    local_repo(
-        name=f"Install the {tag} local repo for driver {version}",
-        remote_file=remote_file,
-        distro_tag=tag,
-        version=version,
-    )
+    install_local_repo(config, tag, version)
 
-    wanted = packages.driver_packages(tag, version, flavor, bool(config["nvidia_fabricmanager"]))
+    wanted = packages.driver_packages(tag, version, flavor, bool(config.nvidia_fabricmanager))
     if family == "debian":
-        config_file(
-            name=f"Pin the driver packages at {version}",
-            content=(packages.apt_pin(version)),
-            dest=APT_PIN,
-            mode="644",
-        )
-        config_file(
-            name="Keep unattended-upgrades away from the driver",
-            content=(packages.unattended_upgrades_blacklist()),
-            dest=UNATTENDED,
-            mode="644",
-        )
+        pin_driver(version, name=f"Pin the driver packages at {version}")
         apt.packages(
             name=f"Install the {flavor} driver {version} ({', '.join(wanted)})",
             packages=wanted,
@@ -221,18 +189,18 @@ def install() -> None:
             packages=wanted,
         )
 
-    if config["reboot_policy"] == "when_needed":
+    if config.reboot_policy == "when_needed":
         server.reboot(
             name="Reboot to load the NVIDIA driver (reboot_policy: when_needed)",
             reboot_timeout=600,
-            _if=lambda: _needs_reboot(version),
+            _if=lambda: reboot_needed(version),
         )
 
     # Services that need the loaded driver: enabled now, started once the module is loaded
     # (after the reboot above, or on the next boot when reboot_policy is never).
     for service, label, wanted_service in (
-        ("nvidia-persistenced", "nvidia-persistenced", config["nvidia_persistenced"]),
-        ("nvidia-fabricmanager", "the NVIDIA Fabric Manager", config["nvidia_fabricmanager"]),
+        ("nvidia-persistenced", "nvidia-persistenced", config.nvidia_persistenced),
+        ("nvidia-fabricmanager", "the NVIDIA Fabric Manager", config.nvidia_fabricmanager),
     ):
         if not wanted_service:
             continue

@@ -20,7 +20,7 @@ APT_PROXY = "/etc/apt/apt.conf.d/95gpuhost-proxy"
 @deploy("Package manager proxy")
 def configure() -> None:
     config = host_settings()
-    proxy = config.get("http_proxy")
+    proxy = config.http_proxy
     if not proxy:
         return
     if packages.family(distro_tag(host_state())) == "debian":

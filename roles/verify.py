@@ -6,50 +6,11 @@ import tarfile
 from pathlib import Path
 
 from pyinfra import host, logger
-from pyinfra.api import FactBase, FileUploadCommand, QuoteString, StringCommand, deploy, operation
-from typing_extensions import override
+from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, deploy, operation
 
+from facts.container import DockerImagePresent, NvidiaContainerRun
 from facts.host import GpuHostState
 from roles.common import REMOTE_CACHE, executing, fail_command, host_settings
-
-
-class DockerImagePresent(FactBase):
-    """Whether the local Docker has an image (no registry is asked)."""
-
-    @override
-    def command(self, image: str) -> StringCommand:
-        return StringCommand(
-            "if docker image inspect", QuoteString(image),
-            ">/dev/null 2>&1; then echo yes; else echo no; fi",
-        )
-
-    @override
-    def process(self, output: list[str]) -> bool:
-        return bool(output) and output[-1].strip() == "yes"
-
-
-class NvidiaContainerRun(FactBase):
-    """Run ``nvidia-smi -L`` in a throwaway container through the nvidia runtime.
-
-    Returns ``{"rc": int, "output": str}``. The container has no network and is removed.
-    """
-
-    @override
-    def command(self, image: str) -> StringCommand:
-        return StringCommand(
-            "out=$(timeout 120 docker run --rm --network=none --runtime=nvidia",
-            "-e NVIDIA_VISIBLE_DEVICES=all", QuoteString(image),
-            'nvidia-smi -L 2>&1); rc=$?; echo "rc=$rc"; echo "$out"',
-        )
-
-    @override
-    def process(self, output: list[str]) -> dict:
-        rc = int(output[0].removeprefix("rc=")) if output and output[0].startswith("rc=") else -1
-        return {"rc": rc, "output": "\n".join(output[1:])}
-
-    @override
-    def default(self) -> dict:  # type: ignore[override]
-        return {"rc": -1, "output": "(no output)"}
 
 
 def _archive_kind(path: str) -> str:
@@ -143,14 +104,14 @@ def check(target_version: str, toolkit_version: str, reboot_allowed: bool,
 @deploy("Verify")
 def run() -> None:
     config = host_settings()
-    image = config.get("verify_image")
-    if image and config["docker_source"] != "none":
+    image = config.verify_image
+    if image and config.docker_source != "none":
         verify_image(name=f"Verification image {image} is present", image=image,
-                     archive=config.get("verify_image_archive"))
+                     archive=config.verify_image_archive)
     check(
         name="Verify driver, GPUs, runtime and toolkit with facts",
-        target_version=config["nvidia_driver_version"],
-        toolkit_version=config["container_toolkit_version"],
-        reboot_allowed=config["reboot_policy"] == "when_needed",
+        target_version=config.nvidia_driver_version,
+        toolkit_version=config.container_toolkit_version,
+        reboot_allowed=config.reboot_policy == "when_needed",
         image=image,
     )

@@ -1,4 +1,4 @@
-"""deploys/audit.py end to end through the pyinfra CLI.
+"""`gpuhost audit` (and the deploys/audit.py it runs) end to end through the pyinfra CLI.
 
 * ``@fake`` hosts (no sandbox, runs with the unit tests): exactly one remote command per
   host (the GpuHostState script), no operation, statuses and exit code.
@@ -77,17 +77,26 @@ def fake_inventory(tmp_path: Path) -> Path:
     return inventory
 
 
-def run_audit(inventory: Path, *args: str, record: Path | None = None, timeout: float = 300):
-    argv = [PYTHON, "-c", RECORDER, str(record)] if record else [str(ROOT / ".venv/bin/pyinfra")]
+def run_audit(inventory: Path, *args: str, pyinfra: str | None = None, timeout: float = 300):
+    """``gpuhost audit INVENTORY ARGS`` (``--pyinfra`` wraps pyinfra to count commands)."""
     env = {**os.environ, "PYINFRA_PROGRESS": "off", "NO_COLOR": "1"}
-    return subprocess.run([*argv, "-y", str(inventory), "deploys/audit.py", *args], cwd=ROOT,
-                          text=True, capture_output=True, timeout=timeout, env=env)
+    wrapper = ["--pyinfra", pyinfra] if pyinfra else []
+    return subprocess.run([PYTHON, "-m", "gpuhost.cli", "audit", str(inventory), *wrapper, *args],
+                          cwd=ROOT, text=True, capture_output=True, timeout=timeout, env=env)
+
+
+def recorder(tmp_path: Path, record: Path) -> str:
+    """A ``--pyinfra`` command that records every @fake command per host in ``record`` (the
+    last pyinfra run wins: gpuhost audit runs debug-inventory first, then the deploy)."""
+    script = tmp_path / "recorder.py"
+    script.write_text(RECORDER)
+    return f"{PYTHON} {script} {record}"
 
 
 def test_fake_hosts_one_command_each_no_operation(tmp_path):
     record, out = tmp_path / "commands.json", tmp_path / "audit.json"
-    proc = run_audit(fake_inventory(tmp_path), f"--data=audit_json={out}", "--data=cuda=12.4",
-                     record=record)
+    proc = run_audit(fake_inventory(tmp_path), "--json", str(out), "--cuda", "12.4",
+                     pyinfra=recorder(tmp_path, record))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     commands = json.loads(record.read_text())
     assert sorted(commands) == ["@fake/broken", "@fake/drifts", "@fake/ok"]
@@ -101,16 +110,17 @@ def test_fake_hosts_one_command_each_no_operation(tmp_path):
     assert [i["item"] for i in status["@fake/drifts"]["drift"]] == ["driver"]
     assert status["@fake/broken"]["status"] == "failed"
     assert "XML is malformed" in status["@fake/broken"]["error"]
-    assert document["cuda"] == "12.4"  # --data cuda=12.4 arrived as a float
+    assert document["cuda"] == "12.4"
     assert "@fake/broken  failed" in proc.stdout and "-> exit 3" in proc.stdout
 
 
 def test_invalid_options_stop_before_any_host(tmp_path):
     record = tmp_path / "commands.json"
-    proc = run_audit(fake_inventory(tmp_path), "--data=cuda=11.9", record=record)
+    proc = run_audit(fake_inventory(tmp_path), "--cuda", "11.9",
+                     pyinfra=recorder(tmp_path, record))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "cuda=11.9" in proc.stderr and "known versions" in proc.stderr
-    assert json.loads(record.read_text()) == {}
+    assert not record.exists()  # pyinfra did not even start
 
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -133,14 +143,11 @@ def rendered_dom(page: Path, profile: Path) -> str:
 
 
 @pytest.mark.integration
-def test_html_report_renders_in_headless_chromium(tmp_path):
+def test_html_report_renders_in_headless_chromium(tmp_path, audit_fleet):
     browser = chromium()
-    sys.path.insert(0, str(ROOT / "tests/unit"))
-    from test_report import fleet
-
     from gpuhost import report
 
-    document = fleet()
+    document = audit_fleet()
     page = tmp_path / "audit.html"
     page.write_text(report.render_html(document))
     dom = rendered_dom(page, tmp_path / "profile")
@@ -175,11 +182,8 @@ def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
     inventory = sandbox_inventory(tmp_path, fleet, drift_host)
     out, html, record = tmp_path / "audit.json", tmp_path / "audit.html", tmp_path / "count.json"
     counter = ROOT / "tests/integration/count_commands.py"
-    env = {**os.environ, "PYINFRA_PROGRESS": "off", "NO_COLOR": "1"}
-    proc = subprocess.run([PYTHON, str(counter), str(record), "--", "-y", str(inventory),
-                           "deploys/audit.py", f"--data=audit_json={out}",
-                           f"--data=audit_html={html}"], cwd=ROOT, text=True,
-                          capture_output=True, timeout=300, env=env)
+    proc = run_audit(inventory, "--json", str(out), "--html", str(html),
+                     pyinfra=f"{PYTHON} {counter} {record} --")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     document = json.loads(out.read_text())
     status = {h["name"]: h for h in document["hosts"]}

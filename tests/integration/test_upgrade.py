@@ -1,5 +1,5 @@
 """Rolling driver upgrades over real SSH against six sandbox hosts (Debian 12, real apt, real
-DKMS hooks, the GPU simulator, real reboots), with ``python -m gpuhost.cli_upgrade``.
+DKMS hooks, the GPU simulator, real reboots), with ``gpuhost upgrade`` (``python -m gpuhost.cli``).
 
 One story, one step per fixture (each builds on the one before):
 
@@ -11,7 +11,7 @@ One story, one step per fixture (each builds on the one before):
 6. ``resumed``     the fault cleared, the same command again: done hosts untouched, the
                    rest finished
 
-By default the shared sandbox fleet of tests/integration/conftest.py is used (reshaped to six
+By default the shared sandbox fleet of the root conftest.py is used (reshaped to six
 Debian hosts). ``GPUHOST_UPGRADE_PRIVATE_SANDBOX=1`` runs a private fleet instead, beside the
 shared one (as bench/private_sandbox.py does): a copy of the sandbox code with hosts at
 127.77.3.N, its HTTP server on port 8003, its own runtime and state directories, and an
@@ -128,10 +128,10 @@ class Fleet:
         return done.stdout
 
     def state(self, name: str) -> dict:
-        from facts import parsers, state
+        from facts import assemble, parsers
         from facts.script import ALL_SECTIONS, build_script
 
-        return state.host_state(parsers.split_sections(self.ssh(name, build_script(ALL_SECTIONS))))
+        return assemble.host_state(parsers.split_sections(self.ssh(name, build_script(ALL_SECTIONS))))
 
     def marks(self, name: str) -> dict:
         """What must not move on a host that is not touched."""
@@ -154,8 +154,8 @@ class Fleet:
         return done
 
     def wrapper(self, label: str, report: Path, driver: str, *args: str):
-        done = self.run(label, [sys.executable, "-m", "gpuhost.cli_upgrade", self.inventory, *args,
-                                "--report", str(report)], driver)
+        done = self.run(label, [sys.executable, "-m", "gpuhost.cli", "upgrade", self.inventory,
+                                *args, "--report", str(report)], driver)
         data = json.loads(report.read_text()) if report.exists() else None
         return done, data
 

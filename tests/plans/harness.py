@@ -7,6 +7,11 @@ answers gpuhost's fact script like that host, and every command an operation sen
 recorded (fact commands are not part of the plan). Once the driver packages are "installed"
 the host answers like a converged host, so the verification step passes, as it would on a
 real host. Runs in its own process: pyinfra's API needs gevent's monkey-patching.
+
+Only pyinfra's public API: ``Inventory``/``State``/``connect_all``/``run_ops`` as in
+pyinfra's "Using the API" docs, a ``FakeConnector`` subclass that overrides its public
+``run_shell_command``/``put_file`` (set as the host's ``connector_cls`` before the State
+is made) and the deploy file executed per host with pyinfra's context set, as the CLI does.
 """
 
 from gevent import monkey
@@ -20,74 +25,69 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))  # a script run from anywhere: roles/, facts/, gpuhost/
 
 from pyinfra.api import Config, Inventory, State  # noqa: E402
-from pyinfra.api import facts as pyinfra_facts  # noqa: E402
 from pyinfra.api.connect import connect_all  # noqa: E402
 from pyinfra.api.operations import run_ops  # noqa: E402
 from pyinfra.api.state import StateStage  # noqa: E402
 from pyinfra.connectors.fake import FakeConnector  # noqa: E402
-from pyinfra.context import ctx_config, ctx_inventory, ctx_state  # noqa: E402
-from pyinfra_cli.util import load_deploy_file  # noqa: E402
+from pyinfra.connectors.util import CommandOutput, OutputLine  # noqa: E402
+from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state  # noqa: E402
 
-import scenarios  # noqa: E402
+import scenarios  # noqa: E402  (this script's folder is sys.path[0])
 
 RECORD: list[str] = []
-IN_FACT = [0]
-INSTALLED = [False]
 _INSTALL = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*(nvidia-open|cuda-drivers)")
 _INSTALL_TOOLKIT = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*nvidia-container-toolkit")
-TOOLKIT = [False]
-
-_original_get_fact = pyinfra_facts._get_fact
-_original_run = FakeConnector.run_shell_command
-_original_lookup = FakeConnector._lookup_response
 
 
-def _get_fact(*args, **kwargs):
-    IN_FACT[0] += 1
-    try:
-        return _original_get_fact(*args, **kwargs)
-    finally:
-        IN_FACT[0] -= 1
+def output(stdout: str = "", stderr: str = "") -> CommandOutput:
+    return CommandOutput([OutputLine("stdout", line) for line in stdout.splitlines()]
+                         + [OutputLine("stderr", line) for line in stderr.splitlines()])
 
 
-def _run(self, command, *args, **kwargs):
-    text = command if isinstance(command, str) else command.get_masked_value()
-    if not IN_FACT[0]:
-        RECORD.append(text)
-        if _INSTALL.search(text):
-            INSTALLED[0] = True
-        if _INSTALL_TOOLKIT.search(text):
-            TOOLKIT[0] = True
-    return _original_run(self, command, *args, **kwargs)
+class PlanConnector(FakeConnector):
+    """The ``@fake`` connector, recording what operations send (into ``RECORD``).
 
+    pyinfra runs fact commands with ``print_input=state.print_fact_input`` and operation
+    commands with ``print_input=state.print_input``; ``plan()`` sets the first to True and
+    the second to False, so ``print_input`` tells a fact's command from an operation's here
+    (nothing is printed: this connector does not echo). Answers: ``answer()`` first, then
+    the host's ``fake_responses`` data (FakeConnector's own lookup).
+    """
 
-def _put(self, filename_or_io, remote_filename, *args, **kwargs):
-    if not IN_FACT[0]:
+    def __init__(self, state, host) -> None:
+        super().__init__(state, host)
+        self.installed = False  # the driver packages went in: answer like the converged host
+        self.toolkit = False  # ... with the toolkit too
+
+    def answer(self, command: str) -> tuple[bool, CommandOutput] | None:
+        """The answer to ``command`` when it depends on the plan so far, else None."""
+        if self.installed and "_gh()" in command:
+            scenario = self.host.data.get("plan_scenario")
+            return True, output(scenarios.converged_output(scenario, toolkit=self.toolkit))
+        return None
+
+    def run_shell_command(self, command, print_output=False, print_input=False, **arguments):
+        text = command if isinstance(command, str) else command.get_masked_value()
+        if not print_input:  # an operation's command
+            RECORD.append(text)
+            if _INSTALL.search(text):
+                self.installed = True
+            if _INSTALL_TOOLKIT.search(text):
+                self.toolkit = True
+        answer = self.answer(text)
+        if answer is not None:
+            self.executed_commands.append(text)
+            return answer
+        return super().run_shell_command(command, print_output=False, print_input=False,
+                                         **arguments)
+
+    def put_file(self, filename_or_io, remote_filename, *args, **kwargs):
         RECORD.append(f"upload {remote_filename}")
-    return True
+        return True
 
-
-def _lookup(self, command_str):
-    if INSTALLED[0] and "_gh()" in command_str:
-        scenario = self.host.data.get("plan_scenario")
-        return _original_lookup_with(self, command_str, scenarios.converged_output(scenario, toolkit=TOOLKIT[0]))
-    return _original_lookup(self, command_str)
-
-
-def _original_lookup_with(self, command_str, stdout):
-    from pyinfra.connectors.util import CommandOutput, OutputLine
-
-    return True, CommandOutput([OutputLine("stdout", line) for line in stdout.splitlines()])
-
-
-pyinfra_facts._get_fact = _get_fact
-FakeConnector.run_shell_command = _run
-FakeConnector.put_file = _put
-FakeConnector._lookup_response = _lookup
 
 _NORMALISE = [
     (re.compile(r"\.gpuhost-\d{8}T\d{6}\.bak"), ".gpuhost-TIMESTAMP.bak"),
@@ -101,11 +101,28 @@ def normalise(line: str) -> str:
     return line
 
 
-def plan(name: str, deploy: str = "deploys/gpu_host.py", extra_data: dict | None = None) -> list[str]:
+def load_deploy_file(state: State, filename: str) -> None:
+    """Execute the deploy file once per host with pyinfra's context set, as ``pyinfra
+    INVENTORY DEPLOY`` does; ``current_deploy_filename`` orders operations by its lines."""
+    code = compile(Path(filename).read_text(encoding="utf-8"), filename, "exec")
+    state.current_deploy_filename = filename
+    state.current_exec_filename = filename
+    for host in state.inventory.get_active_hosts():
+        with ctx_config.use(state.config.copy()), ctx_host.use(host):
+            exec(code, {"__file__": filename})
+
+
+def plan(name: str, deploy: str = "deploys/gpu_host.py", extra_data: dict | None = None,
+         host_data=scenarios.host_data, connector: type[PlanConnector] = PlanConnector,
+         ) -> list[str]:
     os.chdir(ROOT)
-    data = scenarios.host_data(name, extra_data or {})
+    data = host_data(name, extra_data or {})
     inventory = Inventory(([("@fake/" + name, data)], {}))
+    for host in inventory:
+        host.connector_cls = connector
     state = State(inventory=inventory, config=Config(PARALLEL=1))
+    state.print_fact_input = True  # see PlanConnector
+    state.print_input = False
     ctx_state.set(state)
     ctx_inventory.set(inventory)
     ctx_config.set(state.config)

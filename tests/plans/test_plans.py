@@ -94,9 +94,17 @@ def test_values_with_shell_metacharacters_reach_the_host_quoted():
              "verify_image": "gpuhost/verify:plan"}
     result = run_plan("debian12", extra)
     assert result.returncode == 0, result.stderr[-2000:]
-    # the hostile value goes into daemon.json as data (an upload), never into a command
-    assert "pwned" not in result.stdout
-    assert any("docker image inspect" not in line for line in result.stdout.splitlines())
+    lines = result.stdout.splitlines()
+    # the hostile value goes into daemon.json as data (an upload), never into a command: the
+    # plan is debian12's golden plan plus one line, the verification step failing the host
+    # because the fake host has no such image (the image check is a fact, not in the plan)
+    assert "pwned" not in result.stdout and "`id`" not in result.stdout
+    assert "upload /etc/docker/daemon.json.gpuhost-new" in lines
+    golden = (GOLDEN / "debian12.plan").read_text().splitlines()
+    added = [line for line in lines if line not in golden]
+    assert added == ["echo 'gpuhost: image gpuhost/verify:plan is not on the host and "
+                     "verify_image_archive is not set' >&2; exit 1"], added
+    assert [line for line in lines if line not in added] == golden
 
 
 def test_mig_mode_is_applied_where_it_differs_and_a_bad_layout_is_refused():

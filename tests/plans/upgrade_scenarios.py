@@ -17,7 +17,7 @@ from gpuhost import packages
 FROM = "550.163.01"
 TARGET = scenarios.DRIVER  # 570.172.08
 _section = scenarios._section
-_bare_host_data = scenarios.host_data  # kept: the upgrade harness replaces scenarios.host_data
+_bare_host_data = scenarios.host_data
 
 A100_XML = (
     '<?xml version="1.0" ?>\n<nvidia_smi_log><driver_version>' + FROM +

@@ -1,105 +1,18 @@
 """Drift, CUDA answers and the audit document (gpuhost.audit), on host states assembled by
-the real fact code (facts.state.host_state) from hand-written section outputs."""
+the real fact code (facts.assemble.host_state) from hand-written section outputs (the
+`make_state`, `desired`, `items` and `lgi_table` fixtures of tests/conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from facts import state as fact_state
-from facts.script import ALL_SECTIONS
 from gpuhost import audit
 
-DEBIAN = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'
-MODULE = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {v}  Release Build  "
-          "(builder@host)  Tue Jul  8 18:44:13 UTC 2025\nGCC version:  gcc version 12.2.0\n")
-TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
-                    "libnvidia-container-tools", "libnvidia-container1")
-ARCH = {"A100": "Ampere", "H100": "Hopper", "L4": "Ada Lovelace", "T4": "Turing",
-        "GeForce RTX 4090": "Ada Lovelace"}
-
-
-def smi_xml(gpus: list[tuple[str, str, str]], driver: str) -> str:
-    """``nvidia-smi -q -x`` for GPUs given as (product name, current MIG, pending MIG)."""
-    body = ""
-    for index, (name, current, pending) in enumerate(gpus):
-        arch = next(a for key, a in ARCH.items() if key in name)
-        body += (f'<gpu id="00000000:{7 + index:02X}:00.0"><product_name>{name}</product_name>'
-                 f"<product_architecture>{arch}</product_architecture>"
-                 "<persistence_mode>Enabled</persistence_mode><mig_mode>"
-                 f"<current_mig>{current}</current_mig><pending_mig>{pending}</pending_mig>"
-                 f"</mig_mode><uuid>GPU-0000000{index}-1111-2222-3333-444444444444</uuid>"
-                 f"<pci><pci_bus_id>00000000:{7 + index:02X}:00.0</pci_bus_id></pci>"
-                 "<fb_memory_usage><total>40960 MiB</total></fb_memory_usage>"
-                 "<processes></processes></gpu>")
-    return (f'<?xml version="1.0" ?>\n<nvidia_smi_log><driver_version>{driver}</driver_version>'
-            f"<cuda_version>12.8</cuda_version><attached_gpus>{len(gpus)}</attached_gpus>"
-            f"{body}</nvidia_smi_log>\n")
-
-
-def lgi_table(rows: list[tuple[int, str, int]]) -> str:
-    """``nvidia-smi mig -lgi`` with (gpu, profile name, profile id) rows."""
-    lines = ["+----------------------------------------------------+",
-             "| GPU instances:                                     |",
-             "| GPU   Name             Profile  Instance   Placement  |",
-             "|                          ID       ID       Start:Size |",
-             "|====================================================|"]
-    for number, (gpu, profile, pid) in enumerate(rows):
-        lines += [f"|   {gpu}  MIG {profile:<12} {pid:>4}     {number + 1:>4}        0:4     |",
-                  "+----------------------------------------------------+"]
-    return "\n".join(lines) + "\n"
-
-
-def make_state(driver: str | None = "570.172.08", packages: str | None = None,
-               gpus: list[tuple[str, str, str]] | None = None, toolkit: str | None = "1.17.8",
-               docker: bool = True, daemon_json: str | None = '{"runtimes": {"nvidia": '
-               '{"path": "nvidia-container-runtime", "args": []}}}', running_default: str | None
-               = None, lgi: str | None = None, lspci: str | None = None, os_release: str = DEBIAN):
-    """A GpuHostState as the fact returns it; ``packages`` defaults to the loaded driver's."""
-    sections = {name: {"rc": 127, "out": ""} for name in ALL_SECTIONS}
-    sections.update({name: {"rc": 3, "out": ""} for name in ("proc_version", "daemon_json")})
-    sections["os_release"] = {"rc": 0, "out": os_release}
-    sections["kernel"] = {"rc": 0, "out": "6.1.0-56-amd64\nx86_64"}
-    packages = driver if packages is None else packages
-    dpkg = f"nvidia-open\t{packages}-1\tii \n" if packages else ""
-    if toolkit:
-        dpkg += "".join(f"{name}\t{toolkit}-1\tii \n" for name in TOOLKIT_PACKAGES)
-    sections["dpkg"] = {"rc": 0, "out": dpkg}
-    gpus = [("NVIDIA A100-SXM4-40GB", "Disabled", "Disabled")] if gpus is None else gpus
-    if driver:
-        sections["proc_version"] = {"rc": 0, "out": MODULE.format(v=driver)}
-        sections["smi_xml"] = {"rc": 0, "out": smi_xml(gpus, driver)}
-    elif packages:
-        sections["smi_xml"] = {"rc": 9, "out": "NVIDIA-SMI has failed because it couldn't "
-                               "communicate with the NVIDIA driver."}
-    if lgi is not None:
-        sections["mig_lgi"] = {"rc": 0, "out": lgi}
-    if lspci is not None:
-        sections["lspci"] = {"rc": 0, "out": lspci}
-    if docker:
-        sections["docker_version"] = {"rc": 0, "out": "Docker version 20.10.24, build 297e128"}
-        if daemon_json is not None:
-            sections["daemon_json"] = {"rc": 0, "out": daemon_json}
-        if running_default:
-            sections["docker_info"] = {"rc": 0, "out": f'{{"nvidia":{{}},"runc":{{}}}}\t'
-                                                       f"{running_default}\t20.10.24"}
-    return fact_state.host_state(sections)
-
-
-def desired(**overrides):
-    data = {"nvidia_driver_version": "570.172.08", "container_toolkit_version": "1.17.8"}
-    data.update(overrides)
-    return audit.desired_settings(data)
-
-
-def items(state, **overrides):
-    return {item["item"]: item for item in audit.host_drift(state, desired(**overrides))}
-
-
-def test_a_converged_host_has_no_drift():
+def test_a_converged_host_has_no_drift(make_state, desired):
     assert audit.host_drift(make_state(), desired()) == []
 
 
-def test_other_driver_says_what_is_and_what_is_wanted():
+def test_other_driver_says_what_is_and_what_is_wanted(make_state, items):
     drift = items(make_state(driver="550.163.01"))
     assert set(drift) == {"driver"}
     assert drift["driver"]["have"] == "550.163.01"
@@ -107,7 +20,7 @@ def test_other_driver_says_what_is_and_what_is_wanted():
     assert "550.163.01" in drift["driver"]["message"] and "570.172.08" in drift["driver"]["message"]
 
 
-def test_packages_newer_than_the_module_is_a_pending_reboot():
+def test_packages_newer_than_the_module_is_a_pending_reboot(make_state, items):
     drift = items(make_state(driver="550.163.01", packages="570.172.08"))
     assert drift["reboot_pending"]["have"] == "loaded 550.163.01, packages 570.172.08"
     assert set(drift) == {"reboot_pending"}  # the packages are the wanted ones
@@ -116,24 +29,24 @@ def test_packages_newer_than_the_module_is_a_pending_reboot():
     assert set(drift) == {"driver", "reboot_pending"}
 
 
-def test_installed_but_not_loaded_is_a_pending_reboot_only():
+def test_installed_but_not_loaded_is_a_pending_reboot_only(make_state, items):
     drift = items(make_state(driver=None, packages="570.172.08"))
     assert set(drift) == {"reboot_pending"}
     assert "not loaded" in drift["reboot_pending"]["have"]
 
 
-def test_no_driver_at_all():
+def test_no_driver_at_all(make_state, items):
     drift = items(make_state(driver=None, packages=""))
     assert drift["driver"]["have"] == "not installed"
 
 
-def test_unset_driver_version_is_not_checked():
+def test_unset_driver_version_is_not_checked(make_state):
     drift = audit.host_drift(make_state(driver="550.163.01"),
                              audit.desired_settings({"container_toolkit_version": "1.17.8"}))
     assert drift == []
 
 
-def test_toolkit_version_and_mixed_packages():
+def test_toolkit_version_and_mixed_packages(make_state, items):
     assert items(make_state(toolkit="1.16.2"))["toolkit"]["have"] == "1.16.2"
     assert "toolkit" not in items(make_state(), container_toolkit_version="1.17.8-1")
     state = make_state()
@@ -141,7 +54,7 @@ def test_toolkit_version_and_mixed_packages():
     assert "disagree" in items(state)["toolkit"]["message"]
 
 
-def test_default_runtime_wanted():
+def test_default_runtime_wanted(make_state, items):
     assert "default_runtime" not in items(make_state(), nvidia_default_runtime=False)
     drift = items(make_state(), nvidia_default_runtime=True)
     assert drift["default_runtime"]["have"] == "runc (unset)"
@@ -155,13 +68,13 @@ def test_default_runtime_wanted():
         "default_runtime"]["message"]
 
 
-def test_missing_nvidia_runtime_and_broken_daemon_json():
+def test_missing_nvidia_runtime_and_broken_daemon_json(make_state, items):
     assert items(make_state(daemon_json=None))["nvidia_runtime"]["want"] == "defined"
     broken = items(make_state(daemon_json='{"runtimes": {,}'))
     assert set(broken) == {"daemon_json"}
 
 
-def test_mig_mode_and_pending_change():
+def test_mig_mode_and_pending_change(make_state, desired, items):
     a100 = [("NVIDIA A100-SXM4-40GB", "Disabled", "Enabled")] * 2
     drift = audit.host_drift(make_state(gpus=a100), desired(mig_mode="enabled"))
     assert [i["item"] for i in drift] == ["mig_mode", "mig_mode"]
@@ -169,7 +82,7 @@ def test_mig_mode_and_pending_change():
     assert items(make_state(gpus=a100), mig_mode="disabled") == {}
 
 
-def test_mig_on_hosts_without_mig_gpus():
+def test_mig_on_hosts_without_mig_gpus(make_state, items):
     l4 = [("NVIDIA L4", "N/A", "N/A")] * 3
     assert items(make_state(gpus=l4), mig_mode="enabled")["mig_mode"]["have"] == "no MIG-capable GPU"
     assert items(make_state(gpus=l4), mig_mode="disabled") == {}
@@ -178,7 +91,7 @@ def test_mig_on_hosts_without_mig_gpus():
     assert unknown["mig_mode"]["have"].startswith("unknown")
 
 
-def test_mig_layout_by_name_and_by_profile_id():
+def test_mig_layout_by_name_and_by_profile_id(make_state, items, lgi_table):
     gpus = [("NVIDIA A100-SXM4-40GB", "Enabled", "Enabled")]
     layout = lgi_table([(0, "3g.20gb", 9), (0, "3g.20gb", 9)])
     state = make_state(gpus=gpus, lgi=layout)
@@ -210,7 +123,7 @@ def test_cuda_option_rejects_unknown_versions(raw):
         audit.parse_cuda(raw)
 
 
-def test_cuda_native_forward_minor_and_no():
+def test_cuda_native_forward_minor_and_no(make_state):
     native = audit.cuda_answer(make_state(driver="550.163.01"), "12.4")
     assert (native["verdict"], native["driver_needed"]) == ("native", "550.54.14")
     # A100 is a data-center GPU: cuda-compat brings CUDA 12.8 to the 550 driver
@@ -225,7 +138,7 @@ def test_cuda_native_forward_minor_and_no():
     assert none["verdict"] == "no" and none["driver"] is None
 
 
-def test_document_statuses_summary_and_exit_codes():
+def test_document_statuses_summary_and_exit_codes(make_state, desired):
     results = {"gpu-01": make_state(), "gpu-02": make_state(driver="550.163.01")}
     wants = {name: desired() for name in results}
     doc = audit.build(results, wants, cuda="12.4", generated_at="2026-01-01T00:00:00Z")
@@ -249,7 +162,7 @@ def test_host_error_status_is_checked():
         audit.HostError("down", "x")
 
 
-def test_urls_with_credentials_are_masked_in_the_kept_facts():
+def test_urls_with_credentials_are_masked_in_the_kept_facts(make_state, desired):
     secret = ('{"proxies": {"http-proxy": "http://ops:s3cret@proxy.example:3128"}, '
               '"runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}}}')
     doc = audit.build({"a": make_state(daemon_json=secret)}, {"a": desired()})

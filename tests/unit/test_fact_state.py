@@ -8,7 +8,7 @@ import textwrap
 import pytest
 from pyinfra.api.exceptions import FactProcessError
 
-from facts import parsers, state
+from facts import assemble, parsers
 from facts.container import ContainerToolkit, DockerDaemonConfig
 from facts.host import GpuHostState
 from facts.kernel import KernelHeaders
@@ -122,7 +122,7 @@ LOADED = host(
 
 
 def test_bare_host_is_a_normal_not_installed_state():
-    value = state.host_state(BARE)
+    value = assemble.host_state(BARE)
     assert value["os"]["distro_tag"] == "debian12"
     assert value["driver"]["state"] == "not_installed"
     assert value["driver"]["reboot_required"] is False
@@ -135,7 +135,7 @@ def test_bare_host_is_a_normal_not_installed_state():
 
 
 def test_loaded_driver_and_configured_runtime():
-    value = state.host_state(LOADED)
+    value = assemble.host_state(LOADED)
     driver = value["driver"]
     assert driver["state"] == "loaded"
     assert driver["loaded"]["flavor"] == "open"
@@ -168,7 +168,7 @@ def test_packages_newer_than_the_loaded_module_is_a_mismatch():
         smi_xml=(18, "Failed to initialize NVML: Driver/library version mismatch\n"
                      "NVML library version: 570.172"),
     )
-    driver = state.driver_state(sections)
+    driver = assemble.driver_state(sections)
     assert driver["state"] == "library_mismatch"
     assert driver["smi_error"] == "library_mismatch"
     assert driver["loaded_version"] == "550.163.01"
@@ -181,7 +181,7 @@ def test_installed_but_not_loaded():
                     smi_xml=(9, "NVIDIA-SMI has failed because it couldn't communicate with the "
                                 "NVIDIA driver. Make sure that the latest NVIDIA driver is "
                                 "installed and running."))
-    driver = state.driver_state(sections)
+    driver = assemble.driver_state(sections)
     assert driver["state"] == "installed_not_loaded"
     assert driver["smi_error"] == "driver_not_loaded"
 
@@ -192,7 +192,7 @@ def test_oracle_uek8_needs_uek_devel_and_the_gcc_toolset():
         kernel=(0, "6.12.0-100.28.2.2.el9uek.x86_64\nx86_64"),
         rpm=(0, "kernel-headers\t(none):5.14.0-503.11.1.el9_5\n"),
     )
-    kernel = state.kernel_state(sections)
+    kernel = assemble.kernel_state(sections)
     assert kernel["distro_tag"] == "rhel9"
     assert kernel["flavour"] == "uek"
     assert "kernel-uek-devel-6.12.0-100.28.2.2.el9uek.x86_64" in kernel["headers_packages"]
@@ -203,7 +203,7 @@ def test_oracle_uek8_needs_uek_devel_and_the_gcc_toolset():
 
 def test_invalid_daemon_json_is_a_state_not_an_exception():
     sections = host(daemon_json=(0, '{\n  "log-driver": "json-file",\n  "runtimes": {\n}'))
-    docker = state.docker_state(sections)
+    docker = assemble.docker_state(sections)
     assert docker["exists"] is True and docker["valid"] is False
     assert "line" in docker["error"] and "column" in docker["error"]
     assert docker["config"] == {}
@@ -212,7 +212,7 @@ def test_invalid_daemon_json_is_a_state_not_an_exception():
 def test_args_style_and_relative_path_count_as_the_nvidia_runtime():
     sections = host(daemon_json=(0, '{"runtimes": {"nvidia": {"args": [], "path": '
                                     '"nvidia-container-runtime"}}}'))
-    docker = state.docker_state(sections)
+    docker = assemble.docker_state(sections)
     assert docker["nvidia_runtime"]["defined"] is True
     assert docker["nvidia_runtime"]["style"] == "args"
     assert docker["nvidia_is_default"] is False
@@ -226,7 +226,7 @@ def test_toolkit_versions_that_disagree_are_inconsistent():
                  "libnvidia-container1\t1.16.2-1\tii \n"),
         nvidia_ctk=(0, "NVIDIA Container Toolkit CLI version 1.17.8"),
     )
-    toolkit = state.toolkit_state(sections)
+    toolkit = assemble.toolkit_state(sections)
     assert toolkit["consistent"] is False and toolkit["version"] is None
     assert toolkit["versions_seen"] == ["1.16.2", "1.17.8"]
 
@@ -235,7 +235,7 @@ def test_gpus_come_from_lspci_when_the_driver_does_not_answer():
     sections = host(lspci=(0, '0000:07:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" '
                               '"GH100 [H100 SXM5 80GB] [2330]" -ra1 "NVIDIA Corporation [10de]" '
                               '"Device [16c1]"\n'))
-    gpus = state.gpus_state(sections)
+    gpus = assemble.gpus_state(sections)
     assert len(gpus) == 1 and gpus[0]["source"] == "lspci"
     assert gpus[0]["model"] == "H100-80GB-HBM3" and gpus[0]["architecture"] == "hopper"
     assert gpus[0]["mig_capable"] is True
@@ -266,5 +266,5 @@ def test_the_composite_fact_is_one_shell_command_that_always_succeeds(tmp_path):
     assert run.returncode == 0
     sections = parsers.split_sections(run.stdout)
     assert set(sections) == set(ALL_SECTIONS)
-    value = state.host_state(sections)
+    value = assemble.host_state(sections)
     assert value["driver"]["state"] == "not_installed"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from packaging.version import Version
 
@@ -328,3 +330,27 @@ def test_uek_major_and_bad_releases():
         distro.headers_packages("debian12", "6.1.0; rm -rf /")
     with pytest.raises(ValueError, match="neither an EL kernel"):
         distro.kernel_flavour("6.9.1-custom", "rhel")
+
+
+def test_tables_are_data_files_naming_their_source_and_date():
+    import json
+    from pathlib import Path
+
+    data = Path(policy.__file__).parent / "data"
+    for name in ("gpu_models.json", "mig_profiles.json", "cuda_drivers.json"):
+        table = json.loads((data / name).read_text())
+        assert table["_source"] and re.fullmatch(r"\d{4}-\d{2}-\d{2}", table["_date"]), name
+        assert "../" not in json.dumps(table), name
+    # every MIG model names a profile table that exists (or none)
+    for key, m in GPU_MODELS.items():
+        assert m["mig"] is None or m["mig"]["profiles"] is None or m["mig"]["profiles"] in \
+            policy.MIG_PROFILES.values(), key
+
+
+def test_one_driver_version_pattern():
+    from gpuhost import settings
+
+    assert settings.BY_NAME["nvidia_driver_version"].check("k", "570") != []
+    with pytest.raises(ValueError, match="not a driver version"):
+        driver_branch("570")
+    assert policy.DRIVER_RE.fullmatch("570.172.08") and not policy.DRIVER_RE.fullmatch("570")

@@ -41,3 +41,26 @@ def test_fact_gathering_is_never_blocked_by_settings():
 def test_group_problems_names_hosts_once_per_problem():
     lines = settings.group_problems({"a": ["x bad"], "b": ["x bad", "y bad"]})
     assert lines == ["x bad  [a, b]", "y bad  [b]"]
+
+
+def test_preflight_reads_the_inventory_through_pyinfra_with_data_and_group_data(tmp_path):
+    """The data it validates is pyinfra's own (debug-inventory --json): group_data beside the
+    inventory, --group-data folders and --data overrides, in pyinfra's order."""
+    from inventories import preflight
+
+    (tmp_path / "group_data").mkdir()
+    (tmp_path / "group_data" / "all.py").write_text('container_toolkit_version = "1.17.8"\n')
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "gpus.py").write_text('nvidia_driver_version = "550.163.01"\n')
+    inventory = tmp_path / "inv.py"
+    inventory.write_text('gpus = ["@local"]\n')
+    hosts = preflight.inventory_data(str(inventory), ["reboot_policy=when_needed"],
+                                     [str(tmp_path / "extra")])
+    data = hosts["@local"]
+    assert (data["container_toolkit_version"], data["nvidia_driver_version"],
+            data["reboot_policy"]) == ("1.17.8", "550.163.01", "when_needed")
+
+
+def test_preflight_imports_no_pyinfra_cli():
+    text = (ROOT / "inventories" / "preflight.py").read_text()
+    assert "pyinfra_cli" not in text

@@ -1,5 +1,5 @@
 """Batch planning, the event file, per-host outcomes and the summary (gpuhost.rollout), and
-the per-host pre-checks of a driver upgrade (roles.upgrade_checks, pure)."""
+the per-host pre-checks of a driver upgrade (gpuhost.upgrade, pure)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from gpuhost import packages, rollout
-from roles import upgrade_checks
+from gpuhost import packages, rollout, upgrade
 
 HOSTS = [f"gpu-{n:02d}" for n in range(1, 7)]
 
@@ -116,12 +115,13 @@ def test_outcome_names_the_failed_host_and_operation_and_the_interrupted_one():
     events = [ev("plan", h, 0, **{"from": "550.163.01", "to": "570.172.08", "action": "upgrade"})
               for h in "abc"]
     events += [ev("start", h, 10) for h in "ab"]
-    events.append(ev("failed", "b", 40.5, operation="Driver upgrade | Switch to the open driver"))
-    logs = {"b": ["Building module:", "Error! Bad return status for module build", "",
-                  "dpkg: error processing package nvidia-dkms-570-open (--configure):",
-                  "dependency problems - leaving unconfigured", " nvidia-open-570",
-                  "E: Sub-process /usr/bin/dpkg returned an error code (1)"]}
-    outcome = rollout.batch_outcome(batch, events, 1, logs)
+    output = ["Building module:", "Error! Bad return status for module build", "",
+              "dpkg: error processing package nvidia-dkms-570-open (--configure):",
+              "dependency problems - leaving unconfigured", " nvidia-open-570",
+              "E: Sub-process /usr/bin/dpkg returned an error code (1)"]
+    events.append(ev("failed", "b", 40.5, operation="Driver upgrade | Switch to the open driver",
+                     output=output))
+    outcome = rollout.batch_outcome(batch, events, 1, {"b"})
     assert not outcome.ok
     b = outcome.results["b"]
     assert b.result == "failed" and b.seconds == 30.5
@@ -143,6 +143,17 @@ def test_a_non_zero_exit_is_a_failure_even_when_every_host_says_done():
     assert outcome.results["a"].result == "not started"
 
 
+def test_a_host_pyinfra_failed_before_it_started_is_failed_not_interrupted():
+    batch = rollout.Batch("batch 1", ("a", "b"))
+    events = [ev("start", "b", 1), ev("failed", "b", 2, operation="Switch")]
+    outcome = rollout.batch_outcome(batch, events, 1, {"a", "b"})  # a: could not connect
+    assert outcome.results["a"].result == "failed"
+    assert "before its upgrade started" in outcome.results["a"].detail
+    assert outcome.results["b"].detail == "failed at: Switch"  # no output recorded
+    outcome = rollout.batch_outcome(batch, events, 1, None)  # pyinfra printed no results
+    assert outcome.results["a"].result == "interrupted"
+
+
 def test_summary_table_and_report():
     results = [rollout.HostResult("gpu-01", "550.163.01", "570.172.08", "upgraded", 75.2, "canary"),
                rollout.HostResult("gpu-02", "570.172.08", "570.172.08", "already at target", 0.0)]
@@ -157,7 +168,7 @@ def test_summary_table_and_report():
     json.dumps(data)
 
 
-# --- pre-checks of one host (roles.upgrade_checks) -------------------------------------------
+# --- pre-checks of one host (gpuhost.upgrade) ------------------------------------------------
 
 FROM, TARGET = "550.163.01", "570.172.08"
 
@@ -198,7 +209,7 @@ def probe(version=FROM, marker=None, **overrides):
 
 
 def test_a_550_host_is_planned_for_an_upgrade_with_its_before_state():
-    plan = upgrade_checks.assess("gpu-01", config(), host_state(), probe(), started="T")
+    plan = upgrade.assess("gpu-01", config(), host_state(), probe(), started="T")
     assert plan["problems"] == []
     assert (plan["action"], plan["from"], plan["target"], plan["flavor"]) == (
         "upgrade", FROM, TARGET, "open")
@@ -210,20 +221,20 @@ def test_a_550_host_is_planned_for_an_upgrade_with_its_before_state():
 
 
 def test_a_host_at_the_target_needs_nothing():
-    plan = upgrade_checks.assess("gpu-01", config(), host_state(TARGET, "open"), probe(TARGET))
+    plan = upgrade.assess("gpu-01", config(), host_state(TARGET, "open"), probe(TARGET))
     assert (plan["action"], plan["problems"], plan["new_marker"]) == ("none", [], None)
     # the same host with a stale apt pin, or with the old repo still there, is not done
-    assert upgrade_checks.assess("gpu-01", config(), host_state(TARGET, "open"),
+    assert upgrade.assess("gpu-01", config(), host_state(TARGET, "open"),
                                  probe(FROM))["action"] == "upgrade"
 
 
 def test_downgrade_is_refused_unless_allowed():
-    plan = upgrade_checks.assess("gpu-01", config(nvidia_driver_version=FROM),
+    plan = upgrade.assess("gpu-01", config(nvidia_driver_version=FROM),
                                  host_state(TARGET, "open"), probe(TARGET))
     assert plan["problems"] == [f"refusing to downgrade the driver from {TARGET} to {FROM}: set "
                                 "upgrade_allow_downgrade: true to allow it (or fix "
                                 "nvidia_driver_version)"]
-    allowed = upgrade_checks.assess("gpu-01", config(nvidia_driver_version=FROM,
+    allowed = upgrade.assess("gpu-01", config(nvidia_driver_version=FROM,
                                                      upgrade_allow_downgrade=True),
                                     host_state(TARGET, "open"), probe(TARGET))
     assert allowed["problems"] == [] and allowed["action"] == "upgrade"
@@ -231,25 +242,25 @@ def test_downgrade_is_refused_unless_allowed():
 
 def test_gpu_processes_refuse_unless_forced_or_drained():
     busy = host_state(processes=[{"pid": 4242, "name": "python3"}])
-    problems = upgrade_checks.assess("gpu-01", config(), busy, probe())["problems"]
+    problems = upgrade.assess("gpu-01", config(), busy, probe())["problems"]
     assert problems == ["GPU clients run: GPU 0 (NVIDIA A100-SXM4-40GB) pid 4242 python3: stop "
                         "them, configure upgrade_drain_command, or set upgrade_force: true"]
     containers = probe(containers=[{"id": "c1", "name": "train", "runtime": "nvidia"}])
-    problems = upgrade_checks.assess("h", config(), host_state(), containers)["problems"]
+    problems = upgrade.assess("h", config(), host_state(), containers)["problems"]
     assert "container train" in problems[0]
-    assert upgrade_checks.assess("h", config(upgrade_force=True), busy, probe())["problems"] == []
-    assert upgrade_checks.assess("h", config(upgrade_drain_command="kubectl drain {host}"),
+    assert upgrade.assess("h", config(upgrade_force=True), busy, probe())["problems"] == []
+    assert upgrade.assess("h", config(upgrade_drain_command="kubectl drain {host}"),
                                  busy, probe())["problems"] == []
 
 
 def test_volta_cannot_go_past_r580_and_a_bare_host_is_not_upgraded():
     volta = host_state(arch="volta")
-    problems = upgrade_checks.assess("h", config(nvidia_driver_version="590.44.01"), volta,
+    problems = upgrade.assess("h", config(nvidia_driver_version="590.44.01"), volta,
                                      probe())["problems"]
     assert len(problems) == 1 and "R580 is the last driver branch for Volta" in problems[0]
     bare = host_state()
     bare["driver"].update(loaded_version=None, installed_version=None, installed_versions=[])
-    assert upgrade_checks.assess("h", config(), bare, probe())["problems"] == [
+    assert upgrade.assess("h", config(), bare, probe())["problems"] == [
         "no NVIDIA driver is installed: provision the host with deploys/gpu_host.py, not with an "
         "upgrade"]
 
@@ -262,10 +273,10 @@ def test_a_half_done_host_resumes_from_its_marker():
     # packages switched, old module still loaded, persistenced stopped, nvidia-smi broken
     half = host_state(TARGET, "open", loaded=False)
     half["gpus"] = half["gpus"][:0]
-    plan = upgrade_checks.assess("h", config(), half, probe(TARGET, marker=marker,
+    plan = upgrade.assess("h", config(), half, probe(TARGET, marker=marker,
                                  services={"nvidia-persistenced": "stopped"}))
     assert plan["problems"] == []
     assert (plan["action"], plan["from"], plan["new_marker"]) == ("resume", FROM, None)
     assert plan["before"] == marker["before"]  # not the half-changed host
-    damaged = upgrade_checks.assess("h", config(), half, probe(marker_error="x is not valid JSON"))
+    damaged = upgrade.assess("h", config(), half, probe(marker_error="x is not valid JSON"))
     assert "it is gpuhost's resume point" in damaged["problems"][0]

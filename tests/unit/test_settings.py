@@ -1,7 +1,8 @@
-"""gpuhost.settings: schema, validation messages, resolve, docs and group_data in sync."""
+"""gpuhost.settings: the model, validation messages, resolve, docs in sync, group_data reads it."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import re
@@ -246,15 +247,30 @@ def test_docs_settings_md_is_in_sync():
         assert f"| `{s.name}` |" in doc
 
 
-def _pyinfra_style_locals(path: Path) -> dict:
-    """What pyinfra keeps from a group_data file: every name but dunders and imports."""
-    return {k: v for k, v in runpy.run_path(str(path)).items() if not k.startswith("__")}
-
-
-def test_group_data_all_matches_defaults():
+def test_group_data_all_defines_no_default_itself():
+    """Defaults live in the Settings model only: all.py may import and hand them over, but
+    assign no value of its own (a literal here would be a second copy that can drift)."""
     all_py = ROOT / "inventories" / "group_data" / "all.py"
-    assert _pyinfra_style_locals(all_py) == S.defaults()
-    assert S.validate({**_pyinfra_style_locals(all_py), **minimal()}) == []
+    tree = ast.parse(all_py.read_text())
+    assigned = [node for node in tree.body
+                if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))]
+    assert assigned == [], [ast.unparse(node) for node in assigned]
+    loaded = {k: v for k, v in runpy.run_path(str(all_py)).items() if not k.startswith("__")}
+    assert set(loaded) - {"defaults"} == {s.name for s in S.SETTINGS if not s.required}
+
+
+def test_defaults_come_from_the_model():
+    fields = {f.name: f for f in dataclasses.fields(S.Settings)}
+    assert list(fields) == [s.name for s in S.SETTINGS]
+    for s in S.SETTINGS:
+        f = fields[s.name]
+        assert s.required == (f.default is dataclasses.MISSING
+                              and f.default_factory is dataclasses.MISSING), s.name
+    assert S.defaults()["docker_repo_url"] == S.DOCKER_REPO_URL
+    assert S.defaults()["upgrade_stop_services"] == []
+    # a dict default is a fresh copy per instance, never shared
+    a, b = S.resolve(minimal()), S.resolve(minimal())
+    assert a.docker_daemon_settings == {} and a.docker_daemon_settings is not b.docker_daemon_settings
 
 
 def test_group_data_all_as_pyinfra_loads_it():
@@ -270,3 +286,36 @@ def test_group_data_all_as_pyinfra_loads_it():
     out = subprocess.run([sys.executable, "-c", code, str(ROOT / "inventories" / "group_data")],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     assert json.loads(out.strip().splitlines()[-1]) == S.defaults()
+
+
+def test_validate_inventory_checks_every_host_once_naming_them():
+    hosts = {"gpu-01": minimal(), "gpu-02": minimal(reboot_policy="always"),
+             "gpu-03": minimal(reboot_policy="always", offline="yes")}
+    lines = S.validate_inventory(hosts)
+    assert lines == [
+        'reboot_policy: "always" is not allowed (want one of never, when_needed)  [gpu-02, gpu-03]',
+        'offline: "yes" is not a boolean (want true or false, unquoted)  [gpu-03]',
+    ]
+    assert S.validate_inventory({"gpu-01": minimal()}) == []
+
+
+def test_roles_read_settings_per_run_never_from_an_earlier_run():
+    """roles.common keeps what it reads once per pyinfra run (State), not per process: a
+    second run with other data sees that data, and is validated again."""
+    from pyinfra.api import Config, Inventory, State
+    from pyinfra.context import ctx_host, ctx_inventory, ctx_state
+
+    from roles import common
+
+    def run(**data):
+        inventory = Inventory((["gpu-01"], data))
+        state = State(inventory, Config())
+        target = inventory.get_host("gpu-01")
+        with ctx_state.use(state), ctx_inventory.use(inventory), ctx_host.use(target):
+            return common.host_settings()
+
+    first = run(**minimal())
+    assert isinstance(first, S.Settings) and first.nvidia_driver_version == "570.172.08"
+    assert run(**minimal(nvidia_driver_version="550.163.01")).nvidia_driver_version == "550.163.01"
+    with pytest.raises(common.GpuhostError, match=r"reboot_policy: .*\[gpu-01\]"):
+        run(**minimal(reboot_policy="always"))

@@ -1,21 +1,75 @@
 """Fixtures for the QEMU/TCG VM tests (marker `vm`): `make test-vm`.
 
 Every test boots its own VM on a throw-away overlay and powers it off at the end, pass or
-fail. Helpers (the VM module, the pyinfra runner, timings) are in vm_support.py.
+fail. The VM tooling lives in vagrant/qemu/ (not a package: `vagrant` would shadow
+python-vagrant, which Molecule's vagrant driver imports), so it is loaded from its path; the
+tests get it, the pyinfra runner and the timings through the fixtures below.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vm_support import MANIFEST, MIRROR_DIR, REPO, RUN_DIR, record_timing, vm_module  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
+BASE_DIR = Path(os.environ.get("GPUHOST_VM_TEST_DIR", "/run/gpuhost-vm-pytest"))
+# One directory per test session: two sessions on one machine get two VMs, not one fight.
+RUN_DIR = BASE_DIR / f"session-{os.getpid()}"
+MIRROR_DIR = Path("/var/cache/gpuhost/mirror/debian")
+MANIFEST = Path("/var/cache/gpuhost/nvidia/manifest.json")
+TIMINGS = RUN_DIR / "timings.json"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+vm_module = _load("gpuhost_qemu_vm", REPO / "vagrant/qemu/vm.py")
+run_pyinfra = _load("gpuhost_run_pyinfra", REPO / "vagrant/run_pyinfra.py")
+
+
+def record_timing(key: str, seconds: float) -> None:
+    """Keep the measured durations (boot, converge, reboot, whole test) in timings.json."""
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    data = json.loads(TIMINGS.read_text()) if TIMINGS.is_file() else {}
+    data[key] = round(seconds, 1)
+    TIMINGS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    print(f"[timing] {key}: {seconds:.1f} s")
+
+
+@pytest.fixture(scope="session", name="record_timing")
+def record_timing_fixture():
+    """record_timing(key, seconds): keep a measured duration in the session's timings.json."""
+    return record_timing
+
+
+@pytest.fixture(scope="session", name="vm_module")
+def vm_module_fixture():
+    """vagrant/qemu/vm.py (VM, VMError, pid_alive, image)."""
+    return vm_module
+
+
+@pytest.fixture(scope="session", name="run_pyinfra")
+def run_pyinfra_fixture():
+    """vagrant/run_pyinfra.py (converge, facts, converged_problems)."""
+    return run_pyinfra
+
+
+@pytest.fixture(scope="session")
+def vm_run_dir() -> Path:
+    """This session's directory: timings.json and the pyinfra logs."""
+    return RUN_DIR
 
 
 @pytest.fixture(scope="session")

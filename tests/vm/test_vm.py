@@ -14,16 +14,9 @@ Run: make test-vm   (timings.json and the pyinfra logs land in
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 
 import pytest
-
-# pytest runs in importlib mode (no test folder on sys.path): the shared helpers are a
-# module with a unique name next to this file, imported once by conftest.py and here.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vm_support import RUN_DIR, record_timing, run_pyinfra, vm_module  # noqa: E402
 
 pytestmark = pytest.mark.vm
 
@@ -35,7 +28,7 @@ def systemd_show(vm, unit: str, *props: str) -> dict:
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
-def test_boots_real_kernel_with_systemd(vm, vm_image):
+def test_boots_real_kernel_with_systemd(vm, vm_image, vm_module, record_timing):
     t0 = time.monotonic()
     assert vm.ssh("cat /proc/1/comm").stdout.strip() == "systemd"
     assert vm.ssh("readlink -f /proc/1/exe").stdout.strip() == "/usr/lib/systemd/systemd"
@@ -59,7 +52,7 @@ def test_boots_real_kernel_with_systemd(vm, vm_image):
     record_timing("test_boot_checks", time.monotonic() - t0)
 
 
-def test_deploy_restart_and_reboot(vm, sandbox_caches):
+def test_deploy_restart_and_reboot(vm, sandbox_caches, run_pyinfra, record_timing, vm_run_dir):
     t_test = time.monotonic()
     assert vm.mirror_reachable(), "the sandbox mirror is not reachable inside the VM (tunnel)"
 
@@ -79,7 +72,7 @@ def test_deploy_restart_and_reboot(vm, sandbox_caches):
     assert "nvidia" not in runtimes
 
     t0 = time.monotonic()
-    first = run_pyinfra.converge(INVENTORY, log=RUN_DIR / "converge-1.log")
+    first = run_pyinfra.converge(INVENTORY, log=vm_run_dir / "converge-1.log")
     record_timing("converge_1", time.monotonic() - t0)
     assert first["rc"] == 0 and first["errors"] == 0, first["stderr_tail"] or first
     assert first["changed"] > 0
@@ -106,7 +99,7 @@ def test_deploy_restart_and_reboot(vm, sandbox_caches):
     # delay=60: pyinfra confirms a reboot by uptime (post < pre + delay); a TCG boot can
     # take longer than the default 10 s margin allows for.
     reboot = run_pyinfra.converge(INVENTORY, "server.reboot", ["delay=60", "reboot_timeout=900"],
-                                   log=RUN_DIR / "reboot.log")
+                                   log=vm_run_dir / "reboot.log")
     record_timing("reboot", time.monotonic() - t0)
     assert reboot["rc"] == 0 and reboot["errors"] == 0, reboot["stderr_tail"] or reboot
     assert vm.boot_id() != boot_id, "boot_id unchanged: the VM did not reboot"
@@ -131,7 +124,7 @@ def test_deploy_restart_and_reboot(vm, sandbox_caches):
 
     # Converged and rebooted: a second run changes nothing.
     t0 = time.monotonic()
-    second = run_pyinfra.converge(INVENTORY, log=RUN_DIR / "converge-2.log")
+    second = run_pyinfra.converge(INVENTORY, log=vm_run_dir / "converge-2.log")
     record_timing("converge_2", time.monotonic() - t0)
     assert second["rc"] == 0 and second["errors"] == 0, second["stderr_tail"] or second
     assert second["changed"] == 0, second["changed_operations"]

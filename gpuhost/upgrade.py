@@ -1,15 +1,18 @@
-"""Pre-checks and the plan of one host's driver upgrade, from facts (pure: no pyinfra).
+"""The decisions of a driver upgrade, from facts (pure: no pyinfra).
 
-``assess`` takes a host's validated settings, its ``GpuHostState`` and its ``UpgradeProbe``
-(read before anything changes) and returns what to do with it and what was true before,
-so the result can be verified against it. While an upgrade is under way the host carries a
-marker file holding that "before" (``roles.upgrade_probe.MARKER``): a rerun after an
-interruption reads it back instead of the half-changed host.
+``assess`` takes a host's validated settings, its ``facts.host.GpuHostState`` and its
+``facts.upgrade.UpgradeProbe`` (read before anything changes) and returns what to do with
+it and what was true before, so the result can be verified against it. While an upgrade is
+under way the host carries a marker file holding that "before" (``MARKER``): a rerun after
+an interruption reads it back instead of the half-changed host. ``refusal`` turns the plans
+of every host of a run into the one message that stops it; ``old_packages`` names the
+driver packages the switch removes. The operations are in ``roles/upgrade/``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from packaging.version import Version
@@ -19,6 +22,8 @@ from gpuhost import packages, policy
 # GPU clients stopped before the switch, in this order (then upgrade_stop_services).
 CLIENT_SERVICES = ("nvidia-dcgm", "dcgm", "nvidia-fabricmanager", "nvidia-persistenced")
 MARKER_SCHEMA = 1
+# The resume point on the host while an upgrade is under way (read by facts.upgrade).
+MARKER = "/var/lib/gpuhost/driver-upgrade.json"
 
 
 def services_to_check(config: dict[str, Any]) -> list[str]:
@@ -123,3 +128,38 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     return {"host": name, "action": action, "from": from_version, "target": target,
             "tag": tag, "flavor": flavor, "fabricmanager": fabricmanager,
             "problems": problems, "before": before, "marker": marker, "new_marker": new_marker}
+
+
+def refusal(plans: list[dict[str, Any]]) -> str | None:
+    """The message that stops a run when any host's plan has problems (one line per problem,
+    hosts by name), or None when every host may go ahead."""
+    lines = [f"{plan['host']}: {problem}"
+             for plan in sorted(plans, key=lambda plan: plan["host"])
+             for problem in plan["problems"]]
+    if not lines:
+        return None
+    return "driver upgrade refused, nothing was changed on any host:\n  " + "\n  ".join(lines)
+
+
+_BRANCHED = re.compile(r"-(\d{3})(-open|-server)?$")
+
+
+def is_branched(name: str) -> bool:
+    """A package name that ends with a driver branch (``nvidia-dkms-550``, ``nvidia-open-570``)."""
+    return _BRANCHED.search(name) is not None
+
+
+def old_packages(installed: list[str], version: str, flavor: str, wanted: list[str]) -> list[str]:
+    """Installed driver packages the target does not keep: another branch's, and the other
+    flavour's meta packages (their dependencies follow through the package manager)."""
+    branch = packages.branch(version)
+    other_meta = ({"cuda-drivers", f"cuda-drivers-{branch}"} if flavor == "open"
+                  else {"nvidia-open", f"nvidia-open-{branch}"})
+    old = []
+    for name in sorted(installed):
+        if name in wanted:
+            continue
+        match = _BRANCHED.search(name)
+        if (match and match.group(1) != branch) or name in other_meta:
+            old.append(name)
+    return old

@@ -1,6 +1,6 @@
-"""The controller-side event file of a driver upgrade (see ``gpuhost.rollout``).
+"""The controller-side event file of a driver upgrade (its format: ``gpuhost.rollout``).
 
-The wrapper (``python -m gpuhost.cli_upgrade``) passes ``--data gpuhost_upgrade_record=PATH``
+The wrapper (``gpuhost upgrade``) passes ``--data gpuhost_upgrade_record=PATH``
 and ``--data gpuhost_upgrade_run=LABEL``; without them nothing is written. Events are
 appended one JSON object per line, under an exclusive lock, so pyinfra's parallel hosts
 never interleave a line.
@@ -60,16 +60,14 @@ class UpgradeEvents(BaseStateCallback):
         write_event("failed", host, operation=", ".join(names) or op_hash)
 
 
-_handlers: dict[int, UpgradeEvents] = {}
-
-
 def events_for(state) -> UpgradeEvents:
-    """The callback handler of this pyinfra state (registered once)."""
-    key = id(state)
-    if key not in _handlers:
-        _handlers[key] = UpgradeEvents()
-        state.add_callback_handler(_handlers[key])
-    return _handlers[key]
+    """The callback handler of this pyinfra state (registered with it once, gone with it)."""
+    for handler in state.callback_handlers:
+        if isinstance(handler, UpgradeEvents):
+            return handler
+    handler = UpgradeEvents()
+    state.add_callback_handler(handler)
+    return handler
 
 
 def seconds_since_start(state, name: str) -> float | None:

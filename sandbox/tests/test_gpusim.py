@@ -750,8 +750,8 @@ def test_clear_errors_for_a_broken_machine_file(sim):
     assert "unknown gpu_model 'A100-SXM4-80GB'" in sim.tool("gpusim-boot", rc=1).stderr
 
 
-# ----- golden outputs (tests/fixtures/gpusim) and the parsers over all of them -------------
-FIXTURES = ROOT / "tests/fixtures/gpusim"
+# ----- golden outputs (sandbox/tests/fixtures/gpusim) and the parsers over all of them -----
+FIXTURES = ROOT / "sandbox/tests/fixtures/gpusim"
 FIXED_TIME = "Mon Jan  5 10:00:00 2026"
 
 
@@ -805,7 +805,7 @@ def test_outputs_match_the_golden_fixtures(tmp_path):
             (FIXTURES / rel).write_text(text)
     changed = [rel for rel, text in outs.items()
                if not (FIXTURES / rel).is_file() or (FIXTURES / rel).read_text() != text]
-    assert not changed, (f"simulator outputs differ from tests/fixtures/gpusim: {changed}; if "
+    assert not changed, (f"simulator outputs differ from sandbox/tests/fixtures/gpusim: {changed}; if "
                          "the change is intended, rerun with GPUSIM_REGEN_FIXTURES=1 and review "
                          "the diff")
 

@@ -1,4 +1,5 @@
 """What a driver upgrade reads from a host besides ``facts.host.GpuHostState``: one fact.
+(The decisions made from it are in ``gpuhost.upgrade``; the operations in ``roles/upgrade/``.)
 
 ``UpgradeProbe`` runs one read-only shell command: the state of the GPU client services, a
 stand-alone ``nv-hostengine``, the nvidia kernel modules (``lsmod``), running GPU
@@ -15,9 +16,9 @@ from typing import Any
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
-from roles.nvidia_driver import APT_PIN
+from gpuhost.packages import APT_PIN
+from gpuhost.upgrade import MARKER
 
-MARKER = "/var/lib/gpuhost/driver-upgrade.json"
 DAEMON_JSON = "/etc/docker/daemon.json"
 DNF_MODULE_FILE = "/etc/dnf/modules.d/nvidia-driver.module"
 

@@ -1,4 +1,7 @@
-"""Fixtures for the integration tests: a real sandbox fleet (SSH hosts on this machine).
+"""Fixtures shared by every test tree (tests/, sandbox/tests/, vagrant/tests/).
+
+The integration tests' sandbox fleet (real SSH hosts on this machine), one per session
+whatever tree asks for it:
 
     fleet        session: brings the sandbox up with `sandbox_spec`, yields fleet.json's
                  data, runs `sandbox down` at the end unless GPUHOST_KEEP_SANDBOX=1 or the
@@ -10,7 +13,8 @@
     ssh          run a shell command on a sandbox host over real SSH
 
 Tests that must run after every other sandbox test (they take the fleet down) carry
-@pytest.mark.sandbox_last; they are moved to the end of the session.
+@pytest.mark.sandbox_last; they are moved to the end of the session (see
+pytest_collection_modifyitems for the order of the others).
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parent
 INVENTORY = "inventories/sandbox.py"
 DEFAULT_SPEC = {"hosts": 4, "ol": 2, "docker_hosts": 1}
 _SESSION = {"was_up": False}
@@ -64,9 +68,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that share the fleet run first, in the order of their file names whatever
+    tree they are in (test_audit, test_fake_packages_installed, test_gpu_host, test_sandbox,
+    test_upgrade: the upgrade reshapes the fleet and takes it down, so it comes last), then
+    the others in collection order, then those marked sandbox_last."""
     last = [i for i in items if i.get_closest_marker("sandbox_last")]
-    if last:
-        items[:] = [i for i in items if i not in last] + last
+    rest = [i for i in items if i not in last]
+    shared = sorted((i for i in rest if i.get_closest_marker("integration")),
+                    key=lambda i: i.path.name)  # stable: test order within a file is kept
+    items[:] = shared + [i for i in rest if not i.get_closest_marker("integration")] + last
 
 
 @pytest.fixture(scope="session")
@@ -132,7 +142,13 @@ def sandbox_tools():
     from types import SimpleNamespace
 
     return SimpleNamespace(root=ROOT, run_dir=run_dir, pyinfra_bin=pyinfra_bin,
-                           cli=sandbox_cli, up_args=up_args, keep_fleet=keep_fleet)
+                           cli=sandbox_cli, up_args=up_args, keep_fleet=keep_fleet, boots=boots)
+
+
+def boots(name: str) -> int:
+    """How many times the sandbox booted host NAME (its supervisor counts every boot in
+    RUNDIR/hosts/NAME/boots, a simulated reboot included)."""
+    return int((run_dir() / "hosts" / name / "boots").read_text())
 
 
 @pytest.fixture(scope="session")

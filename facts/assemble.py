@@ -1,10 +1,11 @@
-"""Turn the sections of ``facts.script`` into gpuhost's fact values (pure, no pyinfra).
+"""Assemble gpuhost's fact values from the sections of ``facts.script`` (pure, no pyinfra).
 
 Each ``*_state`` function takes the dict returned by ``facts.parsers.split_sections``
-(name -> {"rc": int, "out": str}) and returns plain data. A section that is missing or whose
-tool is absent is a normal state (nothing installed), never an error. Output that a tool
-printed successfully but that cannot be parsed raises ``ValueError``; the fact classes turn
-that into pyinfra's ``FactProcessError`` so only that host fails.
+(name -> {"rc": int, "out": str}, read through ``facts.sections``) and returns plain data.
+A section that is missing or whose tool is absent is a normal state (nothing installed),
+never an error. Output that a tool printed successfully but that cannot be parsed raises
+``ValueError``; the fact classes turn that into pyinfra's ``FactProcessError`` so only that
+host fails.
 """
 
 from __future__ import annotations
@@ -14,13 +15,18 @@ import re
 from typing import Any
 
 from facts import parsers
+from facts.sections import (
+    NOT_INSTALLED,
+    TIMED_OUT,
+    Sections,
+    installed_specs,
+    is_installed,
+    ok,
+    packages,
+    section,
+    upstream_version,
+)
 from gpuhost import distro, policy
-
-Sections = dict[str, dict[str, Any]]
-
-ABSENT = 3  # section exit status: file absent
-NOT_INSTALLED = 127  # section exit status: tool absent
-TIMED_OUT = 124
 
 TOOLKIT_PACKAGES = (
     "nvidia-container-toolkit",
@@ -38,63 +44,11 @@ _DRIVER_PACKAGE = re.compile(
 _LOCAL_REPO = re.compile(r"^nvidia-driver-local-repo-(?P<distro>[a-z]+\d+)-(?P<version>[\d.]+)$")
 
 
-def _section(sections: Sections, name: str) -> tuple[int | None, str]:
-    entry = sections.get(name)
-    if entry is None:
-        return None, ""
-    return entry["rc"], entry["out"]
-
-
-def _ok(sections: Sections, name: str) -> str | None:
-    """The section's output when it ran and succeeded, else None."""
-    rc, out = _section(sections, name)
-    return out if rc == 0 else None
-
-
-def upstream_version(package_version: str) -> str:
-    """``570.172.08-0ubuntu1`` / ``3:570.172.08-1.el9`` -> ``570.172.08``."""
-    version = package_version.split(":", 1)[-1]
-    return version.split("-", 1)[0]
-
-
-def packages(sections: Sections) -> dict[str, dict[str, Any]]:
-    """Installed packages of interest, from dpkg or rpm: name -> {version, held}."""
-    found: dict[str, dict[str, Any]] = {}
-    dpkg = _ok(sections, "dpkg")
-    if dpkg:
-        found.update(parsers.parse_dpkg_query(dpkg))
-    rpm = _ok(sections, "rpm")
-    if rpm:
-        found.update(parsers.parse_rpm_query(rpm))
-    return found
-
-
-_RPM_ARCH = re.compile(r"\.(x86_64|aarch64|noarch|i686)$")
-
-
-def installed_specs(sections: Sections) -> set[str]:
-    """Every installed package as ``name`` and, for rpm, ``name-version-release`` too.
-
-    rpm keeps several versions of kernel packages side by side, so the headers of exactly
-    the running kernel are looked up by their full name-version-release.
-    """
-    specs = set(packages(sections))
-    for line in (_ok(sections, "rpm") or "").splitlines():
-        name, _, evr = line.partition("\t")
-        if name and evr:
-            specs.add(f"{name.strip()}-{evr.strip().split(':', 1)[-1]}")
-    return specs
-
-
-def is_installed(package: str, specs: set[str]) -> bool:
-    return package in specs or _RPM_ARCH.sub("", package) in specs
-
-
 def os_state(sections: Sections) -> dict[str, Any]:
     """``{"id", "version_id", "pretty_name", "family", "distro_tag", "supported", "error"}``."""
-    text = _ok(sections, "os_release") or ""
+    text = ok(sections, "os_release") or ""
     release = parsers.parse_os_release(text) if text.strip() else {}
-    kernel_out = (_ok(sections, "kernel") or "").split()
+    kernel_out = (ok(sections, "kernel") or "").split()
     result: dict[str, Any] = {
         "id": release.get("ID", ""),
         "version_id": release.get("VERSION_ID", ""),
@@ -132,10 +86,10 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
             toolset = distro.needs_gcc_toolset(os_info["distro_tag"], release)
     except ValueError as error:  # e.g. a non-EL kernel on an EL host: a state, not a crash
         problem = str(error)
-    build_rc, build_out = _section(sections, "headers_build")
-    nouveau_out = _ok(sections, "nouveau") or ""
-    dkms_out = _ok(sections, "dkms")
-    sb_out = _ok(sections, "secure_boot")
+    build_rc, build_out = section(sections, "headers_build")
+    nouveau_out = ok(sections, "nouveau") or ""
+    dkms_out = ok(sections, "dkms")
+    sb_out = ok(sections, "secure_boot")
     secure_boot = None
     if sb_out is not None:
         lowered = sb_out.lower()
@@ -157,7 +111,7 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
             ),
         },
         "dkms": parsers.parse_dkms_status(dkms_out) if dkms_out else [],
-        "dkms_installed": _section(sections, "dkms")[0] not in (None, NOT_INSTALLED),
+        "dkms_installed": section(sections, "dkms")[0] not in (None, NOT_INSTALLED),
         "secure_boot": secure_boot,
         "problem": problem,
     }
@@ -165,7 +119,7 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
 
 def _smi_xml(sections: Sections) -> tuple[dict[str, Any] | None, str | None]:
     """Parsed ``nvidia-smi -q -x`` and the classified error, if nvidia-smi ran at all."""
-    rc, out = _section(sections, "smi_xml")
+    rc, out = section(sections, "smi_xml")
     if rc in (None, NOT_INSTALLED):
         return None, None
     if rc == TIMED_OUT:
@@ -194,7 +148,7 @@ def driver_state(sections: Sections) -> dict[str, Any]:
         match = _LOCAL_REPO.match(name)
         if match:
             local_repos.append({"package": name, **match.groupdict()})
-    proc_out = _ok(sections, "proc_version")
+    proc_out = ok(sections, "proc_version")
     loaded = parsers.parse_driver_version_file(proc_out) if proc_out else None
     smi, smi_error = _smi_xml(sections)
     userspace = smi["driver_version"] if smi else None
@@ -257,7 +211,7 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
                 }
             )
         return result
-    lspci = _ok(sections, "lspci")
+    lspci = ok(sections, "lspci")
     devices = [
         device for device in (parsers.parse_lspci_nvidia(lspci) if lspci else [])
         # NVSwitch bridges and audio functions are not GPUs
@@ -287,7 +241,7 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
 
 
 def _mig_table(sections: Sections, name: str, parse) -> list[dict[str, Any]]:
-    out = _ok(sections, name)
+    out = ok(sections, name)
     if not out:
         return []
     try:
@@ -303,7 +257,7 @@ def _mig_table(sections: Sections, name: str, parse) -> list[dict[str, Any]]:
 def mig_state(sections: Sections) -> dict[str, Any]:
     """See ``facts.mig.MigState``."""
     gpus = [gpu for gpu in gpus_state(sections) if gpu["source"] == "nvidia-smi"]
-    listing = _ok(sections, "smi_list")
+    listing = ok(sections, "smi_list")
     devices_by_index = {}
     if listing:
         for entry in parsers.parse_smi_list(listing):
@@ -358,7 +312,7 @@ def _nvidia_runtime(config: dict[str, Any]) -> dict[str, Any]:
 
 def docker_state(sections: Sections) -> dict[str, Any]:
     """See ``facts.container.DockerDaemonConfig``."""
-    rc, text = _section(sections, "daemon_json")
+    rc, text = section(sections, "daemon_json")
     exists = rc == 0
     config: dict[str, Any] = {}
     error = None
@@ -369,8 +323,8 @@ def docker_state(sections: Sections) -> dict[str, Any]:
             error = str(problem)
     runtime = _nvidia_runtime(config)
     default_runtime = config.get("default-runtime") if isinstance(config, dict) else None
-    dockerd_path = _ok(sections, "docker_version")
-    info_rc, info_out = _section(sections, "docker_info")
+    dockerd_path = ok(sections, "docker_version")
+    info_rc, info_out = section(sections, "docker_info")
     daemon: dict[str, Any] = {"running": False, "runtimes": [], "default_runtime": None}
     if info_rc == 0 and info_out.strip():
         runtimes_json, _, rest = info_out.strip().partition("\t")
@@ -407,8 +361,8 @@ def toolkit_state(sections: Sections) -> dict[str, Any]:
         name: upstream_version(installed[name]["version"]) if name in installed else None
         for name in TOOLKIT_PACKAGES
     }
-    ctk_out = _ok(sections, "nvidia_ctk")
-    cli_out = _ok(sections, "nvidia_container_cli")
+    ctk_out = ok(sections, "nvidia_ctk")
+    cli_out = ok(sections, "nvidia_container_cli")
     ctk = parsers.parse_tool_version(ctk_out) if ctk_out else None
     cli = parsers.parse_tool_version(cli_out) if cli_out else None
     seen = sorted({v for v in versions.values() if v} | {v for v in (ctk, cli) if v})

@@ -4,7 +4,6 @@ what is still to do, so a rerun after an interruption picks up where the last ru
 
 from __future__ import annotations
 
-import re
 import shlex
 import subprocess
 from typing import Any
@@ -13,10 +12,11 @@ from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, QuoteString, StringCommand, operation
 
 from facts.nvidia import NvidiaDriver, NvidiaGpus
+from facts.upgrade import UpgradeProbe
 from gpuhost import packages
-from roles import upgrade_record
+from gpuhost.upgrade import is_branched, old_packages
 from roles.common import executing, fail_command
-from roles.upgrade_probe import UpgradeProbe
+from roles.upgrade import record as upgrade_record
 
 # Unload order: users before the module they use (lsmod's "Used by").
 UNLOAD_ORDER = ("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia_peermem", "nvidia")
@@ -239,25 +239,6 @@ def switch_module_stream(stream: str, module: str = "nvidia-driver"):
         yield StringCommand("dnf -y module enable", QuoteString(f"{module}:{stream}"))
 
 
-_BRANCHED = re.compile(r"-(\d{3})(-open|-server)?$")
-
-
-def old_packages(installed: list[str], version: str, flavor: str, wanted: list[str]) -> list[str]:
-    """Installed driver packages the target does not keep: another branch's, and the other
-    flavour's meta packages (their dependencies follow through the package manager)."""
-    branch = packages.branch(version)
-    other_meta = ({"cuda-drivers", f"cuda-drivers-{branch}"} if flavor == "open"
-                  else {"nvidia-open", f"nvidia-open-{branch}"})
-    old = []
-    for name in sorted(installed):
-        if name in wanted:
-            continue
-        match = _BRANCHED.search(name)
-        if (match and match.group(1) != branch) or name in other_meta:
-            old.append(name)
-    return old
-
-
 @operation()
 def switch_packages(distro_tag: str, version: str, flavor: str, wanted: list[str]):
     """
@@ -290,7 +271,7 @@ def switch_packages(distro_tag: str, version: str, flavor: str, wanted: list[str
         yield StringCommand("dnf install -y --allowerasing",
                             *[QuoteString(f"{name}-{version}") for name in wanted])
         # The other flavour's meta package, if the transaction above did not erase it.
-        for name in (name for name in old if not _BRANCHED.search(name)):
+        for name in (name for name in old if not is_branched(name)):
             yield StringCommand("if rpm -q", QuoteString(name),
                                 ">/dev/null 2>&1; then dnf remove -y", QuoteString(name), "; fi")
 

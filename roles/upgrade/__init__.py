@@ -1,7 +1,8 @@
 """Move a host to another NVIDIA driver version, safely and resumably.
 
 Prepare (facts only, before any host is touched): every host of the run is assessed at
-once (``roles.upgrade_checks``); a host whose driver cannot drive its GPUs, that would be
+once (``gpuhost.upgrade.assess``, from ``facts.host.GpuHostState`` and
+``facts.upgrade.UpgradeProbe``); a host whose driver cannot drive its GPUs, that would be
 downgraded without ``upgrade_allow_downgrade``, or that runs GPU clients (without a drain
 hook or ``upgrade_force``) stops the whole run with one line per host.
 
@@ -18,6 +19,9 @@ Execute, per host that is not already at the target:
 6. verify with facts, restart the clients, uncordon hook, remove the marker, record
 
 A host already at the target gets only the verification and the record: zero changes.
+
+The package: this module (the ``@deploy`` and its steps), ``ops`` (the upgrade's
+operations), ``record`` (the controller-side event file).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import time
 from io import StringIO
 from typing import Any
 
-from gevent.lock import BoundedSemaphore
+from gevent.event import Event
 from gevent.pool import Group
 from pyinfra import host, state
 from pyinfra.api import deploy
@@ -36,22 +40,35 @@ from pyinfra.context import ctx_host, inventory
 from pyinfra.operations import files, server
 
 from facts.host import GpuHostState
-from facts.nvidia import NvidiaDriver
+from facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
-from roles import nvidia_driver, upgrade_ops as ops, upgrade_record
-from roles.common import (
-    REMOTE_CACHE,
-    GpuhostError,
-    check_inventory,
-    host_settings,
-    local_repo_artifact,
-)
-from roles.upgrade_checks import CLIENT_SERVICES, assess, services_to_check
-from roles.upgrade_probe import MARKER, UpgradeProbe
+from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
+from roles import nvidia_driver
+from roles.upgrade import ops, record as upgrade_record
+from roles.common import GpuhostError, check_inventory, host_settings
 
-_lock = BoundedSemaphore(1)
-_plans: dict[str, dict[str, Any]] = {}
-_refusal: list[GpuhostError] = []
+PLAN_KEY = "gpuhost_upgrade_plan"  # host.data: this host's plan (``gpuhost.upgrade.assess``)
+CHECK_KEY = "gpuhost_upgrade_check"  # host.data: the run's FleetCheck, shared by its hosts
+
+
+class FleetCheck:
+    """The pre-check of one pyinfra run, shared by the run's hosts through ``host.data``.
+
+    pyinfra prepares the hosts in parallel greenlets: the first to arrive assesses every
+    host, the others wait for ``done``. It lives exactly as long as the run's hosts (another
+    inventory, another check); pyinfra hands out shallow copies of data values, and the copy
+    of this one is itself.
+    """
+
+    def __init__(self) -> None:
+        self.done = Event()
+        self.refusal: str | None = None
+
+    def __copy__(self) -> FleetCheck:
+        return self
+
+    def to_json(self) -> dict[str, Any]:  # how pyinfra's --debug-data / --json show it
+        return {"done": self.done.is_set(), "refusal": self.refusal}
 
 
 def _assess_host(target: Any) -> dict[str, Any]:
@@ -63,42 +80,43 @@ def _assess_host(target: Any) -> dict[str, Any]:
     return assess(target.name, config, gpu_state, probe, started=started)
 
 
-def check_fleet() -> None:
-    """Assess every host of this run once (in parallel), before any operation runs anywhere;
-    raise with one line per refused host. Every host's deploy code calls this; the first
-    does the work, the others wait for it."""
-    check_inventory()
-    with _lock:
-        if _refusal:
-            raise _refusal[0]
-        if _plans:
-            return
-        hosts = sorted(inventory.get_active_hosts(), key=lambda h: h.name)
-        results = Group().map(_assess_host, hosts)
+def _assess_fleet(check: FleetCheck) -> None:
+    hosts = sorted(inventory.get_active_hosts(), key=lambda h: h.name)
+    for target in hosts:  # before the first fact is read: the other hosts wait from now on
+        setattr(target.data, CHECK_KEY, check)
+    try:
+        plans = Group().map(_assess_host, hosts)
         by_name = {h.name: h for h in hosts}
-        problems = []
-        for plan in results:
+        for plan in plans:
             target = by_name[plan["host"]]
-            if plan["problems"]:
-                for problem in plan["problems"]:
-                    problems.append(f"{plan['host']}: {problem}")
-                    upgrade_record.write_event("refused", target, reason=problem, **{
-                        "from": plan["from"], "to": plan["target"]})
-            else:
+            setattr(target.data, PLAN_KEY, plan)
+            for problem in plan["problems"]:
+                upgrade_record.write_event("refused", target, reason=problem, **{
+                    "from": plan["from"], "to": plan["target"]})
+            if not plan["problems"]:
                 upgrade_record.write_event("plan", target, **{
                     "from": plan["from"], "to": plan["target"], "action": plan["action"]})
-        if problems:
-            _refusal.append(GpuhostError(
-                "driver upgrade refused, nothing was changed on any host:\n  "
-                + "\n  ".join(problems)))
-            raise _refusal[0]
-        _plans.update({plan["host"]: plan for plan in results})
+        check.refusal = refusal(plans)
+    except Exception as error:
+        check.refusal = f"the driver upgrade pre-check failed, nothing was changed: {error}"
+        raise
+    finally:
+        check.done.set()
 
 
-def _needs_reboot(target: str) -> bool:
-    """Read at execute time: the module loaded is not the target's."""
-    driver = host.get_fact(NvidiaDriver)
-    return driver["state"] != "loaded" or driver["loaded_version"] != target
+def check_fleet() -> dict[str, Any]:
+    """This host's plan. Every host of the run is assessed once (in parallel), before any
+    operation runs anywhere; raise with one line per refused host. Every host's deploy code
+    calls this; the first does the work, the others wait for it."""
+    check_inventory()
+    check = host.data.get(CHECK_KEY)
+    if check is None:
+        check = FleetCheck()
+        _assess_fleet(check)
+    check.done.wait()
+    if check.refusal:
+        raise GpuhostError(check.refusal)
+    return host.data.get(PLAN_KEY)
 
 
 def _verify(plan: dict[str, Any]) -> None:
@@ -113,35 +131,26 @@ def _verify(plan: dict[str, Any]) -> None:
     )
 
 
-def _stop_clients(plan: dict[str, Any], config: dict[str, Any]) -> None:
+def _stop_clients(plan: dict[str, Any], config: settings.Settings) -> None:
     before = plan["before"]
     names = before["services"] + (["nv-hostengine"] if before["hostengine"] else [])
     ops.stop_services(name=f"Stop GPU clients ({', '.join(names) or 'none running'})",
                       services=before["services"], hostengine=before["hostengine"])
-    if config["upgrade_force"] and before["containers"]:
+    if config.upgrade_force and before["containers"]:
         ops.containers(name="Stop the GPU containers (upgrade_force)",
                        ids=before["containers"], running=False)
-    if config["reboot_policy"] != "when_needed":
+    if config.reboot_policy != "when_needed":
         ops.unload_modules(name="Unload the nvidia kernel modules (reboot_policy: never)")
 
 
-def _switch(plan: dict[str, Any], config: dict[str, Any]) -> None:
+def _switch(plan: dict[str, Any], config: settings.Settings) -> None:
     target, tag, flavor = plan["target"], plan["tag"], plan["flavor"]
-    artifact = local_repo_artifact(config, tag)
-    remote_file = f"{REMOTE_CACHE}/{artifact.name}"
-    files.put(name=f"Send {artifact.name} (only if the host lacks this exact file)",
-              src=str(artifact), dest=remote_file, mode="644", create_remote_dir=True)
-    nvidia_driver.local_repo(name=f"Install the {tag} local repo for driver {target}",
-                             remote_file=remote_file, distro_tag=tag, version=target)
+    nvidia_driver.install_local_repo(config, tag, target)
     ops.remove_local_repos(name="Remove the other local repos, their sources and keyrings",
                            distro_tag=tag, keep_version=target)
     wanted = packages.driver_packages(tag, target, flavor, plan["fabricmanager"])
     if packages.family(tag) == "debian":
-        files.put(name=f"Move the apt pin to {target}", src=StringIO(packages.apt_pin(target)),
-                  dest=nvidia_driver.APT_PIN, mode="644")
-        files.put(name="Keep unattended-upgrades away from the driver",
-                  src=StringIO(packages.unattended_upgrades_blacklist()),
-                  dest=nvidia_driver.UNATTENDED, mode="644")
+        nvidia_driver.pin_driver(target, name=f"Move the apt pin to {target}")
     else:
         stream = packages.module_stream(target, flavor)
         ops.switch_module_stream(name=f"Move the dnf module to nvidia-driver:{stream}",
@@ -150,22 +159,22 @@ def _switch(plan: dict[str, Any], config: dict[str, Any]) -> None:
                         distro_tag=tag, version=target, flavor=flavor, wanted=wanted)
 
 
-def _upgrade(plan: dict[str, Any], config: dict[str, Any]) -> None:
+def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     target, before = plan["target"], plan["before"]
     if plan["new_marker"]:
         files.put(name="Mark the upgrade as under way on the host (the resume point)",
                   src=StringIO(json.dumps(plan["new_marker"], sort_keys=True) + "\n"),
                   dest=MARKER, mode="600", create_remote_dir=True)
-    if config["upgrade_drain_command"]:
+    if config.upgrade_drain_command:
         ops.controller_command(name="Drain the host (upgrade_drain_command, on the controller)",
-                               command=config["upgrade_drain_command"], what="drain")
+                               command=config.upgrade_drain_command, what="drain")
     ops.gpu_idle(name="No GPU compute process or GPU container runs",
-                 force=config["upgrade_force"])
+                 force=config.upgrade_force)
     _stop_clients(plan, config)
     _switch(plan, config)
-    if config["reboot_policy"] == "when_needed":
+    if config.reboot_policy == "when_needed":
         server.reboot(name=f"Reboot into driver {target} (reboot_policy: when_needed)",
-                      reboot_timeout=600, _if=lambda: _needs_reboot(target))
+                      reboot_timeout=600, _if=lambda: nvidia_driver.reboot_needed(target))
     else:
         ops.load_modules(name=f"Load the driver {target} modules", modules=before["modules"])
     ops.restore_mig(name="Put the MIG modes back as they were", modes=before["mig"])
@@ -177,13 +186,13 @@ def _upgrade(plan: dict[str, Any], config: dict[str, Any]) -> None:
     names = start + (["nv-hostengine"] if before["hostengine"] else [])
     ops.start_services(name=f"Start the GPU clients again ({', '.join(names) or 'none ran'})",
                        services=start, hostengine=before["hostengine"])
-    if config["upgrade_force"] and before["containers"]:
+    if config.upgrade_force and before["containers"]:
         ops.containers(name="Start the GPU containers again", ids=before["containers"],
                        running=True)
-    if config["upgrade_uncordon_command"]:
+    if config.upgrade_uncordon_command:
         ops.controller_command(name="Uncordon the host (upgrade_uncordon_command, on the "
                                     "controller)",
-                               command=config["upgrade_uncordon_command"], what="uncordon")
+                               command=config.upgrade_uncordon_command, what="uncordon")
     files.file(name="The upgrade is complete: remove the resume point", path=MARKER,
                present=False)
     ops.record_done(name="Record the result", from_version=plan["from"], result="upgraded")
@@ -191,9 +200,8 @@ def _upgrade(plan: dict[str, Any], config: dict[str, Any]) -> None:
 
 @deploy("Driver upgrade")
 def run() -> None:
-    check_fleet()
+    plan = check_fleet()
     upgrade_record.events_for(state)
-    plan = _plans[host.name]
     if plan["action"] == "none":
         _verify(plan)
         ops.record_done(name="Record the result", from_version=plan["from"],

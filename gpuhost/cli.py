@@ -1,0 +1,199 @@
+"""gpuhost's front door: one command per job.
+
+    gpuhost audit INVENTORY [--json OUT] [--html OUT] [--cuda X.Y] [--limit PATTERN]...
+                            [--data KEY=VALUE]...
+    gpuhost upgrade INVENTORY [--canary N] [--batch N|P%] [--limit PATTERN]...
+                              [--data KEY=VALUE]... [--report PATH]
+
+(``python -m gpuhost.cli ...`` before ``make setup`` installed the console script.)
+
+Both drive pyinfra through its command line and read only what pyinfra and gpuhost's
+deploys write for machines: ``pyinfra INVENTORY debug-inventory --json`` (hosts, groups,
+data), the ``--json`` results of a deploy run, and JSON files the deploys write on the
+controller when ``--data`` asks them to. No pyinfra import here: ``gpuhost/`` stays the pure
+core, and pyinfra's human output is passed through untouched, never parsed.
+
+Exit statuses: ``gpuhost audit`` 0 every host matches, 2 drift, 3 failed or unreachable
+hosts, 1 unusable input or pyinfra error; ``gpuhost upgrade`` 0 done, 1 a batch failed,
+2 refused or unusable input, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class CliError(Exception):
+    """Unusable input or a pyinfra run that printed nothing usable; the message says why."""
+
+
+def say(text: str = "", out: TextIO | None = None) -> None:
+    print(text, file=out or sys.stdout, flush=True)
+
+
+def pyinfra_command(option: str | None) -> list[str]:
+    """The pyinfra to run: ``--pyinfra COMMAND`` split on spaces, else this Python's."""
+    return option.split() if option else [sys.executable, "-m", "pyinfra"]
+
+
+def data_args(items: Sequence[str]) -> list[str]:
+    """``--data`` once per ``KEY=VALUE`` (checked: pyinfra would silently ignore a bad one)."""
+    args: list[str] = []
+    for item in items:
+        key, sep, _ = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--data {item!r}: want KEY=VALUE")
+        args += ["--data", item]
+    return args
+
+
+def limit_args(patterns: Sequence[str]) -> list[str]:
+    """``--limit`` once per pattern: pyinfra 3.10 does not split a comma-separated value."""
+    args: list[str] = []
+    for pattern in patterns:
+        args += ["--limit", pattern]
+    return args
+
+
+def inventory_path(inventory: str) -> str:
+    """The inventory as an absolute path (pyinfra runs from the project root)."""
+    path = Path(inventory).resolve()
+    if not path.is_file():
+        raise CliError(f"no inventory file {inventory}")
+    return str(path)
+
+
+def read_inventory(pyinfra: list[str], inventory: str, data: Sequence[str] = ()) -> list[dict]:
+    """Every host of the inventory, in inventory order: ``{"name", "groups", "data"}`` from
+    ``pyinfra INVENTORY debug-inventory --json`` (group data and ``--data`` applied; no host
+    is contacted)."""
+    done = subprocess.run([*pyinfra, inventory, "debug-inventory", "--json", *data_args(data)],
+                          cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CliError(f"cannot read the inventory {inventory}:\n{done.stderr.strip()[-2000:]}")
+    try:
+        hosts = json.loads(done.stdout)
+    except ValueError as error:
+        raise CliError(f"pyinfra debug-inventory printed no JSON ({error})") from error
+    if not isinstance(hosts, list) or not all(isinstance(h, dict) and "name" in h for h in hosts):
+        raise CliError("pyinfra debug-inventory printed JSON that is not a list of hosts")
+    return hosts
+
+
+def select_hosts(hosts: list[dict], patterns: Sequence[str]) -> list[dict]:
+    """The hosts ``--limit PATTERN...`` selects, like pyinfra: a pattern that names a group
+    selects its hosts, any other pattern matches host names with fnmatch. Inventory order."""
+    if not patterns:
+        return list(hosts)
+    groups = {g for h in hosts for g in h.get("groups", [])}
+    chosen: set[str] = set()
+    for pattern in patterns:
+        if pattern in groups:
+            chosen |= {h["name"] for h in hosts if pattern in h.get("groups", [])}
+        else:
+            chosen |= {h["name"] for h in hosts if fnmatch.fnmatch(h["name"], pattern)}
+    return [h for h in hosts if h["name"] in chosen]
+
+
+def run_pyinfra(argv: list[str], out: TextIO | None = None,
+                capture_json: bool = False) -> tuple[int, Any]:
+    """Run pyinfra from the project root, its human output going straight to ``out``
+    (default stdout). With ``capture_json`` pyinfra's stdout (``--json``) is kept and parsed
+    (None when it printed no JSON, e.g. after an error). Returns (exit status, JSON)."""
+    stream = out or sys.stdout
+    say(f"$ {' '.join(argv)}", stream)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    try:
+        target: Any = stream.fileno()  # a real file: pyinfra writes to it directly
+    except (AttributeError, OSError, ValueError):
+        target = subprocess.PIPE  # e.g. a captured stream in tests: copied below
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE if capture_json else target,
+                            stderr=subprocess.STDOUT if target is subprocess.PIPE
+                            and not capture_json else target)
+    try:
+        stdout, stderr = proc.communicate()
+    except KeyboardInterrupt:
+        proc.terminate()
+        proc.wait(timeout=60)
+        raise
+    if target is subprocess.PIPE:
+        stream.write((stderr or "") + ("" if capture_json else stdout or ""))
+        stream.flush()
+    payload = None
+    if capture_json and stdout and stdout.strip():
+        try:
+            payload = json.loads(stdout)
+        except ValueError:
+            payload = None
+    return proc.returncode, payload
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inventory", help="pyinfra inventory file, e.g. inventories/prod.py")
+    parser.add_argument("--limit", action="append", default=[], metavar="PATTERN",
+                        help="only these hosts or groups (pyinfra --limit syntax; repeatable)")
+    parser.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
+                        help="passed to every pyinfra run as --data (repeatable)")
+    parser.add_argument("--pyinfra", default=None, metavar="COMMAND",
+                        help="pyinfra command (default: this Python's `-m pyinfra`)")
+
+
+def parser() -> argparse.ArgumentParser:
+    main_parser = argparse.ArgumentParser(
+        prog="gpuhost", description="Audit GPU hosts and upgrade their NVIDIA driver with "
+                                    "pyinfra (provisioning: pyinfra INVENTORY deploys/gpu_host.py)")
+    commands = main_parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    audit = commands.add_parser(
+        "audit", help="read-only fleet report; exit 0 ok, 2 drift, 3 failed/unreachable",
+        description="Read every host's GPU stack (one remote command per host), compare it "
+                    "with the inventory, print the table, write JSON/HTML. Exit 0 every host "
+                    "matches, 2 drift, 3 failed or unreachable hosts, 1 unusable input.")
+    _common(audit)
+    audit.add_argument("--json", dest="json_out", default=None, metavar="OUT",
+                       help="write the report as JSON (docs/audit-schema.md)")
+    audit.add_argument("--html", dest="html_out", default=None, metavar="OUT",
+                       help="write the report as a self-contained HTML page")
+    audit.add_argument("--cuda", default=None, metavar="X.Y",
+                       help="also answer which hosts can run images built for this CUDA version")
+    upgrade = commands.add_parser(
+        "upgrade", help="rolling driver upgrade: canary, batches, stop at the first failure",
+        description="Move GPU hosts to the driver in nvidia_driver_version: canary first, "
+                    "then batches; the first failed host stops every later batch "
+                    "(docs/upgrades.md). Exit 0 done, 1 a batch failed, 2 refused or "
+                    "unusable input, 130 interrupted.")
+    _common(upgrade)
+    upgrade.add_argument("--canary", type=int, default=1, metavar="N",
+                         help="hosts upgraded alone first (default 1; 0: no canary)")
+    upgrade.add_argument("--batch", default="1", metavar="N|P%",
+                         help="hosts per batch after the canary: a count or a percentage of "
+                              "the remaining hosts (default 1)")
+    upgrade.add_argument("--report", default=None, metavar="PATH",
+                         help="JSON report (default ./gpuhost-upgrade-<UTC time>.json); events "
+                              "go to PATH with .events.jsonl")
+    return main_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "audit":
+        from gpuhost import cli_audit
+
+        return cli_audit.run(args)
+    from gpuhost import cli_upgrade
+
+    return cli_upgrade.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

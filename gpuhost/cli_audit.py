@@ -1,0 +1,131 @@
+"""``gpuhost audit``: the fleet report, its files and its exit status.
+
+1. the hosts and their data, no host contacted: ``pyinfra INVENTORY debug-inventory --json``;
+   ``--cuda`` and every host's audited settings are checked here (exit 1 before any host)
+2. one pyinfra run of ``deploys/audit.py`` with ``--data gpuhost_audit_dir=DIR``: every host
+   it reaches writes ``DIR/<id>.json`` (its ``facts.host.GpuHostState``, one remote command,
+   or why it could not be read; only its name if the run stopped before); a host with no
+   file was never reached
+3. ``gpuhost.audit.build`` -> table on stdout, ``--json`` / ``--html`` files, exit status
+   ``gpuhost.audit.exit_code`` (0 ok, 2 drift, 3 failed or unreachable; 1 unusable input)
+
+pyinfra's own output (connection errors included) goes to stderr, untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gpuhost import audit, report
+from gpuhost.cli import (
+    CliError,
+    data_args,
+    inventory_path,
+    limit_args,
+    pyinfra_command,
+    read_inventory,
+    run_pyinfra,
+    select_hosts,
+)
+
+DEPLOY = "deploys/audit.py"
+DIR_KEY = "gpuhost_audit_dir"  # read by deploys/audit.py
+
+
+def _output_path(value: str | None, option: str) -> Path | None:
+    if not value:
+        return None
+    path = Path(value).resolve()
+    if not path.parent.is_dir():
+        raise CliError(f"{option} {value}: directory {path.parent} does not exist; create it first")
+    return path
+
+
+def desired_for(hosts: list[dict]) -> dict[str, dict[str, Any]]:
+    """Each host's audited settings; one AuditError listing every invalid value."""
+    desired, problems = {}, []
+    for entry in hosts:
+        try:
+            desired[entry["name"]] = audit.desired_settings(entry.get("data") or {},
+                                                            entry["name"])
+        except audit.AuditError as error:
+            problems += str(error).splitlines()[1:]
+    if problems:
+        raise audit.AuditError("invalid settings for the audit:\n" + "\n".join(problems))
+    return desired
+
+
+def read_results(directory: Path) -> dict[str, dict[str, Any]]:
+    """The per-host files ``deploys/audit.py`` wrote: host name -> its record."""
+    records = {}
+    for file in sorted(directory.glob("*.json")):
+        try:
+            record = json.loads(file.read_text(encoding="utf-8"))
+        except ValueError:
+            continue  # a torn file: that host counts as not finished
+        if isinstance(record, dict) and isinstance(record.get("host"), str):
+            records[record["host"]] = record
+    return records
+
+
+def host_results(hosts: list[dict], records: dict[str, dict[str, Any]],
+                 ) -> dict[str, Any]:
+    """Host name -> GpuHostState or ``audit.HostError``, for every selected host."""
+    results: dict[str, Any] = {}
+    for entry in hosts:
+        name, record = entry["name"], records.get(entry["name"])
+        if record is None:
+            data = entry.get("data") or {}
+            address = data.get("ssh_hostname") or name
+            port = data.get("ssh_port") or 22
+            results[name] = audit.HostError("unreachable", (
+                f"cannot connect to {address} port {port} (see pyinfra's connection error "
+                "above)"))
+        elif record.get("state") is not None:
+            results[name] = record["state"]
+        else:
+            results[name] = audit.HostError("failed", record.get("error") or (
+                "the audit did not finish on this host (the run stopped early; see pyinfra's "
+                "output above)"))
+    return results
+
+
+def run(args: argparse.Namespace) -> int:
+    err = sys.stderr
+    try:
+        try:
+            cuda = audit.parse_cuda(args.cuda)
+        except audit.AuditError as error:  # its hint names pyinfra's --data cuda=...
+            raise CliError(str(error).split(". Pass it as")[0]) from None
+        json_out = _output_path(args.json_out, "--json")
+        html_out = _output_path(args.html_out, "--html")
+        pyinfra = pyinfra_command(args.pyinfra)
+        inventory = inventory_path(args.inventory)
+        extra = data_args(args.data)
+        hosts = select_hosts(read_inventory(pyinfra, inventory, args.data), args.limit)
+        if not hosts:
+            raise CliError(f"no host of {args.inventory} matches --limit {' '.join(args.limit)}")
+        desired = desired_for(hosts)
+    except (CliError, audit.AuditError) as error:
+        print(f"gpuhost audit: {error}\nNothing was read from any host.", file=err)
+        return audit.EXIT_USAGE
+    with tempfile.TemporaryDirectory(prefix="gpuhost-audit-") as directory:
+        run_pyinfra([*pyinfra, "-y", inventory, DEPLOY, *limit_args(args.limit),
+                     "--data", f"{DIR_KEY}={directory}", *extra], out=err)
+        records = read_results(Path(directory))
+    document = audit.build(host_results(hosts, records), desired, cuda=cuda)
+    for path, text in ((json_out, report.render_json), (html_out, report.render_html)):
+        if path:
+            path.write_text(text(document), encoding="utf-8")
+    out = sys.stdout
+    out.write("\n" + report.render_table(document, colour=report.use_colour(out)))
+    for path in (json_out, html_out):
+        if path:
+            out.write(f"report written to {path}\n")
+    out.flush()
+    return audit.exit_code(document)

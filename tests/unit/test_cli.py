@@ -1,0 +1,391 @@
+"""The `gpuhost` front door (gpuhost.cli, cli_audit, cli_upgrade): arguments, how pyinfra is
+called, and how what it wrote becomes an exit status. pyinfra itself is replaced by fakes
+here, except in the two @fake-connector runs at the end (a few seconds each)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from facts.host import GpuHostState
+from facts.script import ALL_SECTIONS, MARKER
+from gpuhost import cli, cli_audit, cli_upgrade, rollout
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else sys.executable
+
+# --- arguments ------------------------------------------------------------------------------
+
+
+def test_a_command_is_required_and_unknown_ones_are_refused(capsys):
+    for argv in ([], ["provision", "inv.py"]):
+        with pytest.raises(SystemExit) as stop:
+            cli.parser().parse_args(argv)
+        assert stop.value.code == 2
+
+
+def test_audit_arguments():
+    args = cli.parser().parse_args(["audit", "inv.py", "--json", "a.json", "--html", "a.html",
+                                    "--cuda", "12.4", "--limit", "gpu-0*", "--limit", "ol_hosts",
+                                    "--data", "x=1"])
+    assert (args.command, args.inventory, args.json_out, args.html_out, args.cuda) == (
+        "audit", "inv.py", "a.json", "a.html", "12.4")
+    assert args.limit == ["gpu-0*", "ol_hosts"] and args.data == ["x=1"]
+
+
+def test_upgrade_arguments_and_defaults():
+    args = cli.parser().parse_args(["upgrade", "inv.py"])
+    assert (args.canary, args.batch, args.limit, args.data, args.report) == (1, "1", [], [], None)
+    args = cli.parser().parse_args(["upgrade", "inv.py", "--canary", "2", "--batch", "25%"])
+    assert (args.canary, args.batch) == (2, "25%")
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["upgrade", "inv.py", "--canary", "one"])
+
+
+def test_pyinfra_command_data_and_limit_args():
+    assert cli.pyinfra_command(None) == [sys.executable, "-m", "pyinfra"]
+    assert cli.pyinfra_command("python3 wrap.py rec --") == ["python3", "wrap.py", "rec", "--"]
+    assert cli.data_args(["a=1", "b=x=y"]) == ["--data", "a=1", "--data", "b=x=y"]
+    for bad in ("novalue", "=1"):
+        with pytest.raises(cli.CliError, match="KEY=VALUE"):
+            cli.data_args([bad])
+    assert cli.limit_args(["a", "b*"]) == ["--limit", "a", "--limit", "b*"]
+
+
+HOSTS = [{"name": "gpu-01", "groups": ["debian_hosts"], "data": {}},
+         {"name": "gpu-02", "groups": ["ol_hosts"], "data": {}},
+         {"name": "ol_hosts", "groups": [], "data": {}},  # a host named like a group
+         {"name": "gpu-10", "groups": ["debian_hosts"], "data": {}}]
+
+
+def test_limit_selects_like_pyinfra_groups_first_then_host_globs_in_inventory_order():
+    names = lambda patterns: [h["name"] for h in cli.select_hosts(HOSTS, patterns)]  # noqa: E731
+    assert names([]) == ["gpu-01", "gpu-02", "ol_hosts", "gpu-10"]
+    assert names(["ol_hosts"]) == ["gpu-02"]  # the group, not the host of that name
+    assert names(["gpu-1*", "gpu-01"]) == ["gpu-01", "gpu-10"]
+    assert names(["debian_hosts", "nohost"]) == ["gpu-01", "gpu-10"]
+    assert names(["nohost"]) == []
+
+
+def test_read_inventory_reports_pyinfra_errors(monkeypatch):
+    def fake_run(argv, **kwargs):
+        assert argv[1:] == ["inv.py", "debug-inventory", "--json", "--data", "a=1"]
+        return subprocess.CompletedProcess(argv, 1, "", "sandbox is not running")
+
+    monkeypatch.setattr(cli.subprocess, "run", fake_run)
+    with pytest.raises(cli.CliError, match="sandbox is not running"):
+        cli.read_inventory(["pyinfra"], "inv.py", ["a=1"])
+    monkeypatch.setattr(cli.subprocess, "run",
+                        lambda argv, **k: subprocess.CompletedProcess(argv, 0, "not json", ""))
+    with pytest.raises(cli.CliError, match="no JSON"):
+        cli.read_inventory(["pyinfra"], "inv.py")
+
+
+# --- gpuhost audit: exit statuses ------------------------------------------------------------
+
+def sections_output(**sections: tuple[int, str]) -> str:
+    """What the GpuHostState script prints; tools absent unless given."""
+    values = {name: (127, "") for name in ALL_SECTIONS}
+    values.update(os_release=(0, 'ID=debian\nVERSION_ID="12"\nPRETTY_NAME="Debian 12"'),
+                  kernel=(0, "6.1.0-56-amd64\nx86_64"), dpkg=(0, ""), proc_version=(3, ""))
+    values.update(sections)
+    return "".join(f"{MARKER}{name} rc={rc}\n{out}\n" for name, (rc, out) in values.items())
+
+
+MODULE = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release "
+          "Build  (b@h)  Tue Jul  8 18:44:13 UTC 2025")
+INSTALLED = sections_output(dpkg=(0, "nvidia-open\t570.172.08-1\tii \n"),
+                            proc_version=(0, MODULE))
+STATE_OK = GpuHostState().process(INSTALLED.splitlines())  # driver 570.172.08 loaded
+
+
+class FakeAuditPyinfra:
+    """Stands in for read_inventory and run_pyinfra: writes the per-host files that
+    deploys/audit.py would write into --data gpuhost_audit_dir=DIR."""
+
+    def __init__(self, hosts, records):
+        self.hosts, self.records, self.calls = hosts, records, []
+
+    def read_inventory(self, pyinfra, inventory, data=()):
+        self.calls.append(("inventory", list(data)))
+        return self.hosts
+
+    def run_pyinfra(self, argv, out=None, capture_json=False):
+        self.calls.append(("run", argv))
+        directory = next(a.split("=", 1)[1] for a in argv if a.startswith("gpuhost_audit_dir="))
+        for number, record in enumerate(self.records):
+            Path(directory, f"{number}.json").write_text(json.dumps(record))
+        return 1, None
+
+
+def use_fake(monkeypatch, hosts, records, drift_for=()):
+    fake = FakeAuditPyinfra(hosts, records)
+    monkeypatch.setattr(cli_audit, "read_inventory", fake.read_inventory)
+    monkeypatch.setattr(cli_audit, "run_pyinfra", fake.run_pyinfra)
+
+    return fake
+
+
+def audit(tmp_path, *args):
+    inventory = tmp_path / "inv.py"
+    inventory.write_text("hosts = []\n")
+    return cli.main(["audit", str(inventory), *args])
+
+
+def two_hosts(**data):
+    return [{"name": "a", "groups": [], "data": dict(data)},
+            {"name": "b", "groups": [], "data": {"ssh_hostname": "10.0.0.2", "ssh_port": 2222}}]
+
+
+def test_audit_every_host_matches_exit_0(monkeypatch, tmp_path, capsys):
+    fake = use_fake(monkeypatch, two_hosts(), [{"host": "a", "state": STATE_OK},
+                                               {"host": "b", "state": STATE_OK}])
+    assert audit(tmp_path, "--limit", "a", "--limit", "b", "--data", "k=v") == 0
+    run = fake.calls[1][1]
+    assert run[-6:-4] == ["--limit", "b"] and run[-2:] == ["--data", "k=v"]
+    assert "deploys/audit.py" in run and "-y" in run
+    assert fake.calls[0] == ("inventory", ["k=v"])  # --data reaches the host data too
+
+
+def test_audit_drift_exit_2_and_files_written(monkeypatch, tmp_path, capsys):
+    use_fake(monkeypatch, two_hosts(nvidia_driver_version="550.163.01"),
+             [{"host": "a", "state": STATE_OK}, {"host": "b", "state": STATE_OK}])
+    out, html = tmp_path / "r.json", tmp_path / "r.html"
+    assert audit(tmp_path, "--json", str(out), "--html", str(html)) == 2
+    document = json.loads(out.read_text())
+    assert [h["status"] for h in document["hosts"]] == ["drift", "ok"]
+    assert html.read_text().startswith("<!DOCTYPE html>")
+    assert f"report written to {out}" in capsys.readouterr().out
+
+
+def test_audit_failed_and_unreachable_exit_3(monkeypatch, tmp_path, capsys):
+    use_fake(monkeypatch, two_hosts(), [{"host": "a", "error": "XML is malformed"}])
+    assert audit(tmp_path) == 3
+    text = " ".join(capsys.readouterr().out.split())
+    assert "a failed XML is malformed" in text
+    assert "b unreachable cannot connect to 10.0.0.2 port 2222" in text
+
+
+def test_a_started_host_without_result_is_failed(monkeypatch, tmp_path, capsys):
+    use_fake(monkeypatch, two_hosts(), [{"host": "a"}, {"host": "b", "state": STATE_OK}])
+    assert audit(tmp_path) == 3
+    assert "a failed the audit did not finish" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cuda", "11.9"], "unknown CUDA version"),
+    (["--json", "/nonexistent/dir/a.json"], "does not exist"),
+    (["--limit", "nohost"], "matches --limit nohost"),
+    (["--data", "novalue"], "KEY=VALUE"),
+])
+def test_audit_usage_errors_exit_1_before_pyinfra_runs(monkeypatch, tmp_path, capsys, args,
+                                                       message):
+    fake = use_fake(monkeypatch, two_hosts(), [])
+    assert audit(tmp_path, *args) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Nothing was read from any host" in err
+    assert not [c for c in fake.calls if c[0] == "run"]
+
+
+def test_audit_invalid_settings_of_every_host_exit_1(monkeypatch, tmp_path, capsys):
+    hosts = [{"name": "a", "groups": [], "data": {"nvidia_driver_version": 570}},
+             {"name": "b", "groups": [], "data": {"mig_mode": "sometimes"}}]
+    fake = use_fake(monkeypatch, hosts, [])
+    assert audit(tmp_path) == 1
+    err = capsys.readouterr().err
+    assert "a: nvidia_driver_version" in err and "b: mig_mode" in err
+    assert not [c for c in fake.calls if c[0] == "run"]
+
+
+def test_missing_inventory_file_exit_1(capsys):
+    assert cli.main(["audit", "/nonexistent/inventory.py"]) == 1
+    assert "no inventory file" in capsys.readouterr().err
+
+
+# --- gpuhost upgrade: exit statuses ------------------------------------------------------
+
+
+class FakeUpgradePyinfra:
+    """Stands in for pyinfra: appends the events the upgrade deploy would write."""
+
+    def __init__(self, hosts, plan, fail=None, interrupt=False):
+        self.hosts, self.plan, self.fail, self.interrupt = hosts, plan, fail, interrupt
+        self.runs: list[list[str]] = []
+
+    def read_inventory(self, pyinfra, inventory, data=()):
+        return [{"name": name, "groups": [], "data": {}} for name in self.hosts]
+
+    def run_pyinfra(self, argv, out=None, capture_json=False):
+        self.runs.append(argv)
+        assert capture_json and "--json" in argv
+        values = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--data")
+        record, run = values["gpuhost_upgrade_record"], values["gpuhost_upgrade_run"]
+        limited = [argv[i + 1] for i, a in enumerate(argv) if a == "--limit"]
+        events, failed = [], []
+        if "--dry" in argv:
+            for name in limited:
+                action = self.plan.get(name, "upgrade")
+                kind = "refused" if action == "refused" else "plan"
+                events.append({"event": kind, "host": name, "from": "550", "to": "570",
+                               "action": action, "reason": "downgrade"})
+        else:
+            if self.interrupt:
+                raise KeyboardInterrupt
+            for name in limited:
+                events.append({"event": "start", "host": name})
+                if name == self.fail:
+                    events.append({"event": "failed", "host": name, "operation": "Switch",
+                                   "output": ["E: dpkg returned an error code (1)"]})
+                    failed.append(name)
+                else:
+                    events.append({"event": "done", "host": name, "from": "550", "to": "570",
+                                   "result": "upgraded", "seconds": 1.0})
+        with open(record, "a") as handle:
+            for event in events:
+                handle.write(json.dumps({"run": run, "time": 1.0, **event}) + "\n")
+        refused = any(e["event"] == "refused" for e in events)
+        code = 1 if failed or refused else 0
+        return code, {"plan": [], "results": {"failed_hosts": failed}}
+
+
+def upgrade(monkeypatch, tmp_path, fake, *args):
+    monkeypatch.setattr(cli_upgrade, "read_inventory", fake.read_inventory)
+    monkeypatch.setattr(cli_upgrade, "run_pyinfra", fake.run_pyinfra)
+    inventory = tmp_path / "inv.py"
+    inventory.write_text("hosts = []\n")
+    report = tmp_path / "report.json"
+    code = cli.main(["upgrade", str(inventory), "--report", str(report), *args])
+    return code, (json.loads(report.read_text()) if report.exists() else None)
+
+
+def test_upgrade_canary_then_batches_exit_0(monkeypatch, tmp_path, capsys):
+    fake = FakeUpgradePyinfra(["h1", "h2", "h3", "h4"], {"h2": "none"})
+    code, report = upgrade(monkeypatch, tmp_path, fake, "--batch", "2")
+    assert code == 0 and report["ok"]
+    assert [b["hosts"] for b in report["batches"]] == [["h1"], ["h3", "h4"]]
+    assert {h["host"]: h["result"] for h in report["hosts"]} == {
+        "h1": "upgraded", "h2": "already at target", "h3": "upgraded", "h4": "upgraded"}
+    assert "--fail-percent" in fake.runs[1] and "--dry" in fake.runs[0]
+    assert "done: 3 host(s) upgraded to 570" in capsys.readouterr().out
+
+
+def test_upgrade_a_failed_host_stops_later_batches_exit_1(monkeypatch, tmp_path, capsys):
+    fake = FakeUpgradePyinfra(["h1", "h2", "h3"], {}, fail="h1")
+    code, report = upgrade(monkeypatch, tmp_path, fake)
+    assert code == 1 and not report["ok"]
+    results = {h["host"]: h for h in report["hosts"]}
+    assert results["h1"]["result"] == "failed"
+    assert results["h1"]["detail"] == "failed at: Switch | E: dpkg returned an error code (1)"
+    assert results["h2"]["result"] == results["h3"]["result"] == "not started"
+    assert len(fake.runs) == 2  # pre-flight and the canary, nothing after it
+    assert "h1" in capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_upgrade_refused_by_the_preflight_exit_2(monkeypatch, tmp_path, capsys):
+    fake = FakeUpgradePyinfra(["h1", "h2"], {"h2": "refused"})
+    code, report = upgrade(monkeypatch, tmp_path, fake)
+    assert code == 2 and len(fake.runs) == 1
+    assert "pre-flight refused the upgrade, no host was touched (refused: h2)" in \
+        capsys.readouterr().out
+
+
+def test_upgrade_nothing_to_do_exit_0(monkeypatch, tmp_path, capsys):
+    fake = FakeUpgradePyinfra(["h1"], {"h1": "none"})
+    code, report = upgrade(monkeypatch, tmp_path, fake)
+    assert code == 0 and len(fake.runs) == 1 and report["ok"]
+
+
+def test_upgrade_interrupted_exit_130(monkeypatch, tmp_path, capsys):
+    fake = FakeUpgradePyinfra(["h1"], {}, interrupt=True)
+    code, report = upgrade(monkeypatch, tmp_path, fake)
+    assert code == 130 and "interrupted" in report["message"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--batch", "0"], "batch size"),
+    (["--canary", "-1"], "--canary must be 0 or more"),
+    (["--data", "novalue"], "KEY=VALUE"),
+    (["--limit", "nohost"], "matches --limit nohost"),
+])
+def test_upgrade_usage_errors_exit_2_before_pyinfra_runs(monkeypatch, tmp_path, capsys, args,
+                                                         message):
+    fake = FakeUpgradePyinfra(["h1"], {})
+    code, _ = upgrade(monkeypatch, tmp_path, fake, *args)
+    assert code == 2 and not fake.runs
+    assert message in capsys.readouterr().err
+
+
+def test_failed_hosts_from_pyinfra_json_results():
+    assert cli_upgrade.failed_hosts({"plan": [], "results": {"failed_hosts": ["b"]}}) == {"b"}
+    assert cli_upgrade.failed_hosts({"plan": [], "results": None}) is None  # --dry
+    assert cli_upgrade.failed_hosts(None) is None  # pyinfra printed no JSON
+
+
+def test_cli_upgrade_module_is_an_alias(monkeypatch):
+    seen = []
+    monkeypatch.setattr(cli, "main", lambda argv: seen.append(argv) or 0)
+    assert cli_upgrade.main(["inv.py", "--canary", "0"]) == 0
+    assert seen == [["upgrade", "inv.py", "--canary", "0"]]
+
+
+def test_rollout_limit_args_are_used_for_batches():
+    assert rollout.limit_args(["h[1]"]) == ["--limit", "h[[]1]"]
+
+
+# --- real pyinfra, @fake connector ---------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_fleet(tmp_path):
+    installed = INSTALLED
+    broken = sections_output(smi_xml=(0, "<nvidia_smi_log><gpu>"))
+    inventory = tmp_path / "fake_inventory.py"
+    inventory.write_text(textwrap.dedent(f"""\
+        _want = {{"nvidia_driver_version": "570.172.08", "fake_delay": 0, "fake_delay_jitter": 0}}
+        hosts = [
+            ("@fake/ok", {{**_want, "fake_responses": {{"_gh()": {installed!r}}}}}),
+            ("@fake/drifts", {{**_want, "nvidia_driver_version": "550.163.01",
+                               "fake_responses": {{"_gh()": {installed!r}}}}}),
+            ("@fake/broken", {{**_want, "fake_responses": {{"_gh()": {broken!r}}}}}),
+        ]
+    """))
+    return inventory
+
+
+ENV = {**os.environ, "PYINFRA_PROGRESS": "off", "NO_COLOR": "1"}
+
+
+def test_gpuhost_audit_on_fake_hosts(fake_fleet, tmp_path):
+    out = tmp_path / "audit.json"
+    done = subprocess.run([PYTHON, "-m", "gpuhost.cli", "audit", str(fake_fleet), "--cuda",
+                           "12.4", "--json", str(out)], cwd=ROOT, env=ENV, text=True,
+                          capture_output=True, timeout=300)
+    assert done.returncode == 3, done.stdout + done.stderr
+    status = {h["name"]: h for h in json.loads(out.read_text())["hosts"]}
+    assert status["@fake/ok"]["status"] == "ok"
+    assert [i["item"] for i in status["@fake/drifts"]["drift"]] == ["driver"]
+    assert status["@fake/broken"]["status"] == "failed"
+    assert "XML is malformed" in status["@fake/broken"]["error"]
+    assert "-> exit 3" in done.stdout and "Grand total" in done.stderr
+    done = subprocess.run([PYTHON, "-m", "gpuhost.cli", "audit", str(fake_fleet), "--limit",
+                           "@fake/ok"], cwd=ROOT, env=ENV, text=True, capture_output=True,
+                          timeout=300)
+    assert done.returncode == 0 and "1 hosts: 1 ok" in done.stdout, done.stdout + done.stderr
+
+
+def test_pyinfra_entry_point_fails_the_hosts_that_drift(fake_fleet):
+    done = subprocess.run([PYTHON, "-m", "pyinfra", "-y", str(fake_fleet), "deploys/audit.py"],
+                          cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = {line.split(":")[0]: line for line in done.stdout.splitlines() if line[:1] == "@"}
+    assert rows["@fake/ok"].startswith("@fake/ok: OK ")
+    assert rows["@fake/drifts"].startswith("@fake/drifts: DRIFT ")
+    assert rows["@fake/broken"].startswith("@fake/broken: FAILED ")
+    assert "want 550.163.01" in done.stdout and "XML is malformed" in done.stdout
+    assert "AuditProblem" in done.stderr  # the failing operation on the controller
