@@ -48,9 +48,11 @@ TEST_TREES = tests sandbox/tests vagrant/tests
 
 # The README's test command: unit and plan tests (seconds), then the sandbox integration
 # tests and the QEMU VM test. Installs everything it needs on a fresh Debian 12 machine.
+# CORPUS_CHECK: a command that checks facts/parsers.py against a corpus of real captured
+# outputs (CI sets it to the team's corpus checker); empty by default.
+CORPUS_CHECK ?=
 test: setup deps nvidia-artifacts
-	@if [ -x ../shared/bin/corpus-check ]; then ../shared/bin/corpus-check; \
-	  else echo "corpus-check: ../shared/bin/corpus-check is not here; skipped"; fi
+	@if [ -n "$(CORPUS_CHECK)" ]; then $(CORPUS_CHECK); fi
 	$(PY) -m pytest -q -p no:cacheprovider $(TEST_TREES)
 	@echo "==> molecule test -s sandbox (the Molecule wiring against the sandbox fleet)"
 	@$(MAKE) --no-print-directory molecule-sandbox

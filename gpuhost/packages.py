@@ -1,6 +1,6 @@
 """Which packages, files and pins a host gets, per distribution family (pure, no pyinfra).
 
-Names follow NVIDIA's packaging (see docs/architecture.md and nvidia-facts.md):
+Names follow NVIDIA's packaging as its driver installation guide documents it:
 
 - apt (Debian 12, Ubuntu 22.04/24.04): before branch 590 the branch is in the package name
   (``nvidia-open-570``, ``cuda-drivers-570``); from 590 the branch is chosen by

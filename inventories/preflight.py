@@ -74,9 +74,7 @@ def check(inventory_file: str) -> None:
         return
     hosts = inventory_data(inventory_file, params.get("data") or (),
                            params.get("group_data") or ())
-    problems = settings.group_problems(
-        {name: settings.validate(data) for name, data in hosts.items()}
-    )
+    problems = settings.validate_inventory(hosts)
     if problems:
         print("gpuhost: inventory data is invalid; no host was contacted:", file=sys.stderr)
         for problem in problems:
