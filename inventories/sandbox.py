@@ -13,6 +13,7 @@ from pathlib import Path
 
 _RUN_DIR = Path(os.environ.get("GPUHOST_SANDBOX_DIR", "/run/gpuhost-sandbox"))
 _MANIFEST = Path("/var/cache/gpuhost/nvidia/manifest.json")
+_DEFAULT_MIRROR = "http://127.77.0.1:8000"
 
 
 def _load_fleet() -> dict:
@@ -92,15 +93,28 @@ def _ol_settings(manifest: dict | None, major: str) -> dict:
             "docker_repo_gpgkey": {"rhel": repo["gpgkey"]}}
 
 
-def _load_manifest() -> dict | None:
+def _load_manifest(mirror: str) -> dict | None:
     try:
-        return json.loads(_MANIFEST.read_text())
+        manifest = json.loads(_MANIFEST.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+    return _moved(manifest, mirror)
+
+
+def _moved(value, mirror: str):
+    """The manifest's URLs name the default fleet's server; a private fleet (another
+    GPUHOST_SANDBOX_HTTP_PORT) serves the same files on its own."""
+    if isinstance(value, str):
+        return value.replace(_DEFAULT_MIRROR + "/", mirror + "/")
+    if isinstance(value, dict):
+        return {k: _moved(v, mirror) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_moved(v, mirror) for v in value]
+    return value
 
 
 _fleet = _load_fleet()
-_manifest = _load_manifest()
+_manifest = _load_manifest(_fleet["mirror"])
 # Oracle Linux hosts take Docker from the sandbox's RHEL-style repo: host data, which
 # outranks every group's data.
 _hosts = [

@@ -2,7 +2,7 @@
 # make sandbox-up HOSTS=N [OL=k] [DOCKER_HOSTS=d] [SPEC='{"gpu-01": {...}}']
 # make sandbox-down | sandbox-status | sandbox-base | sandbox-mirror
 APT_PACKAGES += mmdebstrap openssh-client iproute2 util-linux dpkg-dev apt-utils gnupg \
-                rpm dnf python3-dnf createrepo-c ca-certificates
+                rpm dnf python3-dnf createrepo-c ca-certificates systemd-container
 
 HOSTS ?= 4
 OL ?= 0

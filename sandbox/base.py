@@ -18,6 +18,7 @@ from . import paths
 from .util import SandboxError, need_commands, recipe_hash, run, say, step, write_file
 
 BASE_PACKAGES = [
+    "systemd", "systemd-sysv", "dbus", "libpam-systemd",
     "openssh-server", "python3-minimal", "iproute2", "ca-certificates", "gnupg", "kmod",
     "procps", "sysvinit-utils", "init-system-helpers", "sudo", "netbase", "initramfs-tools",
 ]
@@ -214,13 +215,22 @@ def _prune_old(prefix: str, keep: Path) -> None:
 
 
 def _in_use(d: Path) -> bool:
-    """True when an existing host lists `d` among its lower layers."""
+    """True when an existing host of this fleet lists `d` among its lower layers, or a
+    running host of any fleet (a private one has other state directories) boots from it:
+    its supervisor and boot.sh name their lower layers on their command lines."""
     for lower in paths.HOSTS_DIR.glob("*/lower"):
         try:
             if str(d) in lower.read_text().split(":"):
                 return True
         except OSError:
             continue
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(str(d).encode() in a.split(b":") for a in args if a.startswith(b"/")):
+            return True
     return False
 
 

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import base, hosts, mirror, paths, spec
+from . import base, hosts, mirror, paths, spec, supervisor
 from .util import (SandboxError, need_commands, need_root, pid_alive, read_json, read_pid,
                    run, say, step, write_file)
 
@@ -64,7 +64,7 @@ def _httpd_pid() -> int | None:
 def _ours(cmd: str) -> bool:
     """A process this fleet started, from whichever checkout: one of the sandbox's scripts,
     and this fleet's runtime directory on its command line."""
-    return (any(name in cmd for name in (HTTPD.name, hosts.SUPERVISOR.name, hosts.STAGE1.name))
+    return (any(name in cmd for name in (HTTPD.name, hosts.SUPERVISOR.name, hosts.BOOT.name))
             and (f"{paths.run_dir()}/" in cmd or f"{paths.STATE_DIR}/" in cmd))
 
 
@@ -132,7 +132,8 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
         say(f"fleet of {n_hosts} hosts is already up (no change): {rd / 'fleet.json'}")
         return json.loads((rd / "fleet.json").read_text())
 
-    need_commands("mmdebstrap", "unshare", "ssh-keygen", "apt-ftparchive", "gpg", "chroot")
+    need_commands("mmdebstrap", "unshare", "ssh-keygen", "apt-ftparchive", "gpg", "chroot",
+                  "systemd-nspawn")
     if not current and paths.HOSTS_DIR.exists() and any(paths.HOSTS_DIR.iterdir()):
         # Hosts without runtime state (e.g. this machine rebooted): stale, start afresh.
         with step("remove stale hosts from an earlier session"):
@@ -160,6 +161,7 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
                 list(ex.map(lambda h: hosts.create(h, pubkey), new))
     state = {"request": request, "hosts": wanted}
     write_file(_state_file(), json.dumps(state, indent=1) + "\n")
+    _raise_inotify_limits()
     with step(f"boot {len(wanted)} hosts and wait for sshd"):
         for h in wanted:
             hosts.start(h["name"])
@@ -170,6 +172,26 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
     say(f"fleet up: {len(wanted)} hosts in {time.monotonic() - t0:.1f}s; "
         f"inventory: inventories/sandbox.py (reads {rd / 'fleet.json'})")
     return fleet
+
+
+# Every host's systemd, journald, dbus and logind take inotify instances, all of root (the
+# hosts have no user namespace), and the kernel's default of 128 instances per user stops
+# the ~30th host's systemd ("Failed to allocate manager object: Too many open files").
+# The values kind (Kubernetes in Docker, whose nodes are systemd containers too) gives
+# for the same error; raised machine-wide, never lowered.
+INOTIFY_LIMITS = {"max_user_instances": 8192, "max_user_watches": 524288}
+
+
+def _raise_inotify_limits() -> None:
+    for key, want in INOTIFY_LIMITS.items():
+        f = Path("/proc/sys/fs/inotify") / key
+        try:
+            have = int(f.read_text())
+            if have < want:
+                f.write_text(f"{want}\n")
+                say(f"fs.inotify.{key}: {have} -> {want} (systemd in every host needs them)")
+        except (OSError, ValueError) as e:
+            say(f"warning: cannot raise fs.inotify.{key} to {want}: {e}")
 
 
 def _all_up(wanted: list[dict]) -> bool:
@@ -248,6 +270,8 @@ def _sandbox_pids() -> list[int]:
 
 
 def _kill_strays(httpd: bool = False) -> None:
+    if not httpd:  # every host's nspawn and systemd, also of hosts no state names
+        supervisor.kill_cgroup(paths.CGROUP_PARENT_PREFIX)
     pids = [p for p in _sandbox_pids() if httpd or HTTPD.name not in _cmdline(p)]
     for pid in pids:
         try:

@@ -2,7 +2,8 @@
 
 Persistent (until `down`): /var/lib/gpuhost-sandbox/hosts/NAME/
     upper/ work/    overlay upper and work directories (survive simulated reboots)
-    root/           mount point of the merged root (mounted only inside the host's namespace)
+    root/           mount point of the merged root (mounted only inside the host's mount
+                    namespace; systemd-nspawn boots it)
     docker/         bound on /var/lib/docker inside (overlay2 needs a real file system)
     spec.json       the host's spec; lower: its overlay lowerdir string
 Runtime: RUNDIR/hosts/NAME/ (see supervisor.py).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -19,13 +21,14 @@ import sys
 import time
 from pathlib import Path
 
-from . import base, mirror, paths
+from . import base, mirror, paths, supervisor
 from .spec import machine_json
 from .util import SandboxError, pid_alive, read_json, read_pid, run, write_file
 
 SUPERVISOR = paths.PACKAGE_DIR / "supervisor.py"
-STAGE1 = paths.FILES_DIR / "stage1.sh"
-POWER_NAMES = ["reboot", "poweroff", "halt", "shutdown", "init", "telinit"]
+BOOT = paths.FILES_DIR / "boot.sh"
+# Where sandbox/nvidia's artifacts say they are served (its manifest and repo files).
+DEFAULT_MIRROR_URL = "http://127.77.0.1:8000"
 
 
 def host_dir(name: str) -> Path:
@@ -36,11 +39,15 @@ def host_run_dir(name: str) -> Path:
     return paths.run_dir() / "hosts" / name
 
 
+def cgroup(name: str) -> str:
+    """The host's cgroup, relative to each hierarchy's root (see supervisor.cgroup_dirs)."""
+    return f"{paths.CGROUP_PARENT_PREFIX}/{name}"
+
+
 def docker_opts(name: str) -> str:
     """dockerd flags for a sandbox host: no networking of its own (the hosts share this
-    machine's network namespace), containers' cgroups under a per-host parent."""
-    return ("--iptables=false --ip6tables=false --bridge=none --ip-forward=false "
-            f"--ip-masq=false --cgroup-parent=/{paths.CGROUP_PARENT_PREFIX}/{name}")
+    machine's network namespace). Containers' cgroups are inside the host's own."""
+    return "--iptables=false --ip6tables=false --bridge=none --ip-forward=false --ip-masq=false"
 
 
 def _sshd_config(h: dict) -> str:
@@ -90,16 +97,11 @@ def create(h: dict, pubkey: str) -> None:
     # apt: the sandbox mirror only.
     write_file(upper / "etc/apt/sources.list", mirror.sources_list())
     shutil.copyfile(mirror.KEYRING, _mk(upper / "etc/apt/keyrings") / mirror.KEYRING_NAME)
-    # Simulator pieces: init, power commands, runlevel, uname.
-    sbin, local_sbin = _mk(upper / "usr/sbin"), _mk(upper / "usr/local/sbin")
-    _install(paths.FILES_DIR / "gpusim-init", local_sbin / "gpusim-init")
-    _install(paths.FILES_DIR / "gpusim-power", local_sbin / "gpusim-power")
-    for cmd in POWER_NAMES:
-        os.symlink("gpusim-power", local_sbin / cmd)
-        # /sbin/init must exist too: without it invoke-rc.d refuses to start services.
-        os.symlink("/usr/local/sbin/gpusim-power", sbin / cmd)
-    _install(paths.FILES_DIR / "runlevel", sbin / "runlevel")
+    # A machine id of its own, as an installed system has (systemd, journald, dbus use it).
+    write_file(upper / "etc/machine-id", os.urandom(16).hex() + "\n", mode=0o444)
+    # Simulator pieces: uname (the simulated kernel release), the boot-time GPU unit.
     _install(paths.FILES_DIR / "uname", _mk(upper / "usr/local/bin") / "uname")
+    _systemd_units(upper)
     # apt runs dpkg with its own PATH (DPkg::Path, no /usr/local) and rpm runs scriptlets
     # with %_install_script_path: let both see the simulator's shims (uname, lspci,
     # modprobe), so DKMS in a driver package's postinst builds for the simulated kernel.
@@ -108,8 +110,8 @@ def create(h: dict, pubkey: str) -> None:
                f'DPkg::Path "{local_first}";\n')
     write_file(upper / "etc/rpm/macros.gpuhost-sandbox",
                f"%_install_script_path {local_first}\n")
-    # dockerd's sandbox flags for every host (Oracle hosts' docker-ce ships the same
-    # init.d script as Debian's docker.io: there is no systemd in the sandbox)
+    # dockerd's sandbox flags for every host (Oracle hosts' docker-ce ships Debian's
+    # docker.service, which reads /etc/default/docker)
     _docker_defaults(upper, name, lowers)
     if h["os"] != "debian12":
         with open(upper / "etc/default/docker", "a") as defaults:
@@ -118,7 +120,9 @@ def create(h: dict, pubkey: str) -> None:
         # sandbox/nvidia (kernel devel packages, gcc-toolset-14, dkms, docker-ce).
         repo = paths.NVIDIA_CACHE / "ol" / h["os"] / f"gpuhost-{h['os']}.repo"
         if repo.exists():
-            shutil.copyfile(repo, _mk(upper / "etc/yum.repos.d") / repo.name)
+            # built for the default server; a private fleet serves it on its own port
+            write_file(_mk(upper / "etc/yum.repos.d") / repo.name,
+                       repo.read_text().replace(DEFAULT_MIRROR_URL + "/", paths.MIRROR_URL + "/"))
     # The fake-driver helper's machine scripts (lspci, gpusim-boot, ...), when present.
     if paths.NVIDIA_MACHINE_DIR.is_dir():
         shutil.copytree(paths.NVIDIA_MACHINE_DIR, upper, symlinks=True, dirs_exist_ok=True)
@@ -126,21 +130,73 @@ def create(h: dict, pubkey: str) -> None:
 
 DOCKER_DEFAULTS = """\
 # gpuhost sandbox: dockerd flags for a simulated host: no network of its own (all hosts
-# share this machine's network namespace), containers' cgroups under a per-host parent.
-# daemon.json is left to gpuhost. Kept across docker.io installs by a local dpkg
-# diversion of this conffile (the package's copy goes to {dist}).
+# share this machine's network namespace). daemon.json is left to gpuhost. Read by
+# docker.service (EnvironmentFile=-/etc/default/docker, $DOCKER_OPTS). Kept across
+# docker.io installs by a local dpkg diversion of this conffile (the package's copy goes
+# to {dist}).
 DOCKER_OPTS="{opts}"
-
-# The init script raises `ulimit -n` to 1048576 (and -p) under `set -e`; without
-# CAP_SYS_RESOURCE (some CI machines) that fails: fall back to the hard limit.
-ulimit() {{
-    if [ "${{1:-}}" = -n ] && ! command ulimit -n "$2" 2>/dev/null; then
-        command ulimit -n "$(command ulimit -Hn)"
-    elif [ "${{1:-}}" != -n ]; then
-        command ulimit "$@" 2>/dev/null || true
-    fi
-}}
 """
+
+GPUSIM_BOOT_UNIT = """\
+# gpuhost sandbox simulator piece: what loading the NVIDIA kernel module does at boot.
+[Unit]
+Description=GPU simulator: load the installed driver, apply pending MIG modes
+DefaultDependencies=no
+After=local-fs.target
+Before=sysinit.target shutdown.target nvidia-persistenced.service docker.service
+Conflicts=shutdown.target
+ConditionPathExists=/usr/local/sbin/gpusim-boot
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/gpusim-boot
+
+[Install]
+WantedBy=sysinit.target
+"""
+
+# Units whose vendor files set LimitNOFILE/LimitNPROC/LimitCORE=infinity (containerd,
+# Docker). Raising a hard limit needs CAP_SYS_RESOURCE, which root lacks on some machines
+# (this project's CI VMs): there systemd refuses to start them (status=205/LIMITS). The
+# drop-in caps them at this machine's hard limits; it is written only on such machines.
+LIMITED_UNITS = ["containerd.service", "docker.service"]
+
+
+def _systemd_units(upper: Path) -> None:
+    system = _mk(upper / "etc/systemd/system")
+    write_file(system / "gpusim-boot.service", GPUSIM_BOOT_UNIT)
+    wants = _mk(system / "sysinit.target.wants")
+    os.symlink("/etc/systemd/system/gpusim-boot.service", wants / "gpusim-boot.service")
+    if _can_raise_limits():
+        return
+    limits = "".join(f"Limit{k}={v}\n" for k, v in _hard_limits().items())
+    for unit in LIMITED_UNITS:
+        write_file(system / f"{unit}.d" / "gpuhost-sandbox-limits.conf",
+                   "# gpuhost sandbox: this machine's root cannot raise hard limits "
+                   "(no CAP_SYS_RESOURCE)\n[Service]\n" + limits)
+
+
+def _hard_limits() -> dict[str, str]:
+    out = {}
+    for key, res in (("NOFILE", resource.RLIMIT_NOFILE), ("NPROC", resource.RLIMIT_NPROC),
+                     ("CORE", resource.RLIMIT_CORE)):
+        hard = resource.getrlimit(res)[1]
+        out[key] = "infinity" if hard == resource.RLIM_INFINITY else str(hard)
+    return out
+
+
+def _can_raise_limits() -> bool:
+    """True when this process holds CAP_SYS_RESOURCE (bit 24 of CapEff)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> 24 & 1)
+    except OSError:
+        pass
+    return False
+
+
 DOCKER_DEFAULTS_DIST = "/etc/default/docker.docker-io-dist"
 
 
@@ -180,9 +236,9 @@ def start(name: str) -> None:
     log = open(rd / "console.log", "ab")
     subprocess.Popen(
         [sys.executable, str(SUPERVISOR), "--name", name, "--rundir", str(rd),
-         "--stage1", str(STAGE1), "--lower", (d / "lower").read_text(),
+         "--boot", str(BOOT), "--lower", (d / "lower").read_text(),
          "--upper", str(d / "upper"), "--work", str(d / "work"), "--root", str(d / "root"),
-         "--docker-data", str(d / "docker")],
+         "--docker-data", str(d / "docker"), "--cgroup", cgroup(name)],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True, close_fds=True, cwd="/",
     )
@@ -204,10 +260,11 @@ def _cmdline(pid: int) -> str:
 
 
 def stop(name: str) -> None:
-    """SIGKILL the host's supervisor and its unshare (the whole pid namespace goes)."""
+    """SIGKILL the host's supervisor and its unshare, then every process of the host's
+    cgroup (systemd-nspawn, the host's systemd and all it runs) and remove the cgroup."""
     rd = host_run_dir(name)
     pids = []
-    for pidfile, marker in (("supervisor.pid", str(rd)), ("unshare.pid", str(STAGE1))):
+    for pidfile, marker in (("supervisor.pid", str(rd)), ("unshare.pid", str(BOOT))):
         pid = read_pid(rd / pidfile)
         if pid and pid_alive(pid) and marker in _cmdline(pid):
             pids.append(pid)
@@ -218,6 +275,7 @@ def stop(name: str) -> None:
     deadline = time.monotonic() + 10
     while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
+    supervisor.kill_cgroup(cgroup(name))
 
 
 def destroy(name: str) -> None:

@@ -26,19 +26,23 @@ def run_dir() -> Path:
     return Path(os.environ.get("GPUHOST_SANDBOX_DIR", "/run/gpuhost-sandbox"))
 
 
-# Addresses: loopback only, in this machine's network namespace.
+# Addresses: loopback only, in this machine's network namespace. A private fleet beside
+# the default one (tests, experiments) sets GPUHOST_SANDBOX_HOST_PREFIX (e.g. 127.77.4.),
+# GPUHOST_SANDBOX_HTTP_PORT (e.g. 8004) and GPUHOST_SANDBOX_CGROUP together with
+# GPUHOST_SANDBOX_DIR and GPUHOST_SANDBOX_STATE.
 HTTP_ADDRESS = "127.77.0.1"
-HTTP_PORT = 8000
+HTTP_PORT = int(os.environ.get("GPUHOST_SANDBOX_HTTP_PORT", "8000"))
 MIRROR_URL = f"http://{HTTP_ADDRESS}:{HTTP_PORT}"
 SSH_PORT = 2222
 MAX_HOSTS = 254
+HOST_PREFIX = os.environ.get("GPUHOST_SANDBOX_HOST_PREFIX", "127.77.1.")
 
 
 def host_address(index: int) -> str:
     """Address of host number `index` (1-based)."""
     if not 1 <= index <= MAX_HOSTS:
         raise ValueError(f"host index {index} out of range 1..{MAX_HOSTS}")
-    return f"127.77.1.{index}"
+    return f"{HOST_PREFIX}{index}"
 
 
 # Debian archive used to build the base root and the mirror (the controller's own
@@ -51,5 +55,6 @@ DEBIAN_SOURCES = [
 ]
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
-# Cgroup parent (relative to each controller's root) for containers of a host's dockerd.
-CGROUP_PARENT_PREFIX = "gpuhost-sandbox"
+# Cgroup (relative to each hierarchy's root) under which every host has its own:
+# CGROUP_PARENT_PREFIX/NAME holds the host's systemd-nspawn and everything the host runs.
+CGROUP_PARENT_PREFIX = os.environ.get("GPUHOST_SANDBOX_CGROUP", "gpuhost-sandbox")

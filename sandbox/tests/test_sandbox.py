@@ -14,7 +14,11 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-STATE_DIR = Path("/var/lib/gpuhost-sandbox")
+# The fleet under test: the default one, or a private one beside it (sandbox/paths.py)
+STATE_DIR = Path(os.environ.get("GPUHOST_SANDBOX_STATE", "/var/lib/gpuhost-sandbox"))
+HOST_PREFIX = os.environ.get("GPUHOST_SANDBOX_HOST_PREFIX", "127.77.1.")
+HTTP_PORT = os.environ.get("GPUHOST_SANDBOX_HTTP_PORT", "8000")
+CGROUP = os.environ.get("GPUHOST_SANDBOX_CGROUP", "gpuhost-sandbox")
 
 
 def _hosts(fleet: dict, os_names: tuple[str, ...]) -> list[dict]:
@@ -34,6 +38,10 @@ def _run_dir() -> Path:
     return Path(os.environ.get("GPUHOST_SANDBOX_DIR", "/run/gpuhost-sandbox"))
 
 
+def _boot_id(ssh, name: str) -> str:
+    return ssh(name, "cat /proc/sys/kernel/random/boot_id").stdout.strip()
+
+
 def _boots(name: str) -> int:
     return int((_run_dir() / "hosts" / name / "boots").read_text())
 
@@ -43,7 +51,7 @@ def test_fleet_matches_spec(fleet, sandbox_spec):
     assert len(_hosts(fleet, ("ol8", "ol9"))) == sandbox_spec["ol"]
     assert sum(h["docker"] for h in fleet["hosts"]) == sandbox_spec["docker_hosts"]
     for i, h in enumerate(fleet["hosts"], start=1):
-        assert h["address"] == f"127.77.1.{i}" and h["port"] == 2222
+        assert h["address"] == f"{HOST_PREFIX}{i}" and h["port"] == 2222
         assert h["name"].endswith(f"-{i:02d}")
     assert Path(fleet["ssh_key"]).is_file() and Path(fleet["known_hosts"]).is_file()
 
@@ -81,25 +89,27 @@ def test_host_identity_and_shims(fleet, ssh):
 
 def test_hosts_are_isolated_but_share_no_network_namespace(fleet, ssh):
     h = fleet["hosts"][0]
-    out = ssh(h["name"], "ps -e --no-headers | wc -l; cat /proc/1/cmdline | tr '\\0' ' '; "
+    out = ssh(h["name"], "ps -e --no-headers | wc -l; cat /proc/1/comm; "
                          "ip -o addr show | grep -c 'inet '").stdout
     lines = out.splitlines()
     assert int(lines[0]) < 50                    # only this host's processes are visible
-    assert "gpusim-init" in lines[1]             # PID 1 is the sandbox init
+    assert lines[1] == "systemd"                 # PID 1 is the host's systemd
     # Own time namespace: the host's uptime is far below the machine's.
     assert _uptime(ssh, h["name"]) < time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def test_apt_installs_from_the_mirror(fleet, pyinfra, ssh, tmp_path):
     host = next(h for h in _hosts(fleet, ("debian12",)) if not h["docker"])["name"]
+    mirror = fleet["mirror"]
+    assert mirror == f"http://127.77.0.1:{HTTP_PORT}"
     sources = ssh(host, "cat /etc/apt/sources.list").stdout
     assert sources.strip() == ("deb [signed-by=/etc/apt/keyrings/gpuhost-sandbox-archive.gpg] "
-                               "http://127.77.0.1:8000/debian bookworm main")
+                               f"{mirror}/debian bookworm main")
     # sources a deploy added (earlier tests may have provisioned the host) stay on the mirror
     # or on the host itself (NVIDIA's file:// local repo)
     extra = ssh(host, "cat /etc/apt/sources.list.d/* 2>/dev/null || true").stdout
     uris = re.findall(r"(?:https?|file)://[^\s]+", extra)
-    assert all(u.startswith(("http://127.77.0.1:8000/", "file:///var/")) for u in uris), uris
+    assert all(u.startswith((f"{mirror}/", "file:///var/")) for u in uris), uris
     deploy = tmp_path / "apt_jq.py"
     deploy.write_text(textwrap.dedent("""
         from pyinfra.operations import apt
@@ -108,7 +118,7 @@ def test_apt_installs_from_the_mirror(fleet, pyinfra, ssh, tmp_path):
     pyinfra("--limit", host, "-y", str(deploy), timeout=300)
     out = ssh(host, "jq -n '1+1'; apt-cache policy jq").stdout
     assert out.splitlines()[0] == "2"
-    assert "http://127.77.0.1:8000/debian bookworm/main amd64 Packages" in out
+    assert f"{mirror}/debian bookworm/main amd64 Packages" in out
     # The deploys' heavy packages resolve from the mirror alone (signed Release, no network).
     sim = ssh(host, "apt-get install -s -y --reinstall docker.io dkms "
                     "linux-headers-$(uname -r)").stdout
@@ -127,7 +137,7 @@ def test_server_reboot_through_pyinfra(fleet, pyinfra, ssh, tmp_path):
     deadline = time.monotonic() + 30
     while min(_uptime(ssh, n) for n in names) < 5 and time.monotonic() < deadline:
         time.sleep(0.5)
-    before = {n: (_uptime(ssh, n), _boots(n)) for n in names}
+    before = {n: (_uptime(ssh, n), _boots(n), _boot_id(ssh, n)) for n in names}
     deploy = tmp_path / "reboot.py"
     deploy.write_text(textwrap.dedent("""
         from pyinfra.operations import server
@@ -143,8 +153,9 @@ def test_server_reboot_through_pyinfra(fleet, pyinfra, ssh, tmp_path):
         assert boots_after == before[name][1] + 1, name
         assert up_after < before[name][0], (name, before[name][0], up_after)
         assert up_after < took + 5
+        assert _boot_id(ssh, name) != before[name][2], name
         out = ssh(name, "ls /root/kept-across-reboot; ls /tmp").stdout.split()
-        assert out == ["/root/kept-across-reboot"], (name, out)
+        assert out[0] == "/root/kept-across-reboot" and "gone-after-reboot" not in out, (name, out)
 
 
 def test_docker_runs_in_a_host_and_survives_reboot(fleet, ssh):
@@ -154,19 +165,22 @@ def test_docker_runs_in_a_host_and_survives_reboot(fleet, ssh):
               "apt-get -q -y -o DPkg::Lock::Timeout=300 install docker.io", timeout=900)
     defaults = ssh(host, "cat /etc/default/docker").stdout
     assert "--iptables=false --ip6tables=false --bridge=none" in defaults
-    ssh(host, "service docker start; for i in $(seq 50); do docker info >/dev/null 2>&1 "
-              "&& exit 0; sleep 0.2; done; exit 1")
+    # a real systemd unit, started by the package's postinst, as on an installed server
+    assert ssh(host, "systemctl is-active docker.service containerd.service").stdout.split() == [
+        "active", "active"]
+    ssh(host, "for i in $(seq 50); do docker info >/dev/null 2>&1 && exit 0; sleep 0.2; done; "
+              "exit 1")
     ssh(host, "cd /tmp && tar --dereference -cf tiny.tar -C / bin/true "
               "lib/x86_64-linux-gnu/libc.so.6 lib64/ld-linux-x86-64.so.2 && "
               "docker import tiny.tar sandbox/tiny:1 >/dev/null && "
               "docker run --rm --network=none sandbox/tiny:1 /bin/true")
-    ssh(host, "update-rc.d docker enable >/dev/null 2>&1; ls /etc/rc2.d/S*docker")
+    assert ssh(host, "systemctl is-enabled docker.service").stdout.strip() == "enabled"
     boots = _boots(host)
     ssh(host, "reboot")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if _boots(host) > boots and ssh(host, "pidof dockerd && docker info >/dev/null",
-                                        check=False).returncode == 0:
+        if _boots(host) > boots and ssh(host, "systemctl is-active docker.service && "
+                                        "docker info >/dev/null", check=False).returncode == 0:
             break
         time.sleep(0.5)
     else:
@@ -193,7 +207,7 @@ def test_down_leaves_nothing(fleet, sandbox_spec, sandbox_tools):
     t.cli("down")
     t.cli("down")                                         # idempotent
     markers = [str(t.root / "sandbox" / "supervisor.py"), str(t.root / "sandbox" / "httpd.py"),
-               str(t.root / "sandbox" / "files" / "stage1.sh")]
+               str(t.root / "sandbox" / "files" / "boot.sh")]
     procs = []
     mounts = []
     for p in Path("/proc").iterdir():
@@ -204,12 +218,11 @@ def test_down_leaves_nothing(fleet, sandbox_spec, sandbox_tools):
             mi = (p / "mountinfo").read_text()
         except OSError:
             continue
-        try:  # a host's init runs chrooted into its root under STATE_DIR (other fleets,
-            root = os.readlink(p / "root")  # e.g. the benchmark's private one, do not count)
-        except OSError:
-            root = ""
-        if any(m in cmd for m in markers) or ("gpusim-init" in cmd
-                                               and root.startswith(str(STATE_DIR))):
+        # a host's systemd-nspawn names its root under STATE_DIR (other fleets, e.g. the
+        # benchmark's private one, do not count); the hosts' own processes are in their
+        # cgroups, checked below
+        if any(m in cmd for m in markers) or ("systemd-nspawn" in cmd
+                                               and f"{STATE_DIR}/" in cmd):
             procs.append(cmd)
         mounts += [line for line in mi.splitlines() if str(STATE_DIR) in line]
     assert procs == []
@@ -218,11 +231,11 @@ def test_down_leaves_nothing(fleet, sandbox_spec, sandbox_tools):
     assert netns.strip() == ""
     listening = subprocess.run(["ss", "-Hltn"], capture_output=True, text=True).stdout
     # this fleet's addresses (a private fleet, e.g. the benchmark's, may run beside it)
-    assert "127.77.1." not in listening and "127.77.0.1:8000 " not in listening
+    assert HOST_PREFIX not in listening and f"127.77.0.1:{HTTP_PORT} " not in listening
     assert not t.run_dir().exists()
     assert not (STATE_DIR / "hosts").exists()
     cgroups = Path("/sys/fs/cgroup")
-    assert not [*cgroups.glob("gpuhost-sandbox"), *cgroups.glob("*/gpuhost-sandbox")]
+    assert not [*cgroups.glob(CGROUP), *cgroups.glob(f"*/{CGROUP}")]
     # The inventory now says, in one line, what to do.
     env = {**os.environ, "PYINFRA_PROGRESS": "off"}
     proc = subprocess.run([t.pyinfra_bin(), "inventories/sandbox.py", "fact", "server.Os"],
