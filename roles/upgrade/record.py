@@ -111,7 +111,10 @@ def events_for(state) -> UpgradeEvents:
             return handler
     handler = UpgradeEvents()
     state.add_callback_handler(handler)
-    logger.addHandler(handler.output)
+    if logger.hasHandlers():
+        # pyinfra's CLI has set up its logging; without any handler (the bare API), adding
+        # one would silence Python's last-resort output of pyinfra's errors
+        logger.addHandler(handler.output)
     return handler
 
 
