@@ -68,6 +68,8 @@ class HostOutput(logging.Handler):
         self.prefixes[strip_ansi(target.print_prefix)] = target.name
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.funcName == "log_error_or_warning":
+            return  # pyinfra's own "Error: executed N commands", not the command's output
         try:
             text = strip_ansi(record.getMessage())
         except Exception:  # a record that cannot be formatted is not output of ours

@@ -26,3 +26,15 @@ def test_lines_are_kept_per_host_behind_its_prefix_and_taken_once():
     assert handler.take("gpu-04") == ["Error! Bad return status for module build"]
     assert handler.take("gpu-04") == []
     assert handler.take("gpu-05") == ["all good"]
+
+
+def test_pyinfras_own_error_summary_is_not_command_output():
+    handler = HostOutput()
+    handler.watch(SimpleNamespace(name="gpu-04", print_prefix="[gpu-04] "))
+    for func, text in (("print_host_combined_output", "[gpu-04] E: Sub-process /usr/bin/dpkg "
+                        "returned an error code (1)"),
+                       ("log_error_or_warning", "[gpu-04] Error: executed 2 commands")):
+        record = logging.LogRecord("pyinfra", logging.ERROR, __file__, 1, text, None, None,
+                                   func=func)
+        handler.handle(record)
+    assert handler.take("gpu-04") == ["E: Sub-process /usr/bin/dpkg returned an error code (1)"]
