@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.nvidia.pkg import image
+
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chroot, mounts, runc)")]
 
@@ -246,10 +248,11 @@ def test_runtime_shim_runs_nvidia_smi_in_the_verify_image(artifacts, tmp_path):
     def run_container(name: str, gpu_env: list[str]) -> subprocess.CompletedProcess:
         bundle = tmp_path / name
         (bundle / "rootfs").mkdir(parents=True)
-        with tarfile.open(artifacts / "verify-image.tar") as tar:
+        # a `docker save` archive: its one layer is the image's root filesystem
+        with tarfile.open(artifacts / "verify-image.tar") as tar, image.layer_of(tar) as layer:
             # extraction filters came with Python 3.11.4; Debian 12 ships 3.11.2
             trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
-            tar.extractall(bundle / "rootfs", **trusted)
+            layer.extractall(bundle / "rootfs", **trusted)
         sh("runc", "spec", cwd=bundle)
         spec = json.loads((bundle / "config.json").read_text())
         spec["process"].update(args=["nvidia-smi", "-L"], terminal=False)
