@@ -166,11 +166,15 @@ def test_debian12_local_repo_install_no_pubkey_dkms(artifacts, tmp_path):
         assert c.run("dpkg-query -W -f='${Status}' nvidia-dkms-570", check=False).stdout \
             != "install ok installed"
 
+        # a systemd unit, as NVIDIA ships it (no init.d script); the daemon forks and writes
+        # the unit's PIDFile (the chroot has no systemd to start it)
         c.run(f"apt-get install -y {only_nvidia} nvidia-persistenced")
-        c.run("/etc/init.d/nvidia-persistenced start")
-        assert c.run("/etc/init.d/nvidia-persistenced status").returncode == 0
-        c.run("/etc/init.d/nvidia-persistenced stop")
-        assert c.run("/etc/init.d/nvidia-persistenced status", check=False).returncode == 3
+        assert not c.file("/etc/init.d/nvidia-persistenced").exists()
+        unit = c.file("/lib/systemd/system/nvidia-persistenced.service").read_text()
+        assert "Type=forking" in unit and "ExecStart=/usr/bin/nvidia-persistenced" in unit
+        c.run("/usr/bin/nvidia-persistenced && sleep 0.5 && "
+              "kill -0 $(cat /var/run/nvidia-persistenced/nvidia-persistenced.pid)")
+        c.run("kill $(cat /var/run/nvidia-persistenced/nvidia-persistenced.pid)")
 
         c.run(f"apt-get remove -y {only_nvidia} nvidia-dkms-570-open")
         assert not module.exists()
