@@ -10,15 +10,14 @@ from typing_extensions import override
 
 
 class ServiceInstalled(FactBase):
-    """Whether a systemd unit or an init.d script of this name exists: ``True`` / ``False``."""
+    """Whether a systemd unit of this name exists: ``True`` / ``False``."""
 
     @override
     def command(self, service: str) -> StringCommand:
         unit = QuoteString(f"{service}.service")
         return StringCommand(
             "for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do "
-            'test -e "$d/"', unit, "&& echo yes && exit 0; done; test -e",
-            QuoteString(f"/etc/init.d/{service}"), "&& echo yes || echo no",
+            'test -e "$d/"', unit, "&& echo yes && exit 0; done; echo no",
         )
 
     @override

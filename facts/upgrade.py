@@ -28,8 +28,6 @@ _SERVICE_LOOP_BODY = (
     f"; do if {_SYSTEMD}; then"
     ' if systemctl is-active --quiet "$s"; then st=running;'
     ' elif systemctl cat "$s" >/dev/null 2>&1; then st=stopped; else st=absent; fi;'
-    ' elif [ -x "/etc/init.d/$s" ]; then'
-    ' if "/etc/init.d/$s" status >/dev/null 2>&1; then st=running; else st=stopped; fi;'
     ' else st=absent; fi; echo "service $s $st"; done;'
 )
 
@@ -53,7 +51,7 @@ _REST = (
 
 
 def empty() -> dict[str, Any]:
-    return {"init": "sysvinit", "services": {}, "hostengine": False, "modules": [],
+    return {"init": None, "services": {}, "hostengine": False, "modules": [],
             "containers": [], "daemon_json_sha256": None, "marker": None, "marker_error": None,
             "apt_pin_sha256": None, "dnf_stream": None, "dnf_state": None}
 
@@ -94,12 +92,14 @@ class UpgradeProbe(FactBase):
     """
     Read-only state a driver upgrade needs, in one command.
 
-    + services: service names whose state is reported (systemd when the host booted with
-      it, else ``/etc/init.d``)
+    + services: systemd unit names whose state is reported (``absent`` for all of them when
+      the host did not boot with systemd: ``init`` is then ``"none"``, and
+      ``gpuhost.upgrade.assess`` refuses the host, as every supported distribution boots
+      systemd)
 
     .. code:: python
 
-        {"init": "systemd" | "sysvinit",
+        {"init": "systemd" | "none" | None,      # None: the probe printed nothing
          "services": {"nvidia-persistenced": "running" | "stopped" | "absent"},
          "hostengine": bool,                       # a nv-hostengine process runs
          "modules": ["nvidia_uvm", "nvidia"],      # nvidia modules, as lsmod lists them
@@ -113,7 +113,7 @@ class UpgradeProbe(FactBase):
     @override
     def command(self, services: list[str] | tuple[str, ...]) -> StringCommand:
         return StringCommand(
-            f"if {_SYSTEMD}; then echo 'init systemd'; else echo 'init sysvinit'; fi;",
+            f"if {_SYSTEMD}; then echo 'init systemd'; else echo 'init none'; fi;",
             "for s in", *[QuoteString(name) for name in services], _SERVICE_LOOP_BODY, _REST,
         )
 

@@ -162,8 +162,9 @@ class Settings:
         "str or null", "image for `docker run --runtime=nvidia IMAGE nvidia-smi -L` "
         "(null: skip the check)", check_image, None)
     verify_image_archive: str | None = _key(
-        "path or null", "controller path of an image archive loaded when verify_image is "
-        "missing on the host", lambda k, v: check_path(k, v, nullable=True), None)
+        "path or null", "controller path of a `docker save` archive holding verify_image, "
+        "loaded with `docker load -i` when the image is missing on the host",
+        lambda k, v: check_path(k, v, nullable=True), None)
     mig_mode: str | None = _key(
         "str or null", "desired MIG mode (null: leave as is)",
         check_choice("enabled", "disabled", nullable=True), None)

@@ -79,6 +79,10 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     if not tag:
         problems.append(f"unsupported operating system {state['os'].get('pretty_name') or '?'}: "
                         f"{state['os'].get('error') or 'no /etc/os-release'}")
+    if probe.get("init") != "systemd":
+        problems.append("this host did not boot with systemd (no /run/systemd/system or no "
+                        "systemctl): gpuhost stops and starts services as systemd units, as "
+                        "every supported distribution runs them; boot it with systemd")
     marker = probe.get("marker")
     if probe.get("marker_error"):
         problems.append(f"{probe['marker_error']}: it is gpuhost's resume point; look at it, "

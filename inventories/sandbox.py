@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 _RUN_DIR = Path(os.environ.get("GPUHOST_SANDBOX_DIR", "/run/gpuhost-sandbox"))
-_MANIFEST = Path("/var/cache/gpuhost/nvidia/manifest.json")
+# the fake NVIDIA artifacts (sandbox/nvidia/pkg/common.py: GPUHOST_NVIDIA_OUT, for a
+# private fleet beside the default one)
+_MANIFEST = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia")) / "manifest.json"
 _DEFAULT_MIRROR = "http://127.77.0.1:8000"
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tarfile
 from pathlib import Path
 
 from pyinfra import host, logger
@@ -13,13 +12,6 @@ from facts.host import GpuHostState
 from roles.common import REMOTE_CACHE, executing, fail_command, host_settings
 
 
-def _archive_kind(path: str) -> str:
-    """``load`` for a ``docker save`` archive, ``import`` for a root filesystem tarball."""
-    with tarfile.open(path) as archive:
-        names = set(archive.getnames()[:2000])
-    return "load" if "manifest.json" in names or "index.json" in names else "import"
-
-
 @operation()
 def verify_image(image: str, archive: str | None):
     """
@@ -27,7 +19,7 @@ def verify_image(image: str, archive: str | None):
     controller as an archive and loaded, only when the image is missing).
 
     + image: image name
-    + archive: a ``docker save`` archive or a root filesystem tarball on the controller
+    + archive: a ``docker save`` archive on the controller that holds ``image``
     """
     if host.get_fact(DockerImagePresent, image=image):
         host.noop(f"image {image} is present")
@@ -38,10 +30,7 @@ def verify_image(image: str, archive: str | None):
     remote = f"{REMOTE_CACHE}/{Path(archive).name}"
     yield StringCommand("mkdir -p", QuoteString(REMOTE_CACHE))
     yield FileUploadCommand(archive, remote, remote_temp_filename=host.get_temp_filename(remote))
-    if _archive_kind(archive) == "load":
-        yield StringCommand("docker load -i", QuoteString(remote))
-    else:
-        yield StringCommand("docker import", QuoteString(remote), QuoteString(image))
+    yield StringCommand("docker load -i", QuoteString(remote))
     yield StringCommand("rm -f", QuoteString(remote))
 
 

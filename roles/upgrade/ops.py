@@ -80,10 +80,10 @@ def gpu_idle(force: bool):
     host.noop("no GPU compute processes" if not busy else f"upgrade_force: going on with {busy}")
 
 
-def _service_command(init: str, name: str, action: str) -> StringCommand:
-    if init == "systemd":
-        return StringCommand("systemctl", action, QuoteString(name))
-    return StringCommand(StringCommand("/etc/init.d/", QuoteString(name), _separator=""), action)
+def _service_command(name: str, action: str) -> StringCommand:
+    # Services are systemd units on every supported distribution; a host that did not boot
+    # with systemd was refused by the pre-check (gpuhost.upgrade.assess).
+    return StringCommand("systemctl", action, QuoteString(name))
 
 
 @operation()
@@ -97,7 +97,7 @@ def stop_services(services: list[str], hostengine: bool):
     probe = _probe(services)
     running = [name for name in services if probe["services"].get(name) == "running"]
     for name in running:
-        yield _service_command(probe["init"], name, "stop")
+        yield _service_command(name, "stop")
     if hostengine and probe["hostengine"]:
         yield "nv-hostengine --term"
     if not running and not (hostengine and probe["hostengine"]):
@@ -115,7 +115,7 @@ def start_services(services: list[str], hostengine: bool):
     probe = _probe(services)
     stopped = [name for name in services if probe["services"].get(name) != "running"]
     for name in stopped:
-        yield _service_command(probe["init"], name, "start")
+        yield _service_command(name, "start")
     if hostengine and not probe["hostengine"]:
         yield "nv-hostengine"
     if not stopped and not (hostengine and not probe["hostengine"]):

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
 import yaml
+
+from sandbox.nvidia.pkg import image
 
 REPO = Path(__file__).resolve().parents[2]
 VER = "570.172.08"
@@ -261,6 +265,35 @@ def test_manifest_matches_the_files(built):
     assert m["toolkit"]["version"] == TK
     assert set(m["ol_repos"]) == {"ol8", "ol9"}
     assert m["verify_image"]["name"] == "gpuhost/verify:sandbox"
+
+
+def test_verify_image_is_a_docker_save_archive(tmp_path):
+    """What `docker load` reads (moby's image spec v1.2): manifest.json names the config and
+    the layers; the config's name is its sha256, its diff_ids the sha256 of each layer tar."""
+    layer = tmp_path / "rootfs.tar"
+    with tarfile.open(layer, "w") as tar:
+        info = tarfile.TarInfo("./bin/sh")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"#!\n"))
+    out = tmp_path / "verify-image.tar"
+    image_id = image.write_archive(layer, out)
+    with tarfile.open(out) as tar:
+        [entry] = json.load(tar.extractfile("manifest.json"))
+        assert entry["RepoTags"] == ["gpuhost/verify:sandbox"]
+        config_bytes = tar.extractfile(entry["Config"]).read()
+        assert entry["Config"] == f"{image_id}.json"
+        assert hashlib.sha256(config_bytes).hexdigest() == image_id
+        config = json.loads(config_bytes)
+        assert (config["architecture"], config["os"]) == ("amd64", "linux")
+        assert "NVIDIA_VISIBLE_DEVICES=all" in config["config"]["Env"]
+        [layer_name] = entry["Layers"]
+        layer_bytes = tar.extractfile(layer_name).read()
+        assert layer_bytes == layer.read_bytes()  # uncompressed, as built
+        assert config["rootfs"] == {"type": "layers", "diff_ids": [
+            f"sha256:{hashlib.sha256(layer_bytes).hexdigest()}"]}
+        with image.layer_of(tar) as rootfs:
+            assert rootfs.getnames() == ["./bin/sh"]
+    assert image.write_archive(layer, tmp_path / "again.tar") == image_id  # reproducible
 
 
 def test_toolkit_repos(built, tmp_path):

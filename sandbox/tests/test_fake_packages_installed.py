@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.nvidia.pkg import image
+
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chroot, mounts, runc)")]
 
@@ -164,11 +166,15 @@ def test_debian12_local_repo_install_no_pubkey_dkms(artifacts, tmp_path):
         assert c.run("dpkg-query -W -f='${Status}' nvidia-dkms-570", check=False).stdout \
             != "install ok installed"
 
+        # a systemd unit, as NVIDIA ships it (no init.d script); the daemon forks and writes
+        # the unit's PIDFile (the chroot has no systemd to start it)
         c.run(f"apt-get install -y {only_nvidia} nvidia-persistenced")
-        c.run("/etc/init.d/nvidia-persistenced start")
-        assert c.run("/etc/init.d/nvidia-persistenced status").returncode == 0
-        c.run("/etc/init.d/nvidia-persistenced stop")
-        assert c.run("/etc/init.d/nvidia-persistenced status", check=False).returncode == 3
+        assert not c.file("/etc/init.d/nvidia-persistenced").exists()
+        unit = c.file("/lib/systemd/system/nvidia-persistenced.service").read_text()
+        assert "Type=forking" in unit and "ExecStart=/usr/bin/nvidia-persistenced" in unit
+        c.run("/usr/bin/nvidia-persistenced && sleep 0.5 && "
+              "kill -0 $(cat /var/run/nvidia-persistenced/nvidia-persistenced.pid)")
+        c.run("kill $(cat /var/run/nvidia-persistenced/nvidia-persistenced.pid)")
 
         c.run(f"apt-get remove -y {only_nvidia} nvidia-dkms-570-open")
         assert not module.exists()
@@ -246,10 +252,11 @@ def test_runtime_shim_runs_nvidia_smi_in_the_verify_image(artifacts, tmp_path):
     def run_container(name: str, gpu_env: list[str]) -> subprocess.CompletedProcess:
         bundle = tmp_path / name
         (bundle / "rootfs").mkdir(parents=True)
-        with tarfile.open(artifacts / "verify-image.tar") as tar:
+        # a `docker save` archive: its one layer is the image's root filesystem
+        with tarfile.open(artifacts / "verify-image.tar") as tar, image.layer_of(tar) as layer:
             # extraction filters came with Python 3.11.4; Debian 12 ships 3.11.2
             trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
-            tar.extractall(bundle / "rootfs", **trusted)
+            layer.extractall(bundle / "rootfs", **trusted)
         sh("runc", "spec", cwd=bundle)
         spec = json.loads((bundle / "config.json").read_text())
         spec["process"].update(args=["nvidia-smi", "-L"], terminal=False)

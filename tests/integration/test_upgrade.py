@@ -221,7 +221,7 @@ def test_rollout_moves_six_hosts_canary_first_then_two_batches(rollout, at_550):
 
 def test_the_gpu_client_service_was_stopped_and_runs_again(rollout, at_550):
     assert "Stop GPU clients (docker)" in rollout["done"].stdout  # named after gpu-01's clients
-    assert at_550.ssh("gpu-01", "/etc/init.d/docker status; docker info --format "
+    assert at_550.ssh("gpu-01", "systemctl is-active docker; docker info --format "
                                 "'{{json .Runtimes}}'").count("nvidia") >= 1
 
 

@@ -68,7 +68,7 @@ def test_apt_plan_order_and_content():
     lines = _plan("debian12")
     order = [
         "upload /var/lib/gpuhost/driver-upgrade.json",      # resume point first
-        "/etc/init.d/nvidia-persistenced stop",             # clients
+        "systemctl stop nvidia-persistenced",               # clients
         "modprobe -r nvidia_uvm",                           # users before nvidia
         "modprobe -r nvidia ",
         "dpkg -i /var/cache/gpuhost/nvidia-driver-local-repo-debian12-570.172.08",
@@ -76,7 +76,7 @@ def test_apt_plan_order_and_content():
         "upload /etc/apt/preferences.d/gpuhost-nvidia-driver",
         "install -y",                                       # one transaction
         "modprobe nvidia",
-        "/etc/init.d/nvidia-persistenced start",
+        "systemctl start nvidia-persistenced",
         "rm -f /var/lib/gpuhost/driver-upgrade.json",       # done: resume point gone
     ]
     positions = [_index(lines, text) for text in order]
@@ -99,7 +99,7 @@ def test_reboot_plans_reboot_instead_of_reloading_modules():
         lines = _plan(name)
         assert not any(line.startswith("modprobe") for line in lines), name
         reboot = _index(lines, "&& reboot )")
-        assert _index(lines, "install -y") < reboot < _index(lines, "nvidia-persistenced start")
+        assert _index(lines, "install -y") < reboot < _index(lines, "systemctl start nvidia-persistenced")
 
 
 def test_dnf_plan_switches_the_module_stream_in_one_transaction():
@@ -223,3 +223,10 @@ def test_a_driver_that_cannot_drive_the_gpus_is_refused():
     assert result.returncode != 0
     assert commands(result) == []  # refused while preparing: not one command
     assert "driver 620.10.01 cannot drive this host" in result.stdout
+
+
+def test_a_host_that_did_not_boot_with_systemd_is_refused():
+    result = run_plan("ol9-rhck:nosystemd")
+    assert result.returncode != 0
+    assert commands(result) == []  # refused while preparing: not one command
+    assert "this host did not boot with systemd" in result.stdout

@@ -74,7 +74,8 @@ def running_output(name: str, version: str = FROM, busy: bool = False) -> str:
 def host_data(name: str, extra: dict) -> dict:
     """Host data: scenario ``name`` is ``<os scenario>`` or ``<os scenario>:busy`` (a python3
     process on GPU 0), ``<os scenario>:at570`` (already at the target) or
-    ``<os scenario>:clients`` (systemd with DCGM and Fabric Manager running, GPU containers)."""
+    ``<os scenario>:clients`` (DCGM and Fabric Manager running, GPU containers) or
+    ``<os scenario>:nosystemd`` (a host that did not boot with systemd)."""
     base, _, variant = name.partition(":")
     data = _bare_host_data(base, {})
     data["fake_responses"]["_gh()"] = (scenarios.converged_output(base) if variant == "at570"
@@ -98,9 +99,9 @@ def _service_state(name: str, record: list[str], variant: str) -> str:
         return "absent"
     state = "running"
     for line in record:
-        if line in (f"/etc/init.d/{name} stop", f"systemctl stop {name}"):
+        if line == f"systemctl stop {name}":
             state = "stopped"
-        elif line in (f"/etc/init.d/{name} start", f"systemctl start {name}"):
+        elif line == f"systemctl start {name}":
             state = "running"
     return state
 
@@ -109,8 +110,7 @@ def _probe(command: str, variant: str, tag: str, record: list[str]) -> str:
     at_target = variant == "at570"
     listed = re.search(r"for s in (.*?) ?; do ", command)
     names = [n.strip("'") for n in listed.group(1).split()] if listed else []
-    init = "systemd" if variant == "clients" else "sysvinit"
-    lines = [f"init {init}"] + [f"service {n} {_service_state(n, record, variant)}" for n in names]
+    lines = ["init none" if variant == "nosystemd" else "init systemd"] + [f"service {n} {_service_state(n, record, variant)}" for n in names]
     if variant == "clients":
         docker = [line.split()[1] for line in record if line.startswith("docker st")]
         lines.append(f"container {'e' * 64} /web runc null")  # not a GPU container

@@ -199,7 +199,8 @@ def host_state(version=FROM, flavor="proprietary", processes=(), arch="ampere", 
 
 
 def probe(version=FROM, marker=None, **overrides):
-    base = {"services": {"nvidia-persistenced": "running", "slurmd": "running",
+    base = {"init": "systemd",
+            "services": {"nvidia-persistenced": "running", "slurmd": "running",
                          "nvidia-dcgm": "absent"},
             "hostengine": False, "modules": ["nvidia_uvm", "nvidia"], "containers": [],
             "daemon_json_sha256": "ab" * 32, "marker": marker, "marker_error": None,
@@ -263,6 +264,13 @@ def test_volta_cannot_go_past_r580_and_a_bare_host_is_not_upgraded():
     assert upgrade.assess("h", config(), bare, probe())["problems"] == [
         "no NVIDIA driver is installed: provision the host with deploys/gpu_host.py, not with an "
         "upgrade"]
+
+
+def test_a_host_that_did_not_boot_with_systemd_is_refused():
+    for init in ("none", None):  # the probe saw no systemd / printed nothing
+        problems = upgrade.assess("h", config(), host_state(), probe(init=init))["problems"]
+        assert len(problems) == 1 and problems[0].startswith(
+            "this host did not boot with systemd")
 
 
 def test_a_half_done_host_resumes_from_its_marker():

@@ -60,7 +60,6 @@ def persistenced_files(version: str) -> dict[str, tuple[str, int]]:
     sub = {"VERSION": version}
     return {
         "/usr/bin/nvidia-persistenced": (template("nvidia-persistenced", **sub), 0o755),
-        "/etc/init.d/nvidia-persistenced": (template("nvidia-persistenced.init"), 0o755),
         "/lib/systemd/system/nvidia-persistenced.service":
             (template("nvidia-persistenced.service"), 0o644),
     }
@@ -83,6 +82,12 @@ def utils_files() -> dict[str, tuple[str | bytes, int]]:
 
 
 NOUVEAU = "/etc/modprobe.d/nvidia-blacklists-nouveau.conf"
+# NVIDIA's nvidia-driver-cuda RPM ships this preset (yum-packaging-nvidia-driver,
+# 70-nvidia-driver-cuda.preset): `systemctl preset` enables these units.
+PRESET = "/usr/lib/systemd/system-preset/70-nvidia-driver-cuda.preset"
+PRESET_TEXT = "enable nvidia-persistenced.service\nenable nvidia-fabricmanager.service\n"
+SYSTEMD_STOP = ("if [ -d /run/systemd/system ]; then "
+                "systemctl stop nvidia-persistenced.service >/dev/null 2>&1 || true; fi")
 
 
 def apt_packages(version: str, distro: str) -> list[DebPackage]:
@@ -106,9 +111,9 @@ def apt_packages(version: str, distro: str) -> list[DebPackage]:
                    replaces=["nvidia-fabricmanager"], section="non-free/utils"),
         DebPackage("nvidia-persistenced", v, "NVIDIA Persistence Daemon (simulated)",
                    files=persistenced_files(version), section="non-free/utils",
-                   conffiles=["/etc/init.d/nvidia-persistenced"],
+                   # a systemd unit only; the package enables nothing (gpuhost enables it)
                    scripts={"prerm": "#!/bin/sh\nset -e\n[ \"$1\" = remove ] || exit 0\n"
-                            "/etc/init.d/nvidia-persistenced stop >/dev/null 2>&1 || true\n"}),
+                            f"{SYSTEMD_STOP}\n"}),
     ]
     for flavor in FLAVORS:
         sfx = "-open" if flavor == "open" else ""
@@ -183,11 +188,15 @@ def rpm_packages(version: str, el: str) -> list[RpmPackage]:
             files={"/usr/share/doc/nvidia-driver/README.gpuhost":
                    ("Simulated NVIDIA driver (gpuhost sandbox).\n", 0o644)}),
         pkg("nvidia-driver-cuda", "CUDA integration for the NVIDIA driver (simulated nvidia-smi)",
-            files=utils_files()),
+            files={**utils_files(), PRESET: (PRESET_TEXT, 0o644)}),
+        # NVIDIA's spec: %systemd_post (systemctl preset: enabled by the preset above, not
+        # started), %systemd_preun (stopped before removal)
         pkg("nvidia-persistenced", "NVIDIA Persistence Daemon (simulated)",
             requires=[f"nvidia-driver-cuda {eq}"], files=persistenced_files(version),
-            scriptlets={"preun": ["/bin/sh", "-c",
-                                  "/etc/init.d/nvidia-persistenced stop >/dev/null 2>&1; exit 0"]}),
+            scriptlets={"post": ["/bin/sh", "-c", "command -v systemctl >/dev/null || exit 0; "
+                                 "systemctl --no-reload preset nvidia-persistenced.service "
+                                 ">/dev/null 2>&1; exit 0"],
+                        "preun": ["/bin/sh", "-c", f"{SYSTEMD_STOP}; exit 0"]}),
         pkg("nvidia-fabric-manager", "Fabric Manager for NVSwitch based systems (simulated)",
             requires=[f"nvidia-driver {eq}"], files=fabricmanager_files(version)),
         pkg("cuda-drivers", "CUDA drivers, proprietary kernel module (meta package)",

@@ -4,7 +4,8 @@ kernels, gcc-toolset-14, a simulated dkms, and Docker's RHEL package names.
 docker-ce, docker-ce-cli and containerd.io repackage Debian bookworm's docker.io,
 containerd and runc binaries (fetched with `apt-get download`), with the one library a
 minbase root lacks (libdevmapper) bundled under /usr/lib64/docker-ce, plus Debian's
-/etc/init.d/docker and systemd units pointed at /usr/bin/dockerd (a wrapper).
+systemd units pointed at /usr/bin/dockerd (a wrapper). Like Docker's RPMs they ship no
+init.d script and enable nothing (Docker documents `systemctl enable --now docker`).
 """
 
 from __future__ import annotations
@@ -123,8 +124,6 @@ def docker_packages(el: str) -> list[RpmPackage]:
     wrapper = ("#!/bin/sh\n# dockerd from Debian's docker.io, repackaged for the sandbox\n"
                "LD_LIBRARY_PATH=/usr/lib64/docker-ce${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "
                "exec /usr/libexec/docker-ce/dockerd \"$@\"\n")
-    init = (root / "etc/init.d/docker").read_text().replace(
-        "DOCKERD=/usr/sbin/dockerd", "DOCKERD=/usr/bin/dockerd")
     units = {name: (root / "lib/systemd/system" / name).read_text().replace(
         "/usr/sbin/dockerd", "/usr/bin/dockerd") for name in
         ("docker.service", "docker.socket", "containerd.service")}
@@ -152,9 +151,8 @@ def docker_packages(el: str) -> list[RpmPackage]:
                           "/usr/libexec/docker-ce/dockerd": binfile("usr/sbin/dockerd"),
                           "/usr/bin/docker-proxy": binfile("usr/sbin/docker-proxy"),
                           "/usr/bin/docker-init": binfile("usr/bin/docker-init"),
-                          # the sandbox has no systemd: Debian's init.d script starts
-                          # dockerd (real docker-ce ships only the systemd units)
-                          "/etc/init.d/docker": (init, 0o755),
+                          # systemd units only, enabled by nothing: Docker documents
+                          # `systemctl enable --now docker` after the install on EL
                           "/usr/lib/systemd/system/docker.service":
                               (units["docker.service"], 0o644),
                           "/usr/lib/systemd/system/docker.socket":
