@@ -99,7 +99,7 @@ deps:
 	fi
 
 # Removes only what git ignores (the virtualenv, caches, build output, demo reports); never a
-# file you wrote. The sandbox's caches in /var/cache/gpuhost stay: `make sandbox-clean`.
+# file you wrote. The sandbox's caches in /var/cache/gpuhost stay (remove that folder by hand).
 clean:
 	git clean -fdXq
 	@echo "==> removed what git ignores (.venv, caches, build output)"
