@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import base, hosts, mirror, paths, spec, supervisor
+from . import base, hosts, mirror, paths, spec, supervisor, traits
 from .util import (SandboxError, need_commands, need_root, pid_alive, read_json, read_pid,
                    run, say, step, write_file)
 
@@ -167,6 +167,11 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
             hosts.start(h["name"])
         _wait_ready(wanted)
     _write_known_hosts(wanted)
+    staged = [h for h in new if h.get("traits")]
+    if staged:
+        with step(f"host traits after the first boot ({len(staged)} hosts)"):
+            with ThreadPoolExecutor(8) as ex:
+                list(ex.map(lambda h: traits.apply_booted(h, hosts.ssh_runner(h)), staged))
     fleet = spec.fleet_json(wanted, rd)
     write_file(rd / "fleet.json", json.dumps(fleet, indent=1) + "\n")
     say(f"fleet up: {len(wanted)} hosts in {time.monotonic() - t0:.1f}s; "

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import base, mirror, paths, supervisor
+from . import base, mirror, paths, supervisor, traits
 from .spec import machine_json
 from .util import SandboxError, pid_alive, read_json, read_pid, run, write_file
 
@@ -126,6 +126,26 @@ def create(h: dict, pubkey: str) -> None:
     # The fake-driver helper's machine scripts (lspci, gpusim-boot, ...), when present.
     if paths.NVIDIA_MACHINE_DIR.is_dir():
         shutil.copytree(paths.NVIDIA_MACHINE_DIR, upper, symlinks=True, dirs_exist_ok=True)
+    # Host traits (sandbox/traits): last, so a trait can change any file written above.
+    traits.apply_create(h, upper)
+
+
+def ssh_runner(h: dict):
+    """sh(command, check=True, timeout=600) -> CompletedProcess: a shell command as root in
+    the host over real SSH (the fleet's key and known_hosts)."""
+    rd = paths.run_dir()
+
+    def sh(command: str, check: bool = True, timeout: float = 600):
+        proc = subprocess.run(
+            ["ssh", "-i", str(rd / "id_ed25519"), "-p", str(h["port"]),
+             "-o", f"UserKnownHostsFile={rd / 'known_hosts'}", "-o", "BatchMode=yes",
+             "-o", "StrictHostKeyChecking=yes", f"root@{h['address']}", command],
+            text=True, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if check and proc.returncode != 0:
+            raise SandboxError(f"{h['name']}: `{command}` failed (exit {proc.returncode}):\n"
+                               f"{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
+        return proc
+    return sh
 
 
 DOCKER_DEFAULTS = """\

@@ -15,7 +15,8 @@ CACHE_DIR = Path(os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost"))
 BASE_CACHE = CACHE_DIR / "base"
 MIRROR_CACHE = CACHE_DIR / "mirror"
 MIRROR_DEBIAN = MIRROR_CACHE / "debian"      # served as /debian
-NVIDIA_CACHE = CACHE_DIR / "nvidia"          # served as /nvidia (built by sandbox/nvidia)
+# served as /nvidia (built by sandbox/nvidia, whose GPUHOST_NVIDIA_OUT moves it)
+NVIDIA_CACHE = Path(os.environ.get("GPUHOST_NVIDIA_OUT", CACHE_DIR / "nvidia"))
 
 STATE_DIR = Path(os.environ.get("GPUHOST_SANDBOX_STATE", "/var/lib/gpuhost-sandbox"))
 HOSTS_DIR = STATE_DIR / "hosts"

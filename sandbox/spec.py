@@ -4,14 +4,15 @@ Host N (1-based) is `gpu-NN` (Debian 12) for the first `hosts - ol` indexes, the
 `ol8-NN` and `ol9-NN` (the `ol` count split between the two, OL8 gets the odd one).
 GPU model cycles A100-SXM4-40GB, H100-80GB-HBM3, L4 and the count cycles 1..8 with the
 index; an 8-GPU A100/H100 host has NVSwitch. The first `docker_hosts` Debian hosts are the
-docker hosts. `overrides` (from --spec) change any of this per host name or index.
+docker hosts. Each host gets the default traits (sandbox/traits) unless its override names
+`traits`. `overrides` (from --spec) change any of this per host name or index.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from . import paths
+from . import paths, traits
 from .util import SandboxError
 
 GPU_CYCLE = ["A100-SXM4-40GB", "H100-80GB-HBM3", "L4"]
@@ -23,7 +24,7 @@ OL_KERNELS = {
     "ol9": "6.12.0-100.28.2.2.el9uek.x86_64",
 }
 OVERRIDABLE = {"gpu_model": str, "gpu_count": int, "nvswitch": bool, "kernel_release": str,
-               "docker": bool}
+               "docker": bool, "traits": list}
 
 
 def load_overrides(text: str | None) -> dict[str, dict]:
@@ -55,6 +56,8 @@ def load_overrides(text: str | None) -> dict[str, dict]:
         if "gpu_model" in settings and settings["gpu_model"] not in GPU_MODELS:
             raise SandboxError(f"--spec {host}: gpu_model {settings['gpu_model']!r} is not one "
                                f"of {', '.join(GPU_MODELS)}")
+        if "traits" in settings and not all(isinstance(t, str) for t in settings["traits"]):
+            raise SandboxError(f"--spec {host}: traits must be a list of trait names")
         if "gpu_count" in settings and not 0 <= settings["gpu_count"] <= 16:
             raise SandboxError(f"--spec {host}: gpu_count must be 0..16")
     return data
@@ -92,8 +95,11 @@ def plan(hosts: int, ol: int, docker_hosts: int, overrides: dict[str, dict],
             "nvswitch": count == 8 and model != "L4",
             "docker": os_name == "debian12" and i <= docker_hosts,
         }
+        h["traits"] = traits.defaults(h)
         h.update(overrides.get(h["name"], {}))
         h.update(overrides.get(str(i), {}))
+        h["traits"] = sorted(set(h["traits"]))
+        traits.check(h)
         if h["docker"] and os_name != "debian12":
             raise SandboxError(f"--spec {h['name']}: docker hosts must be Debian hosts")
         out.append(h)
@@ -106,7 +112,7 @@ def plan(hosts: int, ol: int, docker_hosts: int, overrides: dict[str, dict],
 def machine_json(h: dict) -> dict:
     """/etc/gpusim/machine.json of a host (docs/architecture.md)."""
     return {"hostname": h["name"]} | {
-        k: h[k] for k in ("os", "kernel_release", "gpu_model", "gpu_count", "nvswitch")}
+        k: h[k] for k in ("os", "kernel_release", "gpu_model", "gpu_count", "nvswitch", "traits")}
 
 
 def fleet_json(hosts: list[dict], rundir: Path) -> dict:
@@ -115,6 +121,6 @@ def fleet_json(hosts: list[dict], rundir: Path) -> dict:
         "known_hosts": str(rundir / "known_hosts"),
         "mirror": paths.MIRROR_URL,
         "hosts": [{k: h[k] for k in ("name", "address", "port", "os", "kernel_release",
-                                     "gpu_model", "gpu_count", "nvswitch", "docker")}
+                                     "gpu_model", "gpu_count", "nvswitch", "docker", "traits")}
                   for h in hosts],
     }
