@@ -25,8 +25,22 @@ BASE_PACKAGES = [
 # Bump when the post-processing below changes (it is part of the recipe).
 BASE_RECIPE_VERSION = 1
 
-OL_PACKAGES = ["rpm", "dnf", "python3-dnf"]
-OL_RECIPE_VERSION = 1
+# dnf-plugins-core: `dnf config-manager` (Oracle installs dnf-plugins-core in every OL8/OL9
+# BaseOS install). Debian's package also carries the versionlock plugin, which Oracle ships
+# apart (python3-dnf-plugin-versionlock, not installed by default): the layer drops it and
+# the fake ol*_baseos_latest channel carries it as that package (sandbox/nvidia/pkg/oracle.py).
+OL_PACKAGES = ["rpm", "dnf", "python3-dnf", "dnf-plugins-core"]
+OL_RECIPE_VERSION = 3
+# Debian's dnf-plugins-core files that Oracle ships apart, in packages a stock install
+# lacks: python3-dnf-plugin-versionlock (faked in ol*_baseos_latest) and
+# python3-dnf-plugin-local (its enabled plugin would add a `_dnf_local` repository),
+# python3-dnf-plugin-show-leaves.
+VERSIONLOCK_FILES = ["usr/lib/python3/dist-packages/dnf-plugins/versionlock.py",
+                     "etc/dnf/plugins/versionlock.conf", "etc/dnf/plugins/versionlock.list",
+                     "usr/lib/python3/dist-packages/dnf-plugins/local.py",
+                     "etc/dnf/plugins/local.conf",
+                     # python3-dnf-plugin-show-leaves: prints "New leaves:" after each install
+                     "usr/lib/python3/dist-packages/dnf-plugins/show_leaves.py"]
 
 OL_RELEASES = {
     "ol8": {"version": "8.10", "major": "8", "rhel_codename": "Ootpa"},
@@ -130,6 +144,7 @@ def build_ol_layer(os_name: str) -> Path:
             _install_in_overlay(base, upper, work, merged, OL_PACKAGES)
         with step(f"{os_name} layer: Oracle Linux release files"):
             _write_ol_release(upper, os_name)
+        _drop_versionlock(upper)
         os.replace(upper, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -159,6 +174,17 @@ def _install_in_overlay(base: Path, upper: Path, work: Path, root: Path, pkgs: l
     run(["unshare", "--mount", "--propagation", "private", "sh", "-c", _OVERLAY_INSTALL, "sh",
          str(base), str(upper), str(work), str(root), *pkgs],
         env={"SOURCES": "\n".join(_sources_lines())}, quiet=True)
+
+
+def _drop_versionlock(upper: Path) -> None:
+    """Oracle's stock install has dnf config-manager but not the versionlock (nor the local)
+    plugin: remove Debian's copies from the layer (whiteouts would be needed only for lower-layer files; these
+    come from this layer's own apt-get install)."""
+    for rel in VERSIONLOCK_FILES:
+        (upper / rel).unlink(missing_ok=True)
+    cache = upper / "usr/lib/python3/dist-packages/dnf-plugins/__pycache__"
+    for cached in [*cache.glob("versionlock.*"), *cache.glob("local.*"), *cache.glob("show_leaves.*")]:
+        cached.unlink()
 
 
 def _write_ol_release(upper: Path, os_name: str) -> None:

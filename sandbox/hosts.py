@@ -116,13 +116,18 @@ def create(h: dict, pubkey: str) -> None:
     if h["os"] != "debian12":
         with open(upper / "etc/default/docker", "a") as defaults:
             defaults.write("# docker-ce's dockerd (a wrapper) lives in /usr/bin\nDOCKERD=/usr/bin/dockerd\n")
-        # The Oracle hosts' "distribution" repository: the fake OL repo built by
-        # sandbox/nvidia (kernel devel packages, gcc-toolset-14, dkms, docker-ce).
-        repo = paths.NVIDIA_CACHE / "ol" / h["os"] / f"gpuhost-{h['os']}.repo"
-        if repo.exists():
+        # The Oracle hosts' stock repositories (sandbox/nvidia/pkg/oracle.py, one repo per
+        # Oracle channel): the .repo files a fresh install has (oraclelinux-release-elN's),
+        # Oracle's key file they name, and the dnf variable their baseurl uses.
+        ol_dir = paths.NVIDIA_CACHE / "ol"
+        if (ol_dir / h["os"] / "yum.repos.d").is_dir():
+            for repo in sorted((ol_dir / h["os"] / "yum.repos.d").glob("*.repo")):
+                shutil.copyfile(repo, _mk(upper / "etc/yum.repos.d") / repo.name)
+            shutil.copyfile(ol_dir / "gpgkey", _mk(upper / "etc/pki/rpm-gpg") / "RPM-GPG-KEY-oracle")
             # built for the default server; a private fleet serves it on its own port
-            write_file(_mk(upper / "etc/yum.repos.d") / repo.name,
-                       repo.read_text().replace(DEFAULT_MIRROR_URL + "/", paths.MIRROR_URL + "/"))
+            url = (ol_dir / "gpuhost_sandbox_url").read_text().strip()
+            write_file(_mk(upper / "etc/dnf/vars") / "gpuhost_sandbox_url",
+                       url.replace(DEFAULT_MIRROR_URL + "/", paths.MIRROR_URL + "/") + "\n")
     # The fake-driver helper's machine scripts (lspci, gpusim-boot, ...), when present.
     if paths.NVIDIA_MACHINE_DIR.is_dir():
         shutil.copytree(paths.NVIDIA_MACHINE_DIR, upper, symlinks=True, dirs_exist_ok=True)

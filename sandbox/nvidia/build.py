@@ -85,7 +85,7 @@ def manifest() -> dict:
         "toolkit": {"version": TOOLKIT_VERSION,
                     "apt": {"url": f"{BASE_URL}/toolkit/deb", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"},
                     "rpm": {"url": f"{BASE_URL}/toolkit/rpm", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"}},
-        "ol_repos": {ol: {"url": f"{BASE_URL}/ol/{ol}", "gpgkey": f"{BASE_URL}/ol/gpgkey"}
+        "ol_repos": {ol: {"url": f"{BASE_URL}/ol/{ol}/docker-ce-stable", "gpgkey": f"{BASE_URL}/ol/gpgkey"}
                      for ol in ("ol8", "ol9")},
         "verify_image": {"name": "gpuhost/verify:sandbox",
                          "archive": str(OUT_DIR / "verify-image.tar")},

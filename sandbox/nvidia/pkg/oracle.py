@@ -1,5 +1,8 @@
-"""Oracle-side RPM repositories (ol8, ol9): kernel devel packages of the sandbox's OL
-kernels, gcc-toolset-14, a simulated dkms, and Docker's RHEL package names.
+"""Oracle-side RPM repositories (ol8, ol9), one signed repository per Oracle channel
+(`ol/<ol>/<channel id>`: BaseOS, AppStream, UEK, CodeReady Builder, developer EPEL, each
+with only what Oracle puts there; sandbox/README.md "Oracle Linux channels"), the stock
+.repo files (`ol/<ol>/yum.repos.d/`), and Docker's RHEL repository apart
+(`ol/<ol>/docker-ce-stable`).
 
 docker-ce, docker-ce-cli and containerd.io repackage Debian bookworm's docker.io,
 containerd and runc binaries (fetched with `apt-get download`), with the one library a
@@ -62,24 +65,134 @@ def kernel_devel(rel: str, flavor: str, gcc: tuple | None) -> RpmPackage:
                       provides=[f"kernel-devel-uname-r = {rel}"])
 
 
-def ol_packages(ol: str, docker: list[RpmPackage]) -> list[RpmPackage]:
+# Oracle's channels (yum.oracle.com repository ids), per release: see sandbox/README.md,
+# "Oracle Linux channels", for where each fact comes from.
+CHANNELS = {
+    "ol8": ["ol8_baseos_latest", "ol8_appstream", "ol8_UEKR7", "ol8_codeready_builder",
+            "ol8_developer_EPEL"],
+    "ol9": ["ol9_baseos_latest", "ol9_appstream", "ol9_UEKR8", "ol9_codeready_builder",
+            "ol9_developer_EPEL"],
+}
+# Docker's own "Docker CE for RHEL" repository (docker-ce-stable), apart from Oracle's.
+DOCKER_REPO = "docker-ce-stable"
+# The dnf variable the host's .repo files use for the sandbox's server (Oracle's own files
+# use $ociregion/$ocidomain the same way); hosts.py writes /etc/dnf/vars/<this>.
+URL_VAR = "gpuhost_sandbox_url"
+GPG_KEY_FILE = "/etc/pki/rpm-gpg/RPM-GPG-KEY-oracle"
+
+
+def _repo_section(channel: str, name: str, ol: str, enabled: bool) -> str:
+    return (f"[{channel}]\nname={name}\n"
+            f"baseurl=${URL_VAR}/ol/{ol}/{channel}\n"
+            f"gpgkey=file://{GPG_KEY_FILE}\ngpgcheck=1\nenabled={int(enabled)}\n\n")
+
+
+def stock_repo_files(ol: str) -> dict[str, str]:
+    """The .repo files of a fresh Oracle Linux install (oraclelinux-release-elN's):
+    BaseOS, AppStream and the UEK channel enabled, CodeReady Builder disabled; no EPEL file."""
+    n = ol[-1]
+    uek = CHANNELS[ol][2]
+    return {
+        f"oracle-linux-{ol}.repo":
+            _repo_section(f"{ol}_baseos_latest",
+                          f"Oracle Linux {n} BaseOS Latest ($basearch)", ol, True)
+            + _repo_section(f"{ol}_appstream",
+                            f"Oracle Linux {n} Application Stream ($basearch)", ol, True)
+            + _repo_section(f"{ol}_codeready_builder",
+                            f"Oracle Linux {n} CodeReady Builder ($basearch) - Unsupported",
+                            ol, False),
+        f"uek-{ol}.repo":
+            _repo_section(uek, f"Latest Unbreakable Enterprise Kernel Release "
+                               f"{uek[-1]} for Oracle Linux {n} ($basearch)", ol, True),
+    }
+
+
+def epel_release(ol: str) -> RpmPackage:
+    """oracle-epel-release-elN (in olN_baseos_latest): installs oracle-epel-olN.repo."""
+    n = ol[-1]
+    repo = _repo_section(f"{ol}_developer_EPEL",
+                         f"Oracle Linux {n} EPEL Packages for Development ($basearch)", ol, True)
+    path = f"/etc/yum.repos.d/oracle-epel-{ol}.repo"
+    return RpmPackage(name=f"oracle-epel-release-el{n}", version="1.0", release=f"5.el{n}",
+                      arch="x86_64", summary=f"Oracle Linux {n} EPEL yum repository "
+                      "configuration (simulated)", files={path: (repo, 0o644)},
+                      config_files=[path])
+
+
+def versionlock_plugin(el: str) -> RpmPackage:
+    """python3-dnf-plugin-versionlock (olN_baseos_latest), not installed by a stock install:
+    the versionlock plugin of Debian's dnf-plugins-core (the sandbox's dnf is Debian's; the
+    OL layer drops these files, sandbox/base.py), packaged under Oracle's name."""
+    root = WORK_DIR / "debian-dnf-plugins"
+    if not (root / "usr/lib/python3/dist-packages/dnf-plugins/versionlock.py").exists():
+        dl = fresh_dir(WORK_DIR / "debian-dnf-plugins-deb")
+        log("fetching Debian's dnf-plugins-core with apt-get download")
+        run(["apt-get", "download", "dnf-plugins-core"], cwd=dl)
+        fresh_dir(root)
+        for deb in sorted(dl.glob("*.deb")):
+            run(["dpkg-deb", "-x", str(deb), str(root)])
+    files = {"/usr/lib/python3/dist-packages/dnf-plugins/versionlock.py":
+             ((root / "usr/lib/python3/dist-packages/dnf-plugins/versionlock.py").read_text(),
+              0o644),
+             "/etc/dnf/plugins/versionlock.conf":
+             ((root / "etc/dnf/plugins/versionlock.conf").read_text(), 0o644),
+             "/etc/dnf/plugins/versionlock.list": ("", 0o644)}
+    return RpmPackage(name="python3-dnf-plugin-versionlock", version="4.3.1",
+                      release=f"1.{el}", arch="noarch",
+                      summary="Version Lock Plugin for DNF (Debian's dnf-plugins-core plugin)",
+                      files=files, config_files=["/etc/dnf/plugins/versionlock.conf",
+                                                 "/etc/dnf/plugins/versionlock.list"])
+
+
+def _marker(name: str, el: str, summary: str, version: str = "1.0",
+            requires: list[str] | None = None) -> RpmPackage:
+    return RpmPackage(name=name, version=version, release=f"1.{el}", summary=summary,
+                      requires=requires or [],
+                      files={f"/usr/share/doc/{name}/README":
+                             (f"{name}: simulated by the gpuhost sandbox\n", 0o644)})
+
+
+def container_tools(el: str) -> list[RpmPackage]:
+    """OL8's container-tools set (ol8_appstream). podman and buildah need runc at a version
+    Docker's containerd.io does not provide (it obsoletes and conflicts with runc)."""
+    return [
+        _marker("containers-common", el, "Common configuration for containers (simulated)", "1"),
+        RpmPackage(name="runc", version="1.1.12", release=f"1.module+{el}", summary=(
+                   "CLI for running Open Containers (simulated; no binary)"),
+                   files={"/usr/share/doc/runc/README":
+                          ("runc: simulated by the gpuhost sandbox (no binary)\n", 0o644)}),
+        _marker("podman", el, "Manage Pods, Containers and Container Images (simulated)",
+                "4.9.4", ["runc >= 1.0.0-26", "containers-common"]),
+        _marker("buildah", el, "A command line tool used for creating OCI Images (simulated)",
+                "1.33.7", ["runc >= 1.0.0-26", "containers-common"]),
+    ]
+
+
+def ol_packages(ol: str) -> dict[str, list[RpmPackage]]:
+    """The packages of each of Oracle's channels for release ``ol`` (only what Oracle puts
+    there): kernel devel packages, compilers, dkms in developer EPEL only."""
     el = ol.replace("ol", "el")
-    pkgs = [kernel_devel(*k) for k in KERNELS[ol]]
+    baseos, appstream, uek, crb, epel = CHANNELS[ol]
+    repos: dict[str, list[RpmPackage]] = {c: [] for c in CHANNELS[ol]}
+    for k in KERNELS[ol]:
+        pkg = kernel_devel(*k)
+        # kernel-uek-devel: the UEK channel; RHCK's kernel-devel: BaseOS on OL8, AppStream on OL9
+        repos[uek if k[1] == "uek" else (baseos if ol == "ol8" else appstream)].append(pkg)
     rhck = next(k for k in KERNELS[ol] if k[1] == "rhck")[0]
     v, r = split_release(rhck)
-    pkgs.append(RpmPackage(name="kernel-headers", version=v, release=r,
-                           summary="Header files for the Linux kernel for use by glibc (simulated)",
-                           files={"/usr/include/linux/version.h":
-                                  (f"/* kernel-headers {rhck} (simulated) */\n", 0o644)}))
+    repos[baseos if ol == "ol8" else appstream].append(
+        RpmPackage(name="kernel-headers", version=v, release=r,
+                   summary="Header files for the Linux kernel for use by glibc (simulated)",
+                   files={"/usr/include/linux/version.h":
+                          (f"/* kernel-headers {rhck} (simulated) */\n", 0o644)}))
     if ol == "ol9":
-        pkgs.append(RpmPackage(name="kernel-devel-matched", version=v, release=r,
-                               summary="Meta package to install matching core and devel kernel "
-                                       "packages (simulated)",
-                               requires=[f"kernel-devel = {v}-{r}"],
-                               files={"/usr/share/doc/kernel-devel-matched/README":
-                                      ("meta package\n", 0o644)}))
+        repos[appstream].append(RpmPackage(
+            name="kernel-devel-matched", version=v, release=r,
+            summary="Meta package to install matching core and devel kernel packages (simulated)",
+            requires=[f"kernel-devel = {v}-{r}"],
+            files={"/usr/share/doc/kernel-devel-matched/README": ("meta package\n", 0o644)}))
     gcc = "/opt/rh/gcc-toolset-14/root/usr/bin/gcc"
-    pkgs += [
+    repos[appstream].append(
         RpmPackage(name="gcc-toolset-14", version="14.0", release=f"2.{el}",
                    summary="Package that installs gcc-toolset-14 (simulated compiler)",
                    files={"/opt/rh/gcc-toolset-14/enable":
@@ -90,7 +203,14 @@ def ol_packages(ol: str, docker: list[RpmPackage]) -> list[RpmPackage]:
                                 "version, compiles nothing.\ncase \"$1\" in\n"
                                 "-dumpversion) echo 14 ;;\n"
                                 "--version) echo 'gcc (GCC) 14.2.1 20250110 (Red Hat 14.2.1-7)' ;;\n"
-                                "*) exit 0 ;;\nesac\n", 0o755)}),
+                                "*) exit 0 ;;\nesac\n", 0o755)}))
+    repos[appstream] += container_tools(el)
+    repos[baseos] += [epel_release(ol), versionlock_plugin(el)]
+    # CodeReady Builder: developer packages; NVIDIA's guide enables it (nothing the fake
+    # driver needs comes from it): one marker package so the channel is a real repository.
+    repos[crb].append(_marker("libvdpau-devel", el, "Wrapper library for VDPAU, development "
+                              "files (simulated)", "1.4"))
+    repos[epel].append(
         RpmPackage(name="dkms", version="3.2.1", release=f"1.{el}", arch="noarch",
                    summary="Dynamic Kernel Module Support Framework (gpuhost simulation)",
                    files={"/usr/sbin/dkms": (template("dkms-sim.sh"), 0o755),
@@ -99,9 +219,8 @@ def ol_packages(ol: str, docker: list[RpmPackage]) -> list[RpmPackage]:
                            "# Drop-ins in /etc/dkms/framework.conf.d/*.conf are sourced too.\n",
                            0o644)},
                    config_files=["/etc/dkms/framework.conf"],
-                   dirs=["/etc/dkms/framework.conf.d", "/var/lib/dkms"]),
-    ]
-    return pkgs + docker
+                   dirs=["/etc/dkms/framework.conf.d", "/var/lib/dkms"]))
+    return repos
 
 
 def docker_packages(el: str) -> list[RpmPackage]:
@@ -130,7 +249,9 @@ def docker_packages(el: str) -> list[RpmPackage]:
     return [
         RpmPackage(name="containerd.io", version="1.6.20", release="3.1." + el,
                    summary="An industry-standard container runtime (Debian binaries repackaged)",
-                   provides=["containerd", "runc"],
+                   # as Docker's containerd.io spec: it carries its own runc binary and
+                   # replaces the distribution's runc and containerd packages
+                   provides=["containerd"], obsoletes=["runc"], conflicts=["runc"],
                    files={"/usr/bin/containerd": binfile("usr/bin/containerd"),
                           "/usr/bin/containerd-shim-runc-v2": binfile("usr/bin/containerd-shim-runc-v2"),
                           "/usr/bin/ctr": binfile("usr/bin/ctr"),
@@ -182,30 +303,32 @@ def docker_rpms(el: str, force: bool) -> list[Path]:
 
 def build(key: SigningKey, force: bool = False) -> None:
     for ol in ("ol8", "ol9"):
-        repo = OUT_DIR / "ol" / ol
+        top = OUT_DIR / "ol" / ol
         el = ol.replace("ol", "el")
         docker = docker_rpms(el, force)
         digest = inputs_digest(code=code_digest("rpm", "oracle"), key=key.fingerprint, ol=ol,
                                docker=[sha256_file(p) for p in docker], url=BASE_URL)
-        if not force and up_to_date(f"ol-{ol}", digest, [repo / "repodata" / "repomd.xml.asc"]):
-            log(f"Oracle Linux {ol} repo: up to date")
+        stamps = [top / c / "repodata" / "repomd.xml.asc" for c in CHANNELS[ol] + [DOCKER_REPO]]
+        if not force and up_to_date(f"ol-{ol}", digest, stamps):
+            log(f"Oracle Linux {ol} repos: up to date")
             continue
         t = time.monotonic()
-        with replace_dir(repo) as new:
-            for pkg in ol_packages(ol, []):
-                build_rpm(pkg, new)
+        with replace_dir(top) as new:
+            for channel, pkgs in ol_packages(ol).items():
+                (new / channel).mkdir()
+                for pkg in pkgs:
+                    build_rpm(pkg, new / channel)
+                build_rpm_repo(new / channel, key)
+            (new / DOCKER_REPO).mkdir()
             for rpm in docker:  # signed in the repo copy, the cache stays unsigned
-                shutil.copy2(rpm, new / rpm.name)
-            build_rpm_repo(new, key)
-            write_repo_file(new, ol)
+                shutil.copy2(rpm, new / DOCKER_REPO / rpm.name)
+            build_rpm_repo(new / DOCKER_REPO, key)
+            etc = new / "yum.repos.d"
+            etc.mkdir()
+            for fname, text in stock_repo_files(ol).items():
+                (etc / fname).write_text(text)
         key.export_armored(OUT_DIR / "ol" / "gpgkey")
+        (OUT_DIR / "ol" / URL_VAR).write_text(BASE_URL + "\n")
         mark_done(f"ol-{ol}", digest)
-        size = sum(p.stat().st_size for p in repo.glob("*.rpm")) // (1 << 20)
-        log(f"Oracle Linux {ol} repo: built in {time.monotonic() - t:.1f}s ({size} MiB)")
-
-
-def write_repo_file(repo: Path, ol: str) -> None:
-    (repo / f"gpuhost-{ol}.repo").write_text(
-        f"[gpuhost-{ol}]\nname=gpuhost sandbox {ol} (kernel devel, dkms, docker-ce)\n"
-        f"baseurl={BASE_URL}/ol/{ol}\nenabled=1\ngpgcheck=1\n"
-        f"gpgkey={BASE_URL}/ol/gpgkey\n")
+        size = sum(p.stat().st_size for p in top.rglob("*.rpm")) // (1 << 20)
+        log(f"Oracle Linux {ol} repos: built in {time.monotonic() - t:.1f}s ({size} MiB)")
