@@ -27,6 +27,7 @@ from facts.sections import (
     upstream_version,
 )
 from gpuhost import distro, policy
+from gpuhost.packages import EL_CONTAINER_TOOLS
 
 TOOLKIT_PACKAGES = (
     "nvidia-container-toolkit",
@@ -349,6 +350,10 @@ def docker_state(sections: Sections) -> dict[str, Any]:
         "default_runtime": default_runtime,
         "nvidia_is_default": default_runtime == "nvidia" and runtime["defined"],
         "docker_installed": dockerd_path is not None,
+        # EL container-tools that stop Docker's containerd.io (rpm hosts only)
+        "el_container_tools": sorted(
+            name for name in packages(sections)
+            if name in EL_CONTAINER_TOOLS and ok(sections, "rpm") is not None),
         "docker_version": daemon.get("version"),
         "daemon": daemon,
     }

@@ -53,7 +53,7 @@ SECTIONS: dict[str, str] = {
         "rpm",
         "rpm -qa --qf '%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n' 2>/dev/null"
         " | grep -E '^(nvidia|kmod-nvidia|libnvidia|cuda-drivers|kernel|docker|containerd"
-        "|runc|dkms|gcc-toolset)'; true",
+        "|runc|dkms|gcc-toolset|podman|buildah|containers-common)'; true",
     ),
     # the release the kernel section printed (same shell), else uname again
     "headers_build": 'r=${_gh_kernel%% *}; [ -n "$r" ] || r=$(uname -r); '

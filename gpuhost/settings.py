@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field
 from typing import Any
@@ -89,6 +90,16 @@ def _key(shown_type: str, meaning: str, check: Check, default: Any = MISSING) ->
 
 
 _url_list = check_list_of(check_url, "URLs")
+_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
+
+
+def _repo_id(key: str, value: Any) -> list[str]:
+    if not isinstance(value, str) or not _REPO_ID.fullmatch(value):
+        return [f"{show(value)} is not a dnf repository id (letters, digits, _ . : -)"]
+    return []
+
+
+_repo_ids = check_list_of(_repo_id, "dnf repository ids")
 _path_list = check_list_of(check_path, "absolute paths")
 _DOCKER_MAP = "URL or {debian, ubuntu, rhel: URL}"
 _TOOLKIT_MAP = "URL or {apt, rpm: URL}"
@@ -184,6 +195,14 @@ class Settings:
     upgrade_stop_services: tuple[str, ...] = _key(
         "list of names", "extra services stopped before an upgrade",
         check_list_of(check_service, "service names"), ())
+    el_enable_repos: tuple[str, ...] | None = _key(
+        "list of repo ids or null", "Oracle Linux 8/9: dnf repositories enabled before the "
+        "driver (null: Oracle's olN_codeready_builder and olN_developer_EPEL, installing "
+        "oracle-epel-release-elN when needed; []: enable nothing, e.g. offline mirrors)",
+        lambda k, v: [] if v is None else _repo_ids(k, v), None)
+    docker_replace_podman: bool = _key(
+        "bool", "EL: remove podman, buildah, runc, containers-common before installing "
+        "Docker (false: stop the host and name them)", check_bool, False)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -124,6 +124,11 @@ _hosts = [
     if data["sandbox_os"] in ("ol8", "ol9") else (name, data)
     for name, data in (_host(_fleet, h) for h in _fleet["hosts"])
 ]
+# OL8 hosts with the container-tools trait (podman, buildah, runc): Docker replaces them,
+# as Docker's RHEL guide does (without it gpuhost stops such a host; see docs/settings.md).
+_hosts = [(name, {**data, "docker_replace_podman": True})
+          if "container-tools" in h.get("traits", []) else (name, data)
+          for (name, data), h in zip(_hosts, _fleet["hosts"], strict=True)]
 _by_name = {h["name"]: h for h in _fleet["hosts"]}
 
 debian_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "debian12"], {})

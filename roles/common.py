@@ -103,6 +103,10 @@ def host_ready() -> bool:
             # rewrites a file it cannot read.
             raise GpuhostError(daemon_json_rules.invalid_message(docker["path"], docker["error"]))
         choose_flavor(config, state)
+        tools = docker.get("el_container_tools") or []
+        if tools and config.docker_source != "none" and not docker.get("docker_installed") \
+                and not config.docker_replace_podman:  # issue 13 item 2: before any change
+            raise GpuhostError(packages.container_tools_message(host.name, tools))
     except GpuhostError as error:
         server.shell(name="gpuhost cannot provision this host", commands=[fail_command(str(error))])
         return False

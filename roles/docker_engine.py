@@ -8,7 +8,18 @@ from pyinfra.operations import apt, dnf, server
 
 from gpuhost import packages, settings
 from roles.common import GpuhostError, distro_tag, fetch_key, host_settings, host_state
+from roles.el_packaging import remove_container_tools
 from roles.repos import apt_repository, local_packages, rpm_repository
+
+
+def _replace_container_tools(config: settings.Settings, state: dict) -> None:
+    """docker_replace_podman: remove OL8's container-tools first, as Docker's RHEL guide
+    does (roles.common.host_ready stopped the host already when the setting is false)."""
+    docker = state.get("docker") or {}
+    tools = docker.get("el_container_tools") or []
+    if tools and config.docker_replace_podman and not docker.get("docker_installed"):
+        remove_container_tools(name=f"Remove {', '.join(tools)} (docker_replace_podman; "
+                                    "containerd.io conflicts with runc)", names=tools)
 
 
 @deploy("Docker Engine")
@@ -43,8 +54,11 @@ def install() -> None:
             apt.packages(name=f"Install Docker ({', '.join(wanted)})", packages=wanted,
                          no_recommends=True)
         else:
+            _replace_container_tools(config, state)
             dnf.packages(name=f"Install Docker ({', '.join(wanted)})", packages=wanted)
     elif source == "local":
+        if family == "rhel":
+            _replace_container_tools(config, state)
         local_packages("Docker", list(config.docker_local_packages), family)
 
     server.service(name="Docker is enabled and running", service="docker", running=True,

@@ -21,6 +21,7 @@ from facts.services import ServiceInstalled
 from gpuhost import packages
 from gpuhost.reboot import needs_reboot
 from gpuhost.settings import Settings
+from roles import el_packaging
 from roles.files import config_file
 from roles.common import (
     REMOTE_CACHE,
@@ -180,6 +181,14 @@ def install() -> None:
             no_recommends=True,
         )
     else:
+        major = tag.removeprefix("rhel")
+        repos = packages.el_repos_to_enable(state["os"]["id"], major, config.el_enable_repos)
+        el_packaging.enable_repos(
+            name=f"Enable the dnf repositories the driver needs ({', '.join(repos) or 'none'})",
+            repos=repos, major=major)
+        el_packaging.dkms_available(name="dkms is installed or available (NVIDIA's "
+                                         "kmod-nvidia-*-dkms needs it)",
+                                    major=major, enabled=repos)
         module_stream(
             name=f"Select the dnf module stream nvidia-driver:{packages.module_stream(version, flavor)}",
             stream=packages.module_stream(version, flavor),
@@ -188,6 +197,8 @@ def install() -> None:
             name=f"Install the {flavor} driver {version} ({', '.join(wanted)})",
             packages=wanted,
         )
+        el_packaging.version_lock(name=f"Lock the NVIDIA packages at {version} (dnf versionlock)",
+                                  version=version)
 
     if config.reboot_policy == "when_needed":
         server.reboot(

@@ -43,7 +43,7 @@ from facts.host import GpuHostState
 from facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
 from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
-from roles import nvidia_driver
+from roles import el_packaging, nvidia_driver
 from roles.upgrade import ops, record as upgrade_record
 from roles.common import GpuhostError, check_inventory, host_settings
 
@@ -152,11 +152,17 @@ def _switch(plan: dict[str, Any], config: settings.Settings) -> None:
     if packages.family(tag) == "debian":
         nvidia_driver.pin_driver(target, name=f"Move the apt pin to {target}")
     else:
+        # dnf versionlock hides every other version of a locked package: release the old
+        # driver's lock before the switch, take it again at the target after it
+        el_packaging.release_lock(name="Release the dnf versionlock of the old driver")
         stream = packages.module_stream(target, flavor)
         ops.switch_module_stream(name=f"Move the dnf module to nvidia-driver:{stream}",
                                  stream=stream)
     ops.switch_packages(name=f"Switch to the {flavor} driver {target} ({', '.join(wanted)})",
                         distro_tag=tag, version=target, flavor=flavor, wanted=wanted)
+    if packages.family(tag) == "rhel":
+        el_packaging.version_lock(name=f"Lock the NVIDIA packages at {target} (dnf versionlock)",
+                                  version=target)
 
 
 def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:

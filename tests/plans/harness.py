@@ -67,6 +67,9 @@ class PlanConnector(FakeConnector):
         if self.installed and "_gh()" in command:
             scenario = self.host.data.get("plan_scenario")
             return True, output(scenarios.converged_output(scenario, toolkit=self.toolkit))
+        if self.installed and scenarios.EL_PACKAGING.search(command):
+            scenario = self.host.data.get("plan_scenario")
+            return True, output(scenarios.el_packaging_output(scenario, installed=True))
         return None
 
     def run_shell_command(self, command, print_output=False, print_input=False, **arguments):

@@ -104,6 +104,26 @@ def converged_output(name: str, toolkit: bool = True) -> str:
     ])
 
 
+EL_PACKAGING = re.compile(r"for f in /etc/yum.repos.d/")
+
+
+def el_packaging_output(name: str, installed: bool) -> str:
+    """facts.el.ElPackaging's answer on an Oracle Linux scenario: the stock channels of a
+    fresh install; once the driver went in, its packages (and EPEL, enabled by then)."""
+    major = SCENARIOS[name]["tag"].removeprefix("rhel")
+    uek = "ol8_UEKR7" if major == "8" else "ol9_UEKR8"
+    lines = [f"repo ol{major}_baseos_latest", "enabled 1", f"repo ol{major}_appstream",
+             "enabled 1", f"repo ol{major}_codeready_builder", "enabled 0", f"repo {uek}",
+             "enabled 1"]
+    if installed:
+        lines += [f"repo ol{major}_developer_EPEL", "enabled 1",
+                  f"rpm oracle-epel-release-el{major}\t(none):1.0-5.el{major}",
+                  f"rpm dkms\t(none):3.2.1-1.el{major}"]
+        lines += [f"rpm {p}\t3:{DRIVER}-1.el{major}"
+                  for p in ("nvidia-open", "kmod-nvidia-open-dkms", "nvidia-driver")]
+    return "\n".join(lines) + "\n"
+
+
 def _artifact(tag: str) -> dict:
     """A stand-in local repo package file on the 'controller' with NVIDIA's name."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -130,6 +150,8 @@ def host_data(name: str, extra: dict) -> dict:
         "fake_responses": {
             "_gh()": bare_output(name),
             re.compile(r"^command -v systemctl"): "/usr/bin/systemctl",
+            EL_PACKAGING: el_packaging_output(name, False)
+            if packages.family(s["tag"]) == "rhel" else "",
             "docker run --rm --network=none --runtime=nvidia": [
                 "rc=0", "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-00000000-1111-2222-3333-4444)"],
         },
@@ -141,5 +163,9 @@ def host_data(name: str, extra: dict) -> dict:
         "container_toolkit_version": TOOLKIT,
         "container_toolkit_gpgkey": _key("nvidia-container-toolkit"),
     }
+    if extra.pop("plan_el_container_tools", False):  # OL8's podman, buildah, runc installed
+        data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(
+            "@@gpuhost@@ rpm rc=0\n", "@@gpuhost@@ rpm rc=0\n" + "".join(
+                f"{n}\t(none):1.0-1.el8\n" for n in packages.EL_CONTAINER_TOOLS))
     data.update(extra)
     return data

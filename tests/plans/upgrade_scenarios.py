@@ -147,8 +147,28 @@ def mismatch_output(name: str) -> str:
                   "mismatch\n", out, flags=re.S)
 
 
+def el_packaging_output(name: str, switched: bool) -> str:
+    """facts.el.ElPackaging on an OL host gpuhost provisioned with 550 (its packages locked
+    at 550 by dnf versionlock); after the package switch, 570's packages and 550's locks
+    gone (the upgrade released them)."""
+    tag = scenarios.SCENARIOS[name]["tag"]
+    major = tag.removeprefix("rhel")
+    version = scenarios.DRIVER if switched else FROM
+    names = ("cuda-drivers", "nvidia-driver", "kmod-nvidia-latest-dkms")
+    lines = [f"repo ol{major}_baseos_latest", "enabled 1",
+             f"repo ol{major}_developer_EPEL", "enabled 1",
+             f"rpm {packages.VERSIONLOCK_PLUGIN}\t(none):4.3.1-1.el{major}"]
+    lines += [f"rpm {n}\t3:{version}-1.el{major}" for n in names]
+    if not switched:
+        lines += [f"lock {n}-3:{FROM}-1.el{major}.*" for n in names]
+    return "\n".join(lines) + "\n"
+
+
 def respond(host_data: dict, command: str, record: list[str]) -> str | None:
     """The answer to ``command`` when it depends on the plan so far, else None."""
+    if scenarios.EL_PACKAGING.search(command):
+        return el_packaging_output(host_data["plan_scenario"],
+                                   any(_INSTALL.search(line) for line in record))
     if "_gh()" in command and any(_INSTALL.search(line) for line in record):
         switched = [i for i, line in enumerate(record) if _INSTALL.search(line)][-1]
         later = record[switched:]
