@@ -65,17 +65,22 @@ def up_args(spec: dict) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "sandbox_last: run after every other test (takes the sandbox fleet down)")
+    config.addinivalue_line(
+        "markers", "sandbox_bare: needs the fleet's hosts as `sandbox up` made them (host "
+        "traits shown before any deploy): runs before the other tests that share the fleet")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that share the fleet run first, in the order of their file names whatever
+    """The tests that share the fleet run first (those marked sandbox_bare before the rest),
+    in the order of their file names whatever
     tree they are in (test_audit, test_fake_packages_installed, test_gpu_host, test_sandbox,
     test_upgrade: the upgrade reshapes the fleet and takes it down, so it comes last), then
     the others in collection order, then those marked sandbox_last."""
     last = [i for i in items if i.get_closest_marker("sandbox_last")]
     rest = [i for i in items if i not in last]
     shared = sorted((i for i in rest if i.get_closest_marker("integration")),
-                    key=lambda i: i.path.name)  # stable: test order within a file is kept
+                    key=lambda i: (not i.get_closest_marker("sandbox_bare"), i.path.name))
+    # (stable: test order within a file is kept)
     items[:] = shared + [i for i in rest if not i.get_closest_marker("integration")] + last
 
 

@@ -30,7 +30,7 @@ BASE_RECIPE_VERSION = 1
 # apart (python3-dnf-plugin-versionlock, not installed by default): the layer drops it and
 # the fake ol*_baseos_latest channel carries it as that package (sandbox/nvidia/pkg/oracle.py).
 OL_PACKAGES = ["rpm", "dnf", "python3-dnf", "dnf-plugins-core"]
-OL_RECIPE_VERSION = 3
+OL_RECIPE_VERSION = 4
 # Debian's dnf-plugins-core files that Oracle ships apart, in packages a stock install
 # lacks: python3-dnf-plugin-versionlock (faked in ol*_baseos_latest) and
 # python3-dnf-plugin-local (its enabled plugin would add a `_dnf_local` repository),

@@ -9,7 +9,10 @@ import pytest
 from sandbox import traits
 from sandbox.nvidia.pkg.oracle import CHANNELS
 
-integration = pytest.mark.integration
+def integration(test):
+    """Integration test on the fleet's hosts as `sandbox up` made them (sandbox_bare: run
+    before any deploy of the session converges them)."""
+    return pytest.mark.integration(pytest.mark.sandbox_bare(test))
 
 
 def _hosts(fleet, os_name: str, trait: str | None = None) -> list[str]:
@@ -77,3 +80,24 @@ def test_container_tools_is_on_by_default_for_ol8_only():
     assert "container-tools" in traits.defaults({"name": "ol8-03", "os": "ol8"})
     assert "container-tools" not in traits.defaults({"name": "ol9-04", "os": "ol9"})
     assert "container-tools" not in traits.defaults({"name": "gpu-01", "os": "debian12"})
+
+
+@integration
+def test_deploy_stops_a_container_tools_host_before_any_change_without_replace(fleet, ssh,
+                                                                                pyinfra):
+    """gpuhost on the container-tools host with docker_replace_podman false (issue 13
+    item 2): the host stops with the packages and the setting named, nothing changed."""
+    hosts = _hosts(fleet, "ol8", "container-tools")
+    if not hosts:
+        pytest.skip("no OL8 host with the container-tools trait in this fleet")
+    host = hosts[0]
+    if ssh(host, "rpm -q docker-ce", check=False).returncode == 0:
+        pytest.skip(f"{host} already has Docker (converged by an earlier test)")
+    before = ssh(host, "rpm -qa | sort; ls /etc/yum.repos.d /etc/modprobe.d").stdout
+    proc = pyinfra("-y", "--limit", host, "deploys/gpu_host.py",
+                   "--data", "docker_replace_podman=False", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "buildah, containers-common, podman, runc installed" in out, out[-3000:]
+    assert "docker_replace_podman: true" in out
+    assert ssh(host, "rpm -qa | sort; ls /etc/yum.repos.d /etc/modprobe.d").stdout == before

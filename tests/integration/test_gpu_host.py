@@ -158,6 +158,17 @@ def test_oracle_hosts_go_through_the_rpm_path(converged, ssh, fleet):
         assert state["driver"]["state"] == "loaded", (name, state["driver"])
         assert "docker-ce" in rpms and "nvidia-container-toolkit" in rpms, rpms
         assert state["docker"]["nvidia_runtime"]["defined"], name
+        # issue 13 items 1, 2, 4: Oracle's EPEL and CodeReady enabled, the driver locked
+        # exactly, the container-tools trait's packages replaced by Docker's
+        major = host["os"][-1]
+        enabled = ssh(name, "dnf -q repolist --enabled")
+        assert f"ol{major}_developer_EPEL" in enabled and f"ol{major}_codeready_builder" in enabled
+        locks = ssh(name, "dnf -q versionlock list")
+        version = state["driver"]["installed_version"]
+        assert f"nvidia-open-3:{version}-" in locks, locks
+        assert f"kmod-nvidia-open-dkms-3:{version}-" in locks, locks
+        if "container-tools" in host.get("traits", []):
+            assert "podman" not in rpms.split() and "runc" not in rpms.split(), rpms
 
 
 def test_the_composite_fact_is_one_remote_command_per_host(fleet, tmp_path):
