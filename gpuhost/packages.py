@@ -148,6 +148,31 @@ def docker_packages(distro_tag: str, source: str) -> list[str]:
     raise ValueError(f"no package list for docker_source {source!r}")
 
 
+# Docker's Ubuntu and Debian install guides: "Uninstall conflicting packages" before
+# installing docker-ce (`apt remove $(dpkg --get-selections docker.io docker-compose
+# docker-compose-v2 docker-doc podman-docker containerd runc | cut -f1)`); containerd.io
+# itself declares Conflicts/Replaces containerd and runc, docker-ce Conflicts docker.io.
+DOCKER_APT_CONFLICTING = ("docker.io", "docker-compose", "docker-compose-v2", "docker-doc",
+                          "podman-docker", "containerd", "runc")
+
+
+def docker_apt_conflicting(installed: dict | list | set) -> list[str]:
+    """Which of Docker's documented conflicting packages are installed (``installed``: the
+    installed package names, e.g. pyinfra's DebPackages fact)."""
+    return [name for name in DOCKER_APT_CONFLICTING if name in installed]
+
+
+def docker_conflict_message(host_os: str, found: list[str]) -> str:
+    return (
+        f"{host_os} has {', '.join(found)} installed; Docker's packages (docker-ce, "
+        "containerd.io) conflict with them and apt would remove them silently (a running "
+        "docker.io/containerd and its containers would stop). Docker's guide removes them "
+        "first: set docker_replace_conflicting: true to let gpuhost do that (images and "
+        "containers under /var/lib/docker are kept, the packages' configuration too), "
+        "remove them yourself, or set docker_source: distro to keep the distribution's Docker"
+    )
+
+
 def docker_apt_suite(distro_tag: str) -> str:
     return {"debian12": "bookworm", "ubuntu2204": "jammy", "ubuntu2404": "noble"}[distro_tag]
 

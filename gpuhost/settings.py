@@ -128,6 +128,11 @@ class Settings:
     docker_local_packages: tuple[str, ...] = _key(
         "list of paths", "controller paths of Docker packages (with docker_source: local)",
         _path_list, ())
+    docker_replace_conflicting: bool = _key(
+        "bool", "apt hosts, docker_source: docker: remove the packages Docker's guide lists as "
+        "conflicting (docker.io, docker-compose, docker-compose-v2, docker-doc, podman-docker, "
+        "containerd, runc) before installing Docker's; false: such a host stops, packages named",
+        check_bool, False)
     container_toolkit_version: str = _key(
         "str", "version of the four NVIDIA Container Toolkit packages, like \"1.17.8\"",
         check_version(TOOLKIT_RE, "1.17.8", "a toolkit version"))

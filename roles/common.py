@@ -18,6 +18,7 @@ from pyinfra.api import QuoteString, StringCommand
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.state import State, StateStage
 from pyinfra.context import inventory
+from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import server
 
 from facts.host import GpuHostState
@@ -103,10 +104,25 @@ def host_ready() -> bool:
             # rewrites a file it cannot read.
             raise GpuhostError(daemon_json_rules.invalid_message(docker["path"], docker["error"]))
         choose_flavor(config, state)
+        docker_conflicts_check(config, state)
     except GpuhostError as error:
         server.shell(name="gpuhost cannot provision this host", commands=[fail_command(str(error))])
         return False
     return True
+
+
+def docker_conflicts_check(config: settings.Settings, state: dict[str, Any]) -> None:
+    """apt hosts taking Docker from Docker's repository: the packages Docker's guide lists
+    as conflicting stop the host before anything changes, unless docker_replace_conflicting
+    (roles/docker_engine.py then removes them, as the guide does)."""
+    if config.docker_source != "docker" or config.docker_replace_conflicting:
+        return
+    if packages.family(distro_tag(state)) != "debian":
+        return
+    found = packages.docker_apt_conflicting(host.get_fact(DebPackages) or {})
+    if found:
+        raise GpuhostError(f"{host.name}: " + packages.docker_conflict_message(
+            state["os"]["pretty_name"] or distro_tag(state), found))
 
 
 def host_state() -> dict[str, Any]:

@@ -3,7 +3,9 @@ or local package files; enabled and running."""
 
 from __future__ import annotations
 
+from pyinfra import host
 from pyinfra.api import deploy
+from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, dnf, server
 
 from gpuhost import packages, settings
@@ -34,6 +36,14 @@ def install() -> None:
                 "Docker", key, "/etc/pki/rpm-gpg/docker-ce.asc",
                 packages.docker_rpm_repo(url), "/etc/yum.repos.d/docker-ce.repo",
             )
+    if source == "docker" and family == "debian":
+        # without docker_replace_conflicting, roles.common.host_ready stopped such a host
+        found = packages.docker_apt_conflicting(host.get_fact(DebPackages) or {})
+        if found:
+            apt.packages(
+                name=f"Remove the packages Docker lists as conflicting ({', '.join(found)}; "
+                "docker_replace_conflicting)",
+                packages=found, present=False)
     if source in ("docker", "distro"):
         try:
             wanted = packages.docker_packages(tag, source)
