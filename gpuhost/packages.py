@@ -25,12 +25,18 @@ TOOLKIT_PACKAGES = (
 )
 
 # The driver's own packages, for apt pinning. The container toolkit (nvidia-container-*,
-# libnvidia-container*) must NOT match: it has its own version line.
+# libnvidia-container*) must NOT match: it has its own version line. Two naming schemes:
+# Ubuntu's (nvidia-utils-570, libnvidia-compute-570, ...) and Debian's, which NVIDIA's
+# Debian repository uses too (nvidia-kernel-dkms, nvidia-open-kernel-dkms, libcuda1,
+# nvidia-smi, firmware-nvidia-gsp, libnvidia-ml1, ...: Debian's nvidia-graphics-drivers
+# packaging, packages.debian.org). POSIX ERE only: apt compiles it with regcomp.
 DRIVER_PACKAGE_REGEX = (
     "^(cuda-drivers|nvidia-open|nvidia-driver|nvidia-dkms|nvidia-utils|nvidia-kernel"
     "|nvidia-compute-utils|nvidia-fabricmanager|nvidia-persistenced|nvidia-settings"
     "|nvidia-modprobe|nvidia-firmware|libnvidia-(compute|decode|encode|extra|fbc1|gl|cfg1"
-    "|common|fabric|gpucomp|nscq)|xserver-xorg-video-nvidia)"
+    "|common|fabric|gpucomp|nscq|ml1|ptxjitcompiler|pkcs11|nvvm|allocator|egl|rtcore|ngx"
+    "|opticalflow)|xserver-xorg-video-nvidia"
+    "|nvidia-smi|nvidia-alternative|libcuda1|firmware-nvidia-gsp)"
 )
 
 
