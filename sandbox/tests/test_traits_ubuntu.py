@@ -112,6 +112,41 @@ def test_distro_containerd_is_installed_and_running(hosts):
 
 # ---------------------------------------------------------------- gpuhost on these hosts
 
+def _deploy(sandbox_tools, limit: str) -> str:
+    env = {**os.environ, "PYINFRA_PROGRESS": "off"}
+    proc = subprocess.run([sandbox_tools.pyinfra_bin(), "-y", "--limit", limit,
+                           "inventories/sandbox.py", "deploys/gpu_host.py"],
+                          cwd=sandbox_tools.root, env=env, text=True, capture_output=True,
+                          timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def _grand_total(output: str) -> list[int]:
+    """pyinfra's 'Grand total' row: operations, success (changed), error, no change."""
+    for line in output.splitlines():
+        if "Grand total" in line:
+            return [0 if c == "-" else int(c) for c in line.split("Grand total", 1)[1].split()]
+    raise AssertionError(f"no Grand total in pyinfra's output:\n{output[-3000:]}")
+
+
+def test_gpu_host_converges_on_ubuntu_and_a_second_run_changes_nothing(hosts, sandbox_tools):
+    # u22-02 carries the distribution's docker.io already (docker_source: distro here)
+    first = _grand_total(_deploy(sandbox_tools, "ubuntu_hosts"))
+    assert first[1] > 0 and first[2] == 0, first
+    for name in ("u22-02", "u24-03"):
+        h = hosts[name]
+        assert sh(h, "nvidia-smi -L").stdout.startswith("GPU 0:")
+        listed = sh(h, "dpkg-query -W -f '${db:Status-Abbrev} ${Package}\\n' 'linux-headers-*'")
+        headers = [line.split()[-1] for line in listed.stdout.splitlines()
+                   if line.startswith("ii")]
+        # exactly the running kernel's headers, never the meta package's newer kernel
+        assert f"linux-headers-{h['kernel_release']}" in headers
+        assert "linux-headers-generic" not in headers, headers
+    second = _grand_total(_deploy(sandbox_tools, "ubuntu_hosts"))
+    assert second[1] == 0 and second[2] == 0 and second[3] == second[0], second
+
+
 def _newer_driver_deb(tmp: Path) -> tuple[bytes, str]:
     """nvidia-open-570 at a newer 570 version than the one gpuhost installs (a point
     release of the same branch, the case the pin exists for) and its Packages stanza."""
@@ -135,12 +170,7 @@ def _newer_driver_deb(tmp: Path) -> tuple[bytes, str]:
 
 def test_the_driver_pin_holds_against_unattended_upgrades(hosts, sandbox_tools, tmp_path):
     h = hosts["u24-03"]
-    env = {**os.environ, "PYINFRA_PROGRESS": "off"}
-    proc = subprocess.run([sandbox_tools.pyinfra_bin(), "-y", "--limit", "u24-03",
-                           "inventories/sandbox.py", "deploys/gpu_host.py"],
-                          cwd=sandbox_tools.root, env=env, text=True, capture_output=True,
-                          timeout=1200)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _deploy(sandbox_tools, "u24-03")  # converged already when run after the test above
     installed = sh(h, "dpkg-query -W -f '${Version}' nvidia-open-570").stdout
     assert installed.startswith("570.172.08-")
     # A repository offering a newer 570 point release, and unattended-upgrades allowed to
