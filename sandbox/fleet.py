@@ -149,7 +149,7 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
     wanted = spec.plan(n_hosts, ol, docker_hosts, overrides or {}, mstate["kernel_release"],
                        ubuntu=ubuntu_hosts)
     pubkey = _ensure_ssh_key()
-    with step(f"HTTP server on {paths.MIRROR_URL} (/debian, /nvidia)"):
+    with step(f"HTTP server on {paths.MIRROR_URL} (/debian, /nvidia, /ubuntu)"):
         start_httpd()
 
     old = {h["name"]: h for h in (current or {}).get("hosts", [])}
