@@ -57,6 +57,8 @@ def sandbox_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess
 def up_args(spec: dict) -> list[str]:
     args = ["up", "--hosts", str(spec["hosts"]), "--ol", str(spec.get("ol", 0)),
             "--docker-hosts", str(spec.get("docker_hosts", 1))]
+    if spec.get("ubuntu"):
+        args += ["--ubuntu", str(spec["ubuntu"])]
     if spec.get("overrides"):
         args += ["--spec", json.dumps(spec["overrides"])]
     return args

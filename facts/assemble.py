@@ -40,7 +40,10 @@ TOOLKIT_PACKAGES = (
 _DRIVER_PACKAGE = re.compile(
     r"^(cuda-drivers(-\d+)?|nvidia-open(-\d+)?|nvidia-driver(-\d+)?(-open)?|nvidia-dkms-\d+(-open)?"
     r"|nvidia-utils-\d+|nvidia-kernel-common-\d+|nvidia-driver-cuda|kmod-nvidia-[a-z-]+"
-    r"|nvidia-kmod-common|nvidia-fabricmanager-\d+|nvidia-fabric-manager)$"
+    r"|nvidia-kmod-common|nvidia-fabricmanager-\d+|nvidia-fabric-manager"
+    # Debian's names, which NVIDIA's Debian repository uses (gpuhost/packages.py)
+    r"|nvidia-(open-)?kernel-(dkms|support)|nvidia-driver-libs|libcuda1|nvidia-smi"
+    r"|firmware-nvidia-gsp)$"
 )
 _LOCAL_REPO = re.compile(r"^nvidia-driver-local-repo-(?P<distro>[a-z]+\d+)-(?P<version>[\d.]+)$")
 

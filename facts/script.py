@@ -46,7 +46,7 @@ SECTIONS: dict[str, str] = {
     "dpkg": _tool(
         "dpkg-query",
         "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' 2>/dev/null"
-        " | grep -E '^(nvidia|libnvidia|cuda-drivers|linux-headers|docker|containerd|runc"
+        " | grep -E '^(nvidia|libnvidia|libcuda1|firmware-nvidia|cuda-drivers|linux-headers|docker|containerd|runc"
         "|dkms|unattended-upgrades)'; true",
     ),
     "rpm": _tool(

@@ -25,12 +25,18 @@ TOOLKIT_PACKAGES = (
 )
 
 # The driver's own packages, for apt pinning. The container toolkit (nvidia-container-*,
-# libnvidia-container*) must NOT match: it has its own version line.
+# libnvidia-container*) must NOT match: it has its own version line. Two naming schemes:
+# Ubuntu's (nvidia-utils-570, libnvidia-compute-570, ...) and Debian's, which NVIDIA's
+# Debian repository uses too (nvidia-kernel-dkms, nvidia-open-kernel-dkms, libcuda1,
+# nvidia-smi, firmware-nvidia-gsp, libnvidia-ml1, ...: Debian's nvidia-graphics-drivers
+# packaging, packages.debian.org). POSIX ERE only: apt compiles it with regcomp.
 DRIVER_PACKAGE_REGEX = (
     "^(cuda-drivers|nvidia-open|nvidia-driver|nvidia-dkms|nvidia-utils|nvidia-kernel"
     "|nvidia-compute-utils|nvidia-fabricmanager|nvidia-persistenced|nvidia-settings"
     "|nvidia-modprobe|nvidia-firmware|libnvidia-(compute|decode|encode|extra|fbc1|gl|cfg1"
-    "|common|fabric|gpucomp|nscq)|xserver-xorg-video-nvidia)"
+    "|common|fabric|gpucomp|nscq|ml1|ptxjitcompiler|pkcs11|nvvm|allocator|egl|rtcore|ngx"
+    "|opticalflow)|xserver-xorg-video-nvidia"
+    "|nvidia-smi|nvidia-alternative|libcuda1|firmware-nvidia-gsp)"
 )
 
 
@@ -146,6 +152,31 @@ def docker_packages(distro_tag: str, source: str) -> list[str]:
             )
         return ["docker.io"]
     raise ValueError(f"no package list for docker_source {source!r}")
+
+
+# Docker's Ubuntu and Debian install guides: "Uninstall conflicting packages" before
+# installing docker-ce (`apt remove $(dpkg --get-selections docker.io docker-compose
+# docker-compose-v2 docker-doc podman-docker containerd runc | cut -f1)`); containerd.io
+# itself declares Conflicts/Replaces containerd and runc, docker-ce Conflicts docker.io.
+DOCKER_APT_CONFLICTING = ("docker.io", "docker-compose", "docker-compose-v2", "docker-doc",
+                          "podman-docker", "containerd", "runc")
+
+
+def docker_apt_conflicting(installed: dict | list | set) -> list[str]:
+    """Which of Docker's documented conflicting packages are installed (``installed``: the
+    installed package names, e.g. pyinfra's DebPackages fact)."""
+    return [name for name in DOCKER_APT_CONFLICTING if name in installed]
+
+
+def docker_conflict_message(host_os: str, found: list[str]) -> str:
+    return (
+        f"{host_os} has {', '.join(found)} installed; Docker's packages (docker-ce, "
+        "containerd.io) conflict with them and apt would remove them silently (a running "
+        "docker.io/containerd and its containers would stop). Docker's guide removes them "
+        "first: set docker_replace_conflicting: true to let gpuhost do that (images and "
+        "containers under /var/lib/docker are kept, the packages' configuration too), "
+        "remove them yourself, or set docker_source: distro to keep the distribution's Docker"
+    )
 
 
 def docker_apt_suite(distro_tag: str) -> str:

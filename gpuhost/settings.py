@@ -139,6 +139,12 @@ class Settings:
     docker_local_packages: tuple[str, ...] = _key(
         "list of paths", "controller paths of Docker packages (with docker_source: local)",
         _path_list, ())
+    docker_replace_conflicting: bool = _key(
+        "bool", "apt hosts, docker_source: docker: remove the packages Docker's guide lists as "
+        "conflicting (docker.io, docker-compose, docker-compose-v2, docker-doc, podman-docker, "
+        "containerd, runc) before installing Docker's; on EL the same as docker_replace_podman "
+        "(either one true allows); false: such a host stops, packages named",
+        check_bool, False)
     container_toolkit_version: str = _key(
         "str", "version of the four NVIDIA Container Toolkit packages, like \"1.17.8\"",
         check_version(TOOLKIT_RE, "1.17.8", "a toolkit version"))
@@ -202,7 +208,8 @@ class Settings:
         lambda k, v: [] if v is None else _repo_ids(k, v), None)
     docker_replace_podman: bool = _key(
         "bool", "EL: remove podman, buildah, runc, containers-common before installing "
-        "Docker (false: stop the host and name them)", check_bool, False)
+        "Docker (false: stop the host and name them); on apt hosts the same as "
+        "docker_replace_conflicting (either one true allows)", check_bool, False)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

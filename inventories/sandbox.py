@@ -1,7 +1,7 @@
 """pyinfra inventory of the sandbox fleet (`make sandbox-up HOSTS=N`).
 
 Reads fleet.json from $GPUHOST_SANDBOX_DIR (default /run/gpuhost-sandbox), written by
-`python -m sandbox up`. Groups: debian_hosts, ol_hosts, docker_hosts (each a pyinfra
+`python -m sandbox up`. Groups: debian_hosts, ol_hosts, ubuntu_hosts, docker_hosts (each a pyinfra
 `(hosts, data)` tuple) and `all`, whose data is `sandbox_settings(fleet, manifest)`.
 
     .venv/bin/pyinfra inventories/sandbox.py fact server.LinuxDistribution --json
@@ -133,6 +133,7 @@ _by_name = {h["name"]: h for h in _fleet["hosts"]}
 
 debian_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "debian12"], {})
 ol_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("ol8", "ol9")], {})
+ubuntu_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("ubuntu2204", "ubuntu2404")], {})
 docker_hosts = ([t for t in _hosts if _by_name[t[0]].get("docker")], {})
 # gpuhost's settings for the whole fleet. Not in the `all` group: group_data/all.py holds
 # gpuhost's documented defaults, and pyinfra lets it override an inventory's `all` data.

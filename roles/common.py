@@ -18,6 +18,7 @@ from pyinfra.api import QuoteString, StringCommand
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.state import State, StateStage
 from pyinfra.context import inventory
+from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import server
 
 from facts.host import GpuHostState
@@ -105,12 +106,33 @@ def host_ready() -> bool:
         choose_flavor(config, state)
         tools = docker.get("el_container_tools") or []
         if tools and config.docker_source != "none" and not docker.get("docker_installed") \
-                and not config.docker_replace_podman:  # issue 13 item 2: before any change
+                and not replace_conflicting(config):  # issue 13 item 2: before any change
             raise GpuhostError(packages.container_tools_message(host.name, tools))
+        docker_conflicts_check(config, state)
     except GpuhostError as error:
         server.shell(name="gpuhost cannot provision this host", commands=[fail_command(str(error))])
         return False
     return True
+
+
+def replace_conflicting(config: settings.Settings) -> bool:
+    """May gpuhost remove the packages that conflict with Docker's? One decision with two
+    names: docker_replace_conflicting (any OS) and docker_replace_podman (the EL name)."""
+    return config.docker_replace_conflicting or config.docker_replace_podman
+
+
+def docker_conflicts_check(config: settings.Settings, state: dict[str, Any]) -> None:
+    """apt hosts taking Docker from Docker's repository: the packages Docker's guide lists
+    as conflicting stop the host before anything changes, unless docker_replace_conflicting
+    (roles/docker_engine.py then removes them, as the guide does)."""
+    if config.docker_source != "docker" or replace_conflicting(config):
+        return
+    if packages.family(distro_tag(state)) != "debian":
+        return
+    found = packages.docker_apt_conflicting(host.get_fact(DebPackages) or {})
+    if found:
+        raise GpuhostError(f"{host.name}: " + packages.docker_conflict_message(
+            state["os"]["pretty_name"] or distro_tag(state), found))
 
 
 def host_state() -> dict[str, Any]:

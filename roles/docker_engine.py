@@ -3,11 +3,14 @@ or local package files; enabled and running."""
 
 from __future__ import annotations
 
+from pyinfra import host
 from pyinfra.api import deploy
+from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, dnf, server
 
 from gpuhost import packages, settings
-from roles.common import GpuhostError, distro_tag, fetch_key, host_settings, host_state
+from roles.common import (GpuhostError, distro_tag, fetch_key, host_settings, host_state,
+                          replace_conflicting)
 from roles.el_packaging import remove_container_tools
 from roles.repos import apt_repository, local_packages, rpm_repository
 
@@ -17,7 +20,7 @@ def _replace_container_tools(config: settings.Settings, state: dict) -> None:
     does (roles.common.host_ready stopped the host already when the setting is false)."""
     docker = state.get("docker") or {}
     tools = docker.get("el_container_tools") or []
-    if tools and config.docker_replace_podman and not docker.get("docker_installed"):
+    if tools and replace_conflicting(config) and not docker.get("docker_installed"):
         remove_container_tools(name=f"Remove {', '.join(tools)} (docker_replace_podman; "
                                     "containerd.io conflicts with runc)", names=tools)
 
@@ -45,6 +48,14 @@ def install() -> None:
                 "Docker", key, "/etc/pki/rpm-gpg/docker-ce.asc",
                 packages.docker_rpm_repo(url), "/etc/yum.repos.d/docker-ce.repo",
             )
+    if source == "docker" and family == "debian":
+        # without docker_replace_conflicting, roles.common.host_ready stopped such a host
+        found = packages.docker_apt_conflicting(host.get_fact(DebPackages) or {})
+        if found:
+            apt.packages(
+                name=f"Remove the packages Docker lists as conflicting ({', '.join(found)}; "
+                "docker_replace_conflicting)",
+                packages=found, present=False)
     if source in ("docker", "distro"):
         try:
             wanted = packages.docker_packages(tag, source)

@@ -1,4 +1,4 @@
-"""CLI: python -m sandbox up --hosts N [--ol K] [--docker-hosts D] [--spec JSON|@file]
+"""CLI: python -m sandbox up --hosts N [--ol K] [--ubuntu U] [--docker-hosts D] [--spec JSON|@file]
          python -m sandbox down | status | base [--ol] | mirror [--refresh]"""
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     p_up.add_argument("--hosts", type=int, required=True, help="number of hosts (all OSes)")
     p_up.add_argument("--ol", type=int, default=0,
                       help="how many of them are Oracle Linux (split OL8/OL9), default 0")
+    p_up.add_argument("--ubuntu", type=int, default=0,
+                      help="how many of them are Ubuntu (split 22.04/24.04, 24.04 gets the "
+                           "odd one), default 0")
     p_up.add_argument("--docker-hosts", type=int, default=1,
                       help="how many Debian hosts form the docker_hosts group, default 1")
     p_up.add_argument("--spec", default=None,
@@ -32,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         if a.cmd == "up":
-            fleet.up(a.hosts, a.ol, a.docker_hosts, spec.load_overrides(a.spec), a.refresh)
+            fleet.up(a.hosts, a.ol, a.docker_hosts, spec.load_overrides(a.spec), a.refresh,
+                     ubuntu_hosts=a.ubuntu)
         elif a.cmd == "down":
             fleet.down()
         elif a.cmd == "status":

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from . import paths
+from . import paths, ubuntu
 from .util import SandboxError, need_commands, recipe_hash, run, say, step, write_file
 
 BASE_PACKAGES = [
@@ -73,7 +73,10 @@ def lower_dirs(os_name: str) -> list[Path]:
         return [debian_base_dir()]
     if os_name in OL_RELEASES:
         return [ol_layer_dir(os_name), debian_base_dir()]
-    raise SandboxError(f"unknown host OS {os_name!r}: use debian12, ol8 or ol9")
+    if ubuntu.is_ubuntu(os_name):
+        return [ubuntu.layer_dir(debian_base_dir(), os_name), debian_base_dir()]
+    raise SandboxError(f"unknown host OS {os_name!r}: use debian12, ol8, ol9, ubuntu2204 "
+                       "or ubuntu2404")
 
 
 def _sources_lines() -> list[str]:
@@ -260,9 +263,12 @@ def _in_use(d: Path) -> bool:
     return False
 
 
-def build_all(ol: bool) -> dict[str, Path]:
+def build_all(ol: bool, ubuntu_layers: bool = False) -> dict[str, Path]:
     out = {"debian12": build_debian_base()}
     if ol:
         for name in OL_RELEASES:
             out[name] = build_ol_layer(name)
+    if ubuntu_layers:   # Ubuntu's release files on the Debian root (sandbox/ubuntu.py)
+        for name in ubuntu.RELEASES:
+            out[name] = ubuntu.build_layer(out["debian12"], name)
     return out

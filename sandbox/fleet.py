@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import base, hosts, mirror, paths, spec, supervisor, traits
+from . import base, hosts, mirror, paths, spec, supervisor, traits, ubuntu
 from .util import (SandboxError, need_commands, need_root, pid_alive, read_json, read_pid,
                    run, say, step, write_file)
 
@@ -87,7 +87,8 @@ def start_httpd() -> None:
     subprocess.Popen(
         [sys.executable, str(HTTPD), "--bind", paths.HTTP_ADDRESS, "--port", str(paths.HTTP_PORT),
          "--log", str(rd / "httpd.log"), "--pidfile", str(rd / "httpd.pid"),
-         "--map", f"debian={paths.MIRROR_DEBIAN}", "--map", f"nvidia={paths.NVIDIA_CACHE}"],
+         "--map", f"debian={paths.MIRROR_DEBIAN}", "--map", f"nvidia={paths.NVIDIA_CACHE}",
+         "--map", f"ubuntu={ubuntu.REPO}"],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True, close_fds=True, cwd="/")
     log.close()
@@ -115,18 +116,20 @@ def _http_ok() -> bool:
 # ---------------------------------------------------------------- up
 
 def up(n_hosts: int, ol: int = 0, docker_hosts: int = 1, overrides: dict | None = None,
-       refresh: bool = False) -> dict:
+       refresh: bool = False, ubuntu_hosts: int = 0) -> dict:
     need_root()
     with _lock():
-        return _up(n_hosts, ol, docker_hosts, overrides, refresh)
+        return _up(n_hosts, ol, docker_hosts, overrides, refresh, ubuntu_hosts)
 
 
 def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
-        refresh: bool) -> dict:
+        refresh: bool, ubuntu_hosts: int = 0) -> dict:
     t0 = time.monotonic()
     rd = paths.run_dir()
     request = {"hosts": n_hosts, "ol": ol, "docker_hosts": docker_hosts,
                "overrides": overrides or {}}
+    if ubuntu_hosts:
+        request["ubuntu"] = ubuntu_hosts
     current = read_json(_state_file())
     if current and current.get("request") == request and _all_up(current["hosts"]):
         say(f"fleet of {n_hosts} hosts is already up (no change): {rd / 'fleet.json'}")
@@ -139,11 +142,14 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
         with step("remove stale hosts from an earlier session"):
             _kill_strays()
             hosts.remove_tree(paths.HOSTS_DIR)
-    base.build_all(ol=ol > 0)
+    base.build_all(ol=ol > 0, ubuntu_layers=ubuntu_hosts > 0)
     mstate = mirror.build(refresh=refresh)
-    wanted = spec.plan(n_hosts, ol, docker_hosts, overrides or {}, mstate["kernel_release"])
+    if ubuntu_hosts:
+        ubuntu.build_repo(mstate)
+    wanted = spec.plan(n_hosts, ol, docker_hosts, overrides or {}, mstate["kernel_release"],
+                       ubuntu=ubuntu_hosts)
     pubkey = _ensure_ssh_key()
-    with step(f"HTTP server on {paths.MIRROR_URL} (/debian, /nvidia)"):
+    with step(f"HTTP server on {paths.MIRROR_URL} (/debian, /nvidia, /ubuntu)"):
         start_httpd()
 
     old = {h["name"]: h for h in (current or {}).get("hosts", [])}

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import base, mirror, paths, supervisor, traits
+from . import base, mirror, paths, supervisor, traits, ubuntu
 from .spec import machine_json
 from .util import SandboxError, pid_alive, read_json, read_pid, run, write_file
 
@@ -94,9 +94,13 @@ def create(h: dict, pubkey: str) -> None:
     write_file(upper / "etc/ssh/sshd_config.d/gpuhost-sandbox.conf", _sshd_config(h))
     (upper / "root/.ssh").mkdir(mode=0o700, parents=True, exist_ok=True)
     write_file(upper / "root/.ssh/authorized_keys", pubkey, mode=0o600)
-    # apt: the sandbox mirror only.
-    write_file(upper / "etc/apt/sources.list", mirror.sources_list())
-    shutil.copyfile(mirror.KEYRING, _mk(upper / "etc/apt/keyrings") / mirror.KEYRING_NAME)
+    # apt: the sandbox mirror only (Ubuntu hosts: the sandbox's Ubuntu-layout archive,
+    # in the stock image's sources files).
+    if ubuntu.is_ubuntu(h["os"]):
+        ubuntu.write_apt_sources(upper, h["os"])
+    else:
+        write_file(upper / "etc/apt/sources.list", mirror.sources_list())
+        shutil.copyfile(mirror.KEYRING, _mk(upper / "etc/apt/keyrings") / mirror.KEYRING_NAME)
     # A machine id of its own, as an installed system has (systemd, journald, dbus use it).
     write_file(upper / "etc/machine-id", os.urandom(16).hex() + "\n", mode=0o444)
     # Simulator pieces: uname (the simulated kernel release), the boot-time GPU unit.
@@ -113,7 +117,7 @@ def create(h: dict, pubkey: str) -> None:
     # dockerd's sandbox flags for every host (Oracle hosts' docker-ce ships Debian's
     # docker.service, which reads /etc/default/docker)
     _docker_defaults(upper, name, lowers)
-    if h["os"] != "debian12":
+    if h["os"] in ("ol8", "ol9"):
         with open(upper / "etc/default/docker", "a") as defaults:
             defaults.write("# docker-ce's dockerd (a wrapper) lives in /usr/bin\nDOCKERD=/usr/bin/dockerd\n")
         # The Oracle hosts' stock repositories (sandbox/nvidia/pkg/oracle.py, one repo per

@@ -1,7 +1,8 @@
 """Which hosts a fleet has: names, OS, simulated kernel and GPUs (deterministic by index).
 
 Host N (1-based) is `gpu-NN` (Debian 12) for the first `hosts - ol` indexes, then
-`ol8-NN` and `ol9-NN` (the `ol` count split between the two, OL8 gets the odd one).
+`ol8-NN` and `ol9-NN` (the `ol` count split between the two, OL8 gets the odd one), then
+`u22-NN` and `u24-NN` (Ubuntu 22.04/24.04, the `ubuntu` count split, 24.04 gets the odd one).
 GPU model cycles A100-SXM4-40GB, H100-80GB-HBM3, L4 and the count cycles 1..8 with the
 index; an 8-GPU A100/H100 host has NVSwitch. The first `docker_hosts` Debian hosts are the
 docker hosts. Each host gets the default traits (sandbox/traits) unless its override names
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import paths, traits
+from . import paths, traits, ubuntu as ubuntu_os
 from .util import SandboxError
 
 GPU_CYCLE = ["A100-SXM4-40GB", "H100-80GB-HBM3", "L4"]
@@ -64,12 +65,16 @@ def load_overrides(text: str | None) -> dict[str, dict]:
 
 
 def plan(hosts: int, ol: int, docker_hosts: int, overrides: dict[str, dict],
-         debian_kernel: str) -> list[dict]:
+         debian_kernel: str, ubuntu: int = 0) -> list[dict]:
     if not 1 <= hosts <= paths.MAX_HOSTS:
         raise SandboxError(f"--hosts must be 1..{paths.MAX_HOSTS}, got {hosts}")
     if not 0 <= ol <= hosts:
         raise SandboxError(f"--ol must be 0..{hosts} (the OL hosts are part of --hosts)")
-    n_debian = hosts - ol
+    if not 0 <= ubuntu <= hosts - ol:
+        raise SandboxError(f"--ubuntu must be 0..{hosts - ol} (the Ubuntu hosts are part of "
+                           "--hosts, beside the OL hosts)")
+    n_debian = hosts - ol - ubuntu
+    n_u22 = ubuntu // 2
     if not 0 <= docker_hosts <= n_debian:
         raise SandboxError(f"--docker-hosts must be 0..{n_debian} (docker hosts are Debian hosts)")
     n_ol8 = (ol + 1) // 2
@@ -79,9 +84,18 @@ def plan(hosts: int, ol: int, docker_hosts: int, overrides: dict[str, dict],
             os_name = "debian12"
         elif i <= n_debian + n_ol8:
             os_name = "ol8"
-        else:
+        elif i <= n_debian + ol:
             os_name = "ol9"
-        prefix = "gpu" if os_name == "debian12" else os_name
+        elif i <= n_debian + ol + n_u22:
+            os_name = "ubuntu2204"
+        else:
+            os_name = "ubuntu2404"
+        if ubuntu_os.is_ubuntu(os_name):
+            prefix = ubuntu_os.RELEASES[os_name]["prefix"]
+            kernel = ubuntu_os.kernel_release(os_name)
+        else:
+            prefix = "gpu" if os_name == "debian12" else os_name
+            kernel = debian_kernel if os_name == "debian12" else OL_KERNELS[os_name]
         model = GPU_CYCLE[(i - 1) % len(GPU_CYCLE)]
         count = (i - 1) % 8 + 1
         h = {
@@ -89,7 +103,7 @@ def plan(hosts: int, ol: int, docker_hosts: int, overrides: dict[str, dict],
             "address": paths.host_address(i),
             "port": paths.SSH_PORT,
             "os": os_name,
-            "kernel_release": debian_kernel if os_name == "debian12" else OL_KERNELS[os_name],
+            "kernel_release": kernel,
             "gpu_model": model,
             "gpu_count": count,
             "nvswitch": count == 8 and model != "L4",
