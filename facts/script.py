@@ -43,6 +43,14 @@ SECTIONS: dict[str, str] = {
     "mig_lgi": _IF_MIG + _tool("nvidia-smi", f"{_SMI} mig -lgi"),
     "mig_lci": _IF_MIG + _tool("nvidia-smi", f"{_SMI} mig -lci"),
     "lspci": _tool("lspci", "lspci -mm -nn -d 10de:"),
+    # The kernel's own PCI ids (no pciutils needed, no pci.ids): one line per NVIDIA
+    # function, "SLOT DEVICE CLASS SUBSYSTEM_VENDOR SUBSYSTEM_DEVICE REVISION" as sysfs
+    # prints them (0x...), "-" for a file that cannot be read.
+    "pci_sysfs": "test -d /sys/bus/pci/devices || exit 3; "
+    "for d in /sys/bus/pci/devices/*; do "
+    '[ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] || continue; printf %s "${d##*/}"; '
+    "for f in device class subsystem_vendor subsystem_device revision; do "
+    'v=$(cat "$d/$f" 2>/dev/null) || v=-; printf " %s" "${v:--}"; done; echo; done; true',
     "dpkg": _tool(
         "dpkg-query",
         "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' 2>/dev/null"
