@@ -353,6 +353,8 @@ def classify_pci(device_id: str | None) -> dict:
 
 def _pci_label(gpu: dict) -> str:
     name = gpu.get("name") or "unknown model"
+    if gpu.get("pci_device_id") and name.endswith(f"10de:{gpu['pci_device_id']}"):
+        name = "unknown model"  # the facts' placeholder name "NVIDIA device 10de:xxxx"
     pci = f", PCI id 10de:{gpu['pci_device_id']}" if gpu.get("pci_device_id") else ""
     return f"GPU {gpu.get('index', '?')} ({name}{pci})"
 

@@ -109,3 +109,21 @@ def test_lspci_names_join_sysfs_ids_and_lspci_alone_still_works():
     got = assemble.gpus_state(sections(
         lspci=(0, named), pci_sysfs=(0, "0000:3b:00.0 0x2901 0x030200 0x10de 0x1999 0xa1\n")))
     assert [(g["name"], g["source"]) for g in got] == [("GB100 [B200]", "sysfs")]
+
+
+def test_the_audit_shows_an_unknown_gpu_instead_of_dropping_it():
+    from gpuhost import audit
+
+    state = assemble.host_state(sections(
+        os_release=(0, 'ID=debian\nVERSION_ID="12"\n'), kernel=(0, "6.1.0-56-amd64 x86_64\n"),
+        lspci=(127, ""), pci_sysfs=(0, "0000:1b:00.0 0x2901 0x030200 0x10de 0x1999 0xa1\n")))
+    seen = audit.observed(state)
+    assert seen["gpu_count"] == 1
+    assert seen["gpus"] == [{"model": "NVIDIA device 10de:2901", "count": 1}]
+
+
+def test_the_refusal_does_not_repeat_the_placeholder_name():
+    unknown = {"index": 0, "name": "NVIDIA device 10de:2901", "pci_device_id": "2901",
+               "architecture": None, "generation": None, "legacy_branch": None}
+    with pytest.raises(ValueError, match=r"^GPU 0 \(unknown model, PCI id 10de:2901\) is in"):
+        policy.flavor_for_gpus("auto", [unknown], "570.172.08")
