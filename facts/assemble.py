@@ -185,10 +185,49 @@ def driver_state(sections: Sections) -> dict[str, Any]:
     }
 
 
+def _slot(slot: str | None) -> str | None:
+    """'00000000:07:00.0' (nvidia-smi), '0000:07:00.0' (sysfs), '07:00.0' (lspci without
+    a domain) -> '0000:07:00.0'."""
+    if not slot:
+        return None
+    text = str(slot).strip().lower()
+    if text.count(":") == 1:
+        text = "0000:" + text
+    return text[-12:]
+
+
+def _pci_gpus(sections: Sections) -> tuple[list[dict[str, Any]], str]:
+    """NVIDIA GPU functions (3D controller / VGA class; NVSwitch bridges and audio functions
+    are not GPUs) with their PCI ids: from /sys/bus/pci/devices when the host has it (the
+    kernel's ids, no pciutils needed), else from lspci; lspci's names are added when present.
+    Returns (devices, source)."""
+    lspci = ok(sections, "lspci")
+    listed = parsers.parse_lspci_nvidia(lspci) if lspci else []
+    names = {_slot(d["slot"]): d.get("device_name") for d in listed}
+    rc, sysfs = section(sections, "pci_sysfs")
+    if rc == 0:
+        devices = [
+            {**d, "device_name": names.get(_slot(d["slot"]))}
+            for d in parsers.parse_pci_sysfs(sysfs)
+            if (d.get("class") or "").startswith(("0302", "0300"))
+        ]
+        return devices, "sysfs"
+    devices = [d for d in listed if d.get("class", "").startswith(("3D controller", "VGA"))]
+    return devices, "lspci"
+
+
+def _classified(device_id: str | None) -> dict[str, Any]:
+    info = policy.classify_pci(device_id)
+    return {"pci_device_id": info["device_id"], "generation": info["generation"],
+            "legacy_branch": info["legacy_branch"], "classified_by": info["known_by"]}
+
+
 def gpus_state(sections: Sections) -> list[dict[str, Any]]:
     """See ``facts.nvidia.NvidiaGpus``."""
     smi, _error = _smi_xml(sections)
     result = []
+    pci, pci_source = _pci_gpus(sections)
+    ids_by_slot = {_slot(d["slot"]): d["device_id"] for d in pci}
     if smi and smi["gpus"]:
         for gpu in smi["gpus"]:
             model = policy.lookup_model(name=gpu["name"])
@@ -196,12 +235,19 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
             mig_capable = gpu.get("mig_capable")
             if mig_capable is None and model is not None:
                 mig_capable = model.get("mig") is not None
+            device_id = ids_by_slot.get(_slot(gpu["pci_bus_id"]))
+            classified = _classified(device_id)
+            architecture = gpu.get("architecture") or (model or {}).get("architecture")
+            if architecture and architecture.strip().lower() in policy.ARCHITECTURES + (
+                    "ada lovelace",):
+                classified["generation"] = ("turing-or-newer" if policy.open_module_supported(
+                    architecture) else "pre-turing")
             result.append(
                 {
                     "index": gpu["index"],
                     "name": gpu["name"],
                     "model": model["key"] if model else None,
-                    "architecture": gpu.get("architecture") or (model or {}).get("architecture"),
+                    "architecture": architecture,
                     "uuid": gpu["uuid"],
                     "pci_bus_id": gpu["pci_bus_id"],
                     "memory_total_mib": gpu["memory_total_mib"],
@@ -211,22 +257,22 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
                     "mig_capable": mig_capable,
                     "compute_capability": capability,
                     "processes": gpu.get("processes") or [],
+                    **classified,
                     "source": "nvidia-smi",
                 }
             )
         return result
-    lspci = ok(sections, "lspci")
-    devices = [
-        device for device in (parsers.parse_lspci_nvidia(lspci) if lspci else [])
-        # NVSwitch bridges and audio functions are not GPUs
-        if device.get("class", "").startswith(("3D controller", "VGA"))
-    ]
-    for index, device in enumerate(devices):
-        model = policy.lookup_model(pci_device_id=device["device_id"])
+    for index, device in enumerate(pci):
+        info = policy.classify_pci(device["device_id"])
+        model = policy.lookup_model(info["model"]) if info["model"] else None
+        listed = device.get("device_name")
+        if listed in (None, "", "Device"):  # lspci without the id in its pci.ids: "Device [2901]"
+            listed = None
+        name = info["name"] or listed or f"NVIDIA device 10de:{device['device_id']}"
         result.append(
             {
                 "index": index,
-                "name": (model or {}).get("names", [device.get("device_name")])[0],
+                "name": name,
                 "model": model["key"] if model else None,
                 "architecture": (model or {}).get("architecture"),
                 "uuid": None,
@@ -238,7 +284,8 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
                 "mig_capable": (model.get("mig") is not None) if model else None,
                 "compute_capability": (model or {}).get("compute_capability"),
                 "processes": [],
-                "source": "lspci",
+                **_classified(device["device_id"]),
+                "source": pci_source,
             }
         )
     return result

@@ -110,6 +110,35 @@ def parse_lspci_nvidia(text):
     return devices
 
 
+_SYSFS = "/sys/bus/pci/devices lines 'SLOT 0xDEVICE 0xCLASS 0xSUBVENDOR 0xSUBDEVICE 0xREV'"
+
+
+@contract(_SYSFS)
+def parse_pci_sysfs(text):
+    """NVIDIA functions from gpuhost's pci_sysfs section (facts/script.py): ``slot``,
+    ``device_id`` ("1db4"), ``class`` ("030200"), ``subsystem_vendor_id``,
+    ``subsystem_device_id``, ``revision`` (None for a file sysfs did not give)."""
+    devices = []
+    hexa = r"(0x[0-9a-fA-F]+|-)"
+    slot_re = r"[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+    for raw in text.split("\n"):
+        if not raw.strip():
+            continue
+        match = re.fullmatch(rf"({slot_re})((?: {hexa}){{5}})", raw.strip())
+        if not match:
+            raise ValueError(f"expected {_SYSFS}, got {raw[:120]!r}")
+        values = [None if v == "-" else v[2:].lower() for v in match.group(2).split()]
+        device, klass, subvendor, subdevice, revision = values
+        if device is None or len(device) != 4:
+            raise ValueError(f"expected {_SYSFS} (a 4-digit device id), got {raw[:120]!r}")
+        devices.append({"slot": match.group(1).lower(), "device_id": device,
+                        "class": klass.zfill(6) if klass else None,
+                        "subsystem_vendor_id": subvendor.zfill(4) if subvendor else None,
+                        "subsystem_device_id": subdevice.zfill(4) if subdevice else None,
+                        "revision": revision.zfill(2) if revision else None})
+    return devices
+
+
 _RPM = "`rpm -qa --qf '%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n'` output"
 _DPKG = "`dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'` output"
 

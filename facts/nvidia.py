@@ -51,7 +51,10 @@ class NvidiaDriver(SectionFact):
 class NvidiaGpus(SectionFact):
     """
     The host's GPUs, one dict each, from ``nvidia-smi -q -x``; when the driver does not answer,
-    from ``lspci`` (``source: "lspci"``, fewer fields) so a bare host still shows its GPUs.
+    from the kernel's PCI ids in ``/sys/bus/pci/devices`` (``source: "sysfs"``; names from
+    ``lspci`` when pciutils is installed) or, without that directory, from ``lspci``
+    (``source: "lspci"``), with fewer fields, so a bare host still shows its GPUs, unknown
+    ones included (name "NVIDIA device 10de:2901", model None, classified_by None).
 
     .. code:: python
 
@@ -64,10 +67,14 @@ class NvidiaGpus(SectionFact):
           "mig_capable": bool | None,
           "compute_capability": "8.0" | None,  # the driver's, else gpuhost.policy's model table
           "processes": [{"pid": 4242, "name": "python3", ...}],
-          "source": "nvidia-smi" | "lspci"}]
+          "pci_device_id": "20b0" | None,
+          "generation": "turing-or-newer" | "pre-turing" | None,  # None: unknown GPU
+          "legacy_branch": "470" | None,  # NVIDIA's supported-gpus.json legacybranch
+          "classified_by": "gpu_models" | "supported-gpus" | None,
+          "source": "nvidia-smi" | "sysfs" | "lspci"}]
     """
 
-    sections = ("smi_xml", "lspci")
+    sections = ("smi_xml", "lspci", "pci_sysfs")
     assemble = staticmethod(gpus_state)
 
 

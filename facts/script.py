@@ -43,6 +43,15 @@ SECTIONS: dict[str, str] = {
     "mig_lgi": _IF_MIG + _tool("nvidia-smi", f"{_SMI} mig -lgi"),
     "mig_lci": _IF_MIG + _tool("nvidia-smi", f"{_SMI} mig -lci"),
     "lspci": _tool("lspci", "lspci -mm -nn -d 10de:"),
+    # The kernel's own PCI ids (no pciutils needed, no pci.ids): one line per NVIDIA
+    # function, "SLOT DEVICE CLASS SUBSYSTEM_VENDOR SUBSYSTEM_DEVICE REVISION" as sysfs
+    # prints them (0x...), "-" for a file that cannot be read. One grep finds NVIDIA's
+    # functions (a big server has hundreds of PCI functions: no process per function).
+    "pci_sysfs": "test -d /sys/bus/pci/devices || exit 3; "
+    "grep -lx 0x10de /sys/bus/pci/devices/*/vendor 2>/dev/null | while read -r v; do "
+    'd=${v%/vendor}; printf %s "${d##*/}"; '
+    "for f in device class subsystem_vendor subsystem_device revision; do "
+    'x=$(cat "$d/$f" 2>/dev/null) || x=-; printf " %s" "${x:--}"; done; echo; done; true',
     "dpkg": _tool(
         "dpkg-query",
         "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' 2>/dev/null"

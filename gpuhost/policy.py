@@ -234,15 +234,25 @@ def proprietary_supported(architecture: str, driver_version: str) -> bool:
     return True
 
 
-def _labelled(architectures: Iterable) -> list[tuple[str, str]]:
+# Rules of a GPU known only by NVIDIA's supported-gpus.json (no architecture there): the
+# pre-Turing generations (Maxwell, Pascal, Volta) share one rule set, so do Turing and
+# newer (Blackwell aside, which needs drivers newer than the snapshot's). (shown, rules)
+GENERATIONS = {"pre-turing": ("pre-Turing", "volta"), "turing-or-newer": ("Turing or newer", "turing")}
+
+
+def _labelled(architectures: Iterable) -> list[tuple[str, str, str]]:
+    """(label, architecture as shown in messages, architecture whose rules apply)."""
     out = []
     for item in architectures:
+        label = None
         if isinstance(item, (tuple, list)):
-            label, arch = item
-            out.append((str(label), _arch(arch)))
+            label, item = item
+        if str(item) in GENERATIONS:
+            shown, arch = GENERATIONS[str(item)]
         else:
             arch = _arch(item)
-            out.append((f"a {arch.capitalize()} GPU", arch))
+            shown = arch
+        out.append((str(label) if label is not None else f"a {shown.capitalize()} GPU", shown, arch))
     return out
 
 
@@ -260,37 +270,129 @@ def choose_flavor(setting: str, architectures: Iterable, driver_version: str) ->
         raise ValueError(f"nvidia_driver_flavor {setting!r} is not one of {', '.join(FLAVORS)}")
     gpus = _labelled(architectures)
     branch = int(driver_branch(driver_version))
-    no_open = [(label, a) for label, a in gpus if not open_module_supported(a)]
-    no_prop = [(label, a) for label, a in gpus if not proprietary_supported(a, driver_version)]
+    no_open = [(label, shown, a) for label, shown, a in gpus if not open_module_supported(a)]
+    no_prop = [(label, shown, a) for label, shown, a in gpus
+               if not proprietary_supported(a, driver_version)]
     if setting == "auto":
-        if branch >= PROPRIETARY_REMOVED_BRANCH or any(a in OPEN_ONLY_ARCHITECTURES for _, a in gpus):
+        if branch >= PROPRIETARY_REMOVED_BRANCH or any(a in OPEN_ONLY_ARCHITECTURES for *_, a in gpus):
             setting = "open"
         elif not no_open and branch >= OPEN_MODULE_DEFAULT_BRANCH:
             setting = "open"
         else:
             setting = "proprietary"
     if setting == "open" and no_open:
-        label, arch = no_open[0]
+        label, shown, arch = no_open[0]
         raise ValueError(
-            f"{label} ({arch}) cannot run the open kernel modules (Turing and newer only): "
+            f"{label} ({shown}) cannot run the open kernel modules (Turing and newer only): "
             f"set nvidia_driver_flavor to 'proprietary' and a driver branch <= {LEGACY_LAST_BRANCH}"
         )
     if setting == "proprietary" and no_prop:
-        label, arch = no_prop[0]
+        label, shown, arch = no_prop[0]
         if branch >= PROPRIETARY_REMOVED_BRANCH:
             why = (f"driver {driver_version} has no proprietary modules "
                    f"(removed in {PROPRIETARY_REMOVED_BRANCH})")
         elif arch in OPEN_ONLY_ARCHITECTURES:
             why = f"{arch.capitalize()} GPUs need the open kernel modules"
         else:
-            why = f"R{LEGACY_LAST_BRANCH} is the last driver branch for {arch.capitalize()}"
+            who = arch.capitalize() if shown == arch else f"{shown} GPUs"
+            why = f"R{LEGACY_LAST_BRANCH} is the last driver branch for {who}"
         fix = (
             f"pin nvidia_driver_version to a {LEGACY_LAST_BRANCH} driver"
             if arch in LEGACY_ARCHITECTURES
             else "set nvidia_driver_flavor to 'open' (or 'auto')"
         )
-        raise ValueError(f"{label} ({arch}) cannot run driver {driver_version} proprietary: {why}; {fix}")
+        raise ValueError(f"{label} ({shown}) cannot run driver {driver_version} proprietary: {why}; {fix}")
     return setting
+
+
+# --- GPUs by PCI id: gpuhost's table, then NVIDIA's own device table -----------------------
+# nvidia_supported_gpus.json: NVIDIA's supported-gpus.json (shipped with every Linux driver),
+# reduced to device id -> name, open (the 'kernelopen' feature), legacy_branch; its _source,
+# _driver and _date say which driver's copy it is (scripts/refresh_supported_gpus.py).
+SUPPORTED_GPUS: dict = _data("nvidia_supported_gpus.json")
+_SUPPORTED = SUPPORTED_GPUS["devices"]
+
+
+def _pci_id(device_id: str | None) -> str | None:
+    if not device_id:
+        return None
+    pci = str(device_id).strip().lower().removeprefix("0x")
+    if len(pci) == 8 and pci.endswith("10de"):
+        pci = pci[:4]
+    return pci if re.fullmatch(r"[0-9a-f]{4}", pci) else None
+
+
+def classify_pci(device_id: str | None) -> dict:
+    """What gpuhost knows of NVIDIA PCI device ``device_id`` ("1db4", "0x1DB4").
+
+    ``{"device_id", "name", "model", "architecture", "generation", "open_modules",
+    "legacy_branch", "known_by"}``: ``known_by`` is "gpu_models" (gpuhost's table, with the
+    architecture), "supported-gpus" (NVIDIA's table: ``generation`` "pre-turing" or
+    "turing-or-newer" from its 'kernelopen' feature) or None (unknown: every other field but
+    ``device_id`` is None).
+    """
+    pci = _pci_id(device_id)
+    out = {"device_id": pci, "name": None, "model": None, "architecture": None,
+           "generation": None, "open_modules": None, "legacy_branch": None, "known_by": None}
+    model = lookup_model(pci_device_id=pci) if pci else None
+    row = _SUPPORTED.get(pci) if pci else None
+    if model:
+        arch = model["architecture"]
+        opens = open_module_supported(arch)
+        out.update(name=model["names"][0], model=model["key"], architecture=arch,
+                   generation="turing-or-newer" if opens else "pre-turing",
+                   open_modules=opens, known_by="gpu_models")
+    elif row:
+        out.update(name=row["name"], open_modules=bool(row["open"]),
+                   generation="turing-or-newer" if row["open"] else "pre-turing",
+                   known_by="supported-gpus")
+    if row:
+        out["legacy_branch"] = row["legacy_branch"]
+    return out
+
+
+def _pci_label(gpu: dict) -> str:
+    name = gpu.get("name") or "unknown model"
+    if gpu.get("pci_device_id") and name.endswith(f"10de:{gpu['pci_device_id']}"):
+        name = "unknown model"  # the facts' placeholder name "NVIDIA device 10de:xxxx"
+    pci = f", PCI id 10de:{gpu['pci_device_id']}" if gpu.get("pci_device_id") else ""
+    return f"GPU {gpu.get('index', '?')} ({name}{pci})"
+
+
+def flavor_for_gpus(setting: str, gpus: Iterable[dict], driver_version: str) -> str:
+    """``choose_flavor`` for GPUs as the facts report them (``facts.nvidia.NvidiaGpus``:
+    ``architecture``, ``generation``, ``legacy_branch``, ``pci_device_id``, ``name``,
+    ``index``). Raises ValueError naming the GPU, its PCI id and the fix when:
+
+    * a GPU needs a legacy branch older than ``driver_version`` (NVIDIA's legacybranch);
+    * ``setting`` is "auto" and a GPU cannot be classified (neither gpuhost's table nor
+      NVIDIA's supported-gpus.json snapshot knows its PCI id, and nvidia-smi did not name
+      its architecture): auto would guess, and a wrong guess leaves a driver that never loads.
+    """
+    branch = int(driver_branch(driver_version))
+    labelled = []
+    for gpu in gpus:
+        label = _pci_label(gpu)
+        legacy = gpu.get("legacy_branch")
+        if legacy and str(legacy).isdigit() and branch > int(legacy):
+            raise ValueError(
+                f"{label} is driven only by NVIDIA's {legacy}.xx legacy driver branch "
+                f"(NVIDIA's supported-gpus.json), not by {driver_version}: gpuhost does not "
+                "install legacy branches; remove this host from the inventory")
+        if gpu.get("architecture"):
+            labelled.append((label, gpu["architecture"]))
+        elif gpu.get("generation") in GENERATIONS:
+            labelled.append((label, gpu["generation"]))
+        elif setting == "auto":
+            raise ValueError(
+                f"{label} is in neither gpuhost's GPU table nor NVIDIA's supported-gpus.json "
+                f"snapshot (driver {SUPPORTED_GPUS['_driver'].split()[0]}), so "
+                "nvidia_driver_flavor 'auto' cannot tell whether the open kernel modules drive "
+                "it: set nvidia_driver_flavor to 'open' (Turing and newer GPUs) or "
+                "'proprietary' (Maxwell, Pascal, Volta) for this host, or refresh "
+                "gpuhost/data/nvidia_supported_gpus.json from a newer driver "
+                "(scripts/refresh_supported_gpus.py)")
+    return choose_flavor(setting, labelled, driver_version)
 
 
 # --- MIG --------------------------------------------------------------------------------

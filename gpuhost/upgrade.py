@@ -87,11 +87,9 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     if probe.get("marker_error"):
         problems.append(f"{probe['marker_error']}: it is gpuhost's resume point; look at it, "
                         "remove it, then rerun")
-    architectures = [(_gpu_label(gpu), gpu["architecture"]) for gpu in state["gpus"]
-                     if gpu.get("architecture")]
     flavor = None
     try:
-        flavor = policy.choose_flavor(config["nvidia_driver_flavor"], architectures, target)
+        flavor = policy.flavor_for_gpus(config["nvidia_driver_flavor"], state["gpus"], target)
     except ValueError as error:
         problems.append(f"driver {target} cannot drive this host: {error}")
     versions = [v for v in (driver["loaded_version"], *driver["installed_versions"]) if v]

@@ -159,11 +159,11 @@ def distro_tag(state: dict[str, Any]) -> str:
 
 
 def choose_flavor(config: settings.Settings, state: dict[str, Any]) -> str:
-    """open or proprietary for this host's GPUs (auto follows NVIDIA's recommendation)."""
-    architectures = sorted({gpu["architecture"] for gpu in state["gpus"] if gpu["architecture"]})
+    """open or proprietary for this host's GPUs (auto follows NVIDIA's recommendation; a GPU
+    that cannot be classified stops "auto" with its PCI id and the setting to make)."""
     try:
-        return policy.choose_flavor(
-            config.nvidia_driver_flavor, architectures, config.nvidia_driver_version
+        return policy.flavor_for_gpus(
+            config.nvidia_driver_flavor, state["gpus"], config.nvidia_driver_version
         )
     except ValueError as error:
         raise GpuhostError(f"{host.name}: {error}") from error

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import base, mirror, paths, supervisor, traits, ubuntu
+from . import base, mirror, paths, pci, supervisor, traits, ubuntu
 from .spec import machine_json
 from .util import SandboxError, pid_alive, read_json, read_pid, run, write_file
 
@@ -137,6 +137,9 @@ def create(h: dict, pubkey: str) -> None:
         shutil.copytree(paths.NVIDIA_MACHINE_DIR, upper, symlinks=True, dirs_exist_ok=True)
     # Host traits (sandbox/traits): last, so a trait can change any file written above.
     traits.apply_create(h, upper)
+    # /sys/bus/pci/devices of the host (bound read-only by boot.sh; sandbox/pci.py).
+    if paths.NVIDIA_MACHINE_DIR.is_dir():
+        pci.write_tree(h, d / "pci")
 
 
 def ssh_runner(h: dict):

@@ -19,7 +19,11 @@ awk '$3 == "cgroup2" || ($3 == "cgroup" && $4 ~ /(^|,)name=systemd(,|$)/) { prin
 done
 # /proc/driver: a tmpfs the GPU simulator writes (/proc/driver/nvidia/version, ...).
 # Host network shared (no --private-network): sshd listens on the host's own 127.77.x.N.
+# The host's own /sys/bus/pci/devices (sandbox/pci.py writes HOSTDIR/pci), read-only.
+pci="${docker_data%/*}/pci"
+set --
+if [ -d "$pci" ]; then set -- "--bind-ro=$pci:/sys/bus/pci/devices"; fi
 SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 exec systemd-nspawn --quiet --directory="$root" --boot --register=no --keep-unit \
     --machine="$name" --hostname="$name" --console=read-only \
     --bind="$docker_data:/var/lib/docker" --tmpfs=/proc/driver:mode=0755 \
-    --capability=CAP_NET_ADMIN --system-call-filter='@keyring bpf'
+    --capability=CAP_NET_ADMIN --system-call-filter='@keyring bpf' "$@"

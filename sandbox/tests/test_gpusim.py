@@ -244,6 +244,16 @@ def test_open_module_cannot_drive_volta(sim):
     assert "Tesla V100-SXM2-16GB" in sim.smi("-L")
 
 
+def test_open_module_cannot_drive_pascal_and_proprietary_cannot_drive_blackwell(sim):
+    sim.machine("P100-PCIE-16GB").install(flavor="open")
+    assert "could not insert 'nvidia': No such device" in sim.boot()
+    sim.machine("B200").install(flavor="proprietary")
+    assert "could not insert 'nvidia': No such device" in sim.boot()
+    sim.install(flavor="open")
+    sim.tool("modprobe", "nvidia")
+    assert "NVIDIA B200" in sim.smi("-L")
+
+
 def test_mismatch_after_upgrade_until_reboot(sim, parsers):
     sim.machine().install("550.163.01", "open")
     sim.boot()
@@ -683,7 +693,8 @@ def test_unloading_the_driver_forgets_hopper_mig(sim):
 # ----- lspci, faults, the machine tree -----------------------------------------------------
 @pytest.mark.parametrize("model,device,count", [
     ("A100-SXM4-40GB", "20b0", 6), ("H100-80GB-HBM3", "2330", 4), ("L4", "27b8", 0),
-    ("T4", "1eb8", 0), ("V100-SXM2-16GB", "1db1", 6)])
+    ("T4", "1eb8", 0), ("V100-SXM2-16GB", "1db1", 6), ("V100-PCIE-16GB", "1db4", 0),
+    ("P100-PCIE-16GB", "15f8", 0), ("B200", "2901", 0)])
 def test_lspci_lists_the_machine(sim, parsers, model, device, count):
     sim.machine(model, 8, nvswitch=True)
     out = sim.tool("lspci", "-mm", "-nn", "-d", "10de:").stdout

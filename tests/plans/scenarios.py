@@ -46,16 +46,22 @@ def _section(name: str, rc: int, out: str = "") -> str:
     return f"@@gpuhost@@ {name} rc={rc}\n{out.rstrip(chr(10))}\n"
 
 
-def bare_output(name: str) -> str:
+def bare_output(name: str, pci: dict | None = None) -> str:
+    """``pci`` (plan data ``plan_pci``): {"lspci": [rc, text], "pci_sysfs": [rc, text]}
+    replaces the A100 that lspci shows by default (the sysfs section is absent then)."""
     s = SCENARIOS[name]
     rpm = packages.family(s["tag"]) == "rhel"
+    if pci:
+        devices = "".join(_section(key, *pci[key]) for key in ("lspci", "pci_sysfs") if key in pci)
+    else:
+        devices = _section("lspci", 0, A100_LSPCI)
     return "".join([
         _section("os_release", 0, s["os"]),
         _section("kernel", 0, f"{s['kernel']}\nx86_64"),
         _section("proc_version", 3),
         _section("smi_xml", 127), _section("smi_list", 127),
         _section("mig_lgi", 127), _section("mig_lci", 127),
-        _section("lspci", 0, A100_LSPCI),
+        devices,
         _section("dpkg", 127 if rpm else 0, ""),
         _section("rpm", 0 if rpm else 127, "kernel-headers\t(none):5.14.0-1.el9\n" if rpm else ""),
         _section("headers_build", 3), _section("nouveau", 0), _section("dkms", 127),
@@ -143,12 +149,14 @@ def _key(name: str) -> str:
 
 def host_data(name: str, extra: dict) -> dict:
     s = SCENARIOS[name]
+    extra = dict(extra)
+    pci = extra.pop("plan_pci", None)
     data = {
         "plan_scenario": name,
         "fake_delay": 0,
         "fake_delay_jitter": 0,
         "fake_responses": {
-            "_gh()": bare_output(name),
+            "_gh()": bare_output(name, pci),
             re.compile(r"^command -v systemctl"): "/usr/bin/systemctl",
             EL_PACKAGING: el_packaging_output(name, False)
             if packages.family(s["tag"]) == "rhel" else "",

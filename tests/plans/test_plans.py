@@ -124,3 +124,34 @@ def test_the_proxy_reaches_apt_without_its_credentials_in_any_command():
     assert result.returncode == 0, result.stderr[-2000:]
     assert "upload /etc/apt/apt.conf.d/95gpuhost-proxy.gpuhost-new" in result.stdout
     assert "s3cr3t" not in result.stdout and "s3cr3t" not in result.stderr
+
+
+V100_PCIE_SYSFS = ("0000:3b:00.0 0x1db4 0x030200 0x10de 0x1214 0xa1\n"
+                   "0000:d8:00.0 0x1db4 0x030200 0x10de 0x1214 0xa1\n")
+
+
+def test_a_v100_pcie_host_without_lspci_gets_the_proprietary_driver():
+    """The GPUs come from /sys/bus/pci/devices (no pciutils); NVIDIA's supported-gpus.json
+    says 1db4 is pre-Turing, so 'auto' picks proprietary: the plan is debian12's golden plan
+    with the proprietary package where the open one was."""
+    result = run_plan("debian12", {"plan_pci": {"lspci": [127, ""],
+                                                "pci_sysfs": [0, V100_PCIE_SYSFS]}})
+    lines = result.stdout.splitlines()
+    golden = (GOLDEN / "debian12.plan").read_text().splitlines()
+    assert not any("nvidia-open" in line for line in lines), result.stdout
+    assert lines == [line.replace("install --no-install-recommends nvidia-open-570",
+                                  "install --no-install-recommends cuda-drivers-570")
+                     for line in golden], result.stdout
+
+
+def test_an_nvidia_gpu_no_table_knows_stops_auto_before_anything_changes():
+    unknown = {"lspci": [0, '0000:1b:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" '
+                            '"Device [2901]" -ra1 "NVIDIA Corporation [10de]" "Device [1999]"\n'],
+               "pci_sysfs": [0, "0000:1b:00.0 0x2901 0x030200 0x10de 0x1999 0xa1\n"]}
+    lines = run_plan("debian12", {"plan_pci": unknown}).stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("echo 'gpuhost: "), lines
+    assert "PCI id 10de:2901" in lines[0] and "nvidia_driver_flavor" in lines[0]
+    # with the flavour set explicitly the host is provisioned as asked
+    lines = run_plan("debian12", {"plan_pci": unknown,
+                                  "nvidia_driver_flavor": "open"}).stdout.splitlines()
+    assert lines == (GOLDEN / "debian12.plan").read_text().splitlines()

@@ -333,6 +333,20 @@ def test_os_release():
         p.parse_os_release("Debian GNU/Linux 12 \\n \\l\n")
 
 
+def test_pci_sysfs():
+    got = p.parse_pci_sysfs(fx("pci_sysfs__2x-v100-pcie-nvswitch-audio.txt"))
+    assert [d["device_id"] for d in got] == ["1db4", "1db4", "22a3", "10f0"]
+    assert got[0] == {"slot": "0000:3b:00.0", "device_id": "1db4", "class": "030200",
+                      "subsystem_vendor_id": "10de", "subsystem_device_id": "1214",
+                      "revision": "a1"}
+    assert got[2]["class"] == "068000" and got[3]["revision"] is None
+    assert p.parse_pci_sysfs("") == []
+    with pytest.raises(ValueError, match="/sys/bus/pci/devices"):
+        p.parse_pci_sysfs("0000:3b:00.0 0x1db4 0x030200\n")  # a field missing
+    with pytest.raises(ValueError, match="4-digit device id"):
+        p.parse_pci_sysfs("0000:3b:00.0 - 0x030200 0x10de 0x1214 0xa1\n")
+
+
 def test_lspci_nvidia():
     got = p.parse_lspci_nvidia(fx("lspci__2x-h100-sxm5-and-nvswitch.txt"))
     assert got[0] == {"slot": "0000:18:00.0", "class": "3D controller", "vendor_id": "10de",
@@ -394,6 +408,7 @@ FUNCTIONS = {  # function -> words every one of its error messages must contain
     "parse_tool_version": "--version", "parse_os_release": "/etc/os-release",
     "parse_lspci_nvidia": "lspci -mm -nn", "parse_rpm_query": "rpm -qa",
     "parse_dpkg_query": "dpkg-query -W", "split_sections": "@@gpuhost@@",
+    "parse_pci_sysfs": "/sys/bus/pci/devices",
 }
 
 

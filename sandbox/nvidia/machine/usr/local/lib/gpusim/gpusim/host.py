@@ -326,6 +326,9 @@ def load_driver(state, machine):
     info = models.model(machine["gpu_model"])
     if mod["flavor"] == "open" and info["arch"] not in models.OPEN_MODULE_ARCHS:
         return "modprobe: ERROR: could not insert 'nvidia': No such device"
+    # NVIDIA: Blackwell GPUs need the open kernel modules (the proprietary ones do not probe).
+    if mod["flavor"] != "open" and info["arch"] in models.OPEN_ONLY_ARCHS:
+        return "modprobe: ERROR: could not insert 'nvidia': No such device"
     state["driver"] = {"version": mod["version"], "flavor": mod["flavor"]}
     if "nvidia" not in state["modules"]:
         state["modules"].insert(0, "nvidia")

@@ -21,15 +21,20 @@ OTHERS = [("00:00.0", "0600", ("8086", "Intel Corporation"), "1237",
 def devices(machine, state):
     info = models.model(machine["gpu_model"])
     driver = "nvidia" if state.get("driver") else None
+    # Host trait unknown-pci-ids: the host's pci.ids predates these devices, so lspci
+    # prints pciutils' fallback for an id it has no name for: "Device 2901", with -nn
+    # "Device [2901]" (the name "Device" stands for it here, see render()).
+    unknown = "unknown-pci-ids" in (machine.get("traits") or [])
     out = list(OTHERS[:1])
     for i in range(machine["gpu_count"]):
+        name = "Device" if unknown else info["pci_name"]
         out.append((host.lspci_slot(machine, i), info["class"], NVIDIA, info["pci_device"],
-                    info["pci_name"], "a1", ("10de", info["pci_subsys"]), driver))
+                    name, "a1", ("10de", info["pci_subsys"]), driver))
     if machine.get("nvswitch") and info.get("nvswitch"):
         dev, name, count = info["nvswitch"]
         for n in range(count):
-            out.append((f"{0xc4 + n:02x}:00.0", "0680", NVIDIA, dev, name, "a1",
-                        ("10de", "1622"), None))
+            out.append((f"{0xc4 + n:02x}:00.0", "0680", NVIDIA, dev,
+                        "Device" if unknown else name, "a1", ("10de", "1622"), None))
     out.append(OTHERS[1])
     return sorted(out, key=lambda dev: dev[0])  # lspci lists by bus number
 
@@ -53,6 +58,8 @@ def render(devs, opts):
         where = ("0000:" if dom else "") + slot
         cname = CLASSES[cls]
         rev_txt = f" (rev {rev})" if rev else ""
+        if dname == "Device" and not nn:  # pciutils' name for an id its pci.ids lacks
+            dname = f"Device {did}"
         if mm:
             q = (lambda text, code: f'"{text} [{code}]"' if nn else f'"{text}"')  # noqa: E731
             line = f"{where} {q(cname, cls)} {q(vname, vid)} {q(dname, did)}"

@@ -103,10 +103,44 @@ GPU_MODELS = {
         "bus_ids": ("06:00", "07:00", "0A:00", "0B:00", "85:00", "86:00", "89:00", "8A:00"),
         "clocks": (1530, 877), "profiles": [],
     },
+    # Pre-Turing PCIe cards and a GPU newer than gpuhost's NVIDIA table snapshot. Names and
+    # PCI device ids: NVIDIA's supported-gpus.json (525: 0x1DB4 "Tesla V100-PCIE-16GB",
+    # 0x15F8 "Tesla P100-PCIE-16GB"); B200 0x2901: NVIDIA's gpu-admin-tools devid_chips.py
+    # puts 0x2900-0x297F in GB100 (Blackwell). pci.ids names: pciutils' pci.ids. Subsystem
+    # ids, memory, clocks, power, vbios and bus ids are approx (cosmetic columns only).
+    "V100-PCIE-16GB": {
+        "name": "Tesla V100-PCIE-16GB", "brand": "Tesla", "arch": "Volta",
+        "compute_cap": "7.0", "memory_mib": 16384, "reserved_mib": 0, "bar1_mib": 16384,
+        "pci_device": "1db4", "pci_subsys": "1214", "pci_name": "GV100GL [Tesla V100 PCIe 16GB]",
+        "class": "0302", "power_limit": 250, "power_idle": 25, "max_link_gen": 3,
+        "vbios": "88.00.4F.00.09", "part": "1DB4-893-A1", "mig": False, "nvswitch": None,
+        "bus_ids": ("18:00", "3B:00", "3C:00", "5E:00", "5F:00", "86:00", "AF:00", "D8:00"),
+        "clocks": (1380, 877), "profiles": [],
+    },
+    "P100-PCIE-16GB": {
+        "name": "Tesla P100-PCIE-16GB", "brand": "Tesla", "arch": "Pascal",
+        "compute_cap": "6.0", "memory_mib": 16384, "reserved_mib": 0, "bar1_mib": 16384,
+        "pci_device": "15f8", "pci_subsys": "118f", "pci_name": "GP100GL [Tesla P100 PCIe 16GB]",
+        "class": "0302", "power_limit": 250, "power_idle": 26, "max_link_gen": 3,
+        "vbios": "86.00.3A.00.02", "part": "0900-2H400-0000-000", "mig": False, "nvswitch": None,
+        "bus_ids": ("04:00", "06:00", "07:00", "08:00", "0C:00", "0D:00", "0E:00", "0F:00"),
+        "clocks": (1328, 715), "profiles": [],
+    },
+    "B200": {
+        "name": "NVIDIA B200", "brand": "NVIDIA", "arch": "Blackwell",
+        "compute_cap": "10.0", "memory_mib": 183359, "reserved_mib": 1024, "bar1_mib": 262144,
+        "pci_device": "2901", "pci_subsys": "1999", "pci_name": "GB100 [B200]",
+        "class": "0302", "power_limit": 1000, "power_idle": 140, "max_link_gen": 5,
+        "vbios": "97.00.4B.00.01", "part": "2901-886-A1", "mig": False, "nvswitch": None,
+        "bus_ids": ("1B:00", "43:00", "52:00", "61:00", "9D:00", "C3:00", "D1:00", "DF:00"),
+        "clocks": (1965, 3996), "profiles": [],
+    },
 }
 
 # Pre-Turing GPUs have no GSP: the open kernel module refuses them (probe -> ENODEV).
 OPEN_MODULE_ARCHS = ("Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell")
+# ... and Blackwell has no proprietary module support (NVIDIA's driver installation guide).
+OPEN_ONLY_ARCHS = ("Blackwell",)
 # MIG mode survives a reboot only on Ampere (InfoROM bit); Hopper+ forgets it at unload.
 MIG_MODE_PERSISTS = ("Ampere",)
 
