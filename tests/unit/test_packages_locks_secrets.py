@@ -1,0 +1,45 @@
+"""Issue 13 items 5, 6, 7, 9, 10: package repositories, pins, local files and secrets."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from gpuhost import packages
+from roles import common
+
+NVIDIA_TOOLKIT_KEY_URL = "https://nvidia.github.io/libnvidia-container/gpgkey"
+
+
+def test_toolkit_rpm_repo_follows_nvidias_file():
+    # NVIDIA's stable/rpm/nvidia-container-toolkit.repo: signed metadata, TLS verified.
+    text = packages.toolkit_rpm_repo("https://mirror.example/toolkit/rpm/$basearch")
+    lines = text.splitlines()
+    assert "repo_gpgcheck=1" in lines and "gpgcheck=0" in lines
+    assert "sslverify=1" in lines and "sslcacert=/etc/pki/tls/certs/ca-bundle.crt" in lines
+    assert "baseurl=https://mirror.example/toolkit/rpm/$basearch" in lines
+    assert "gpgkey=file:///etc/pki/rpm-gpg/nvidia-container-toolkit.asc" in lines
+
+
+@pytest.fixture(scope="module")
+def foreign_key(tmp_path_factory) -> bytes:
+    """An armored public key that is not NVIDIA's (made here, no passphrase)."""
+    home = tmp_path_factory.mktemp("gnupg")
+    os.chmod(home, 0o700)
+    env = {**os.environ, "GNUPGHOME": str(home)}
+    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-generate-key",
+                    "not nvidia <x@example.invalid>", "ed25519", "sign", "never"],
+                   env=env, check=True, capture_output=True)
+    return subprocess.run(["gpg", "--armor", "--export"], env=env, check=True,
+                          capture_output=True).stdout
+
+
+def test_a_toolkit_key_without_nvidias_fingerprint_is_refused(foreign_key):
+    with pytest.raises(common.GpuhostError, match="refusing to trust it"):
+        common.check_key_fingerprint(NVIDIA_TOOLKIT_KEY_URL, foreign_key)
+
+
+def test_a_mirrors_key_is_not_held_to_a_vendor_fingerprint(foreign_key):
+    common.check_key_fingerprint("http://mirror.example/toolkit/gpgkey", foreign_key)
