@@ -217,3 +217,32 @@ def toolkit_rpm_repo(url: str) -> str:
         "sslverify=1\n"
         "sslcacert=/etc/pki/tls/certs/ca-bundle.crt\n"
     )
+
+
+def dnf_conf_with_proxy(text: str | None, proxy: str) -> str:
+    """``/etc/dnf/dnf.conf`` (``text``; None when missing) with ``proxy=`` set in its
+    ``[main]`` section; every other line kept as it was.
+
+    dnf reads its global options only from this file (dnf.conf(5): no drop-in directory),
+    so gpuhost edits it on the controller and uploads it whole (never through a command
+    line: the URL may carry credentials).
+    """
+    lines = (text or "").splitlines()
+    wanted = f"proxy={proxy}"
+    section = None
+    main_at = None
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1].strip()
+            if section == "main" and main_at is None:
+                main_at = index
+            continue
+        if section == "main" and re.match(r"proxy\s*=", stripped):
+            lines[index] = wanted
+            return "\n".join(lines) + "\n"
+    if main_at is None:
+        lines = ["[main]", wanted, *lines]
+    else:
+        lines.insert(main_at + 1, wanted)
+    return "\n".join(lines) + "\n"

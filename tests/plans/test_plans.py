@@ -124,3 +124,16 @@ def test_the_proxy_reaches_apt_without_its_credentials_in_any_command():
     assert result.returncode == 0, result.stderr[-2000:]
     assert "upload /etc/apt/apt.conf.d/95gpuhost-proxy.gpuhost-new" in result.stdout
     assert "s3cr3t" not in result.stdout and "s3cr3t" not in result.stderr
+
+
+@pytest.mark.parametrize("scenario", ["ol8-uek", "ol9-rhck"])
+def test_the_proxy_reaches_dnf_without_its_credentials_in_any_command(scenario):
+    # issue 13 item 10: the URL went through `files.line` (a sed/echo command line) into
+    # world-readable /etc/dnf/dnf.conf
+    secret = "http://ops:s3cr3t-Pa55@proxy.example.internal:3128"
+    result = run_plan(scenario, {"http_proxy": secret})
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert "upload /etc/dnf/dnf.conf.gpuhost-new" in lines
+    assert "chmod 600 /etc/dnf/dnf.conf.gpuhost-new" in lines
+    assert "s3cr3t" not in result.stdout and "s3cr3t" not in result.stderr

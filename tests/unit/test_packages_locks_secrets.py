@@ -43,3 +43,19 @@ def test_a_toolkit_key_without_nvidias_fingerprint_is_refused(foreign_key):
 
 def test_a_mirrors_key_is_not_held_to_a_vendor_fingerprint(foreign_key):
     common.check_key_fingerprint("http://mirror.example/toolkit/gpgkey", foreign_key)
+
+
+PROXY = "http://ops:s3cr3t@proxy.example:3128"
+
+
+def test_dnf_conf_gets_the_proxy_in_main_and_keeps_every_other_line():
+    stock = "[main]\ngpgcheck=1\ninstallonly_limit=3\n# proxy=commented\n"
+    assert packages.dnf_conf_with_proxy(stock, PROXY) == (
+        "[main]\nproxy=http://ops:s3cr3t@proxy.example:3128\ngpgcheck=1\ninstallonly_limit=3\n"
+        "# proxy=commented\n")
+    replaced = packages.dnf_conf_with_proxy("[main]\nproxy = http://old:3128\n[x]\nproxy=y\n",
+                                            "http://new:3128")
+    assert replaced == "[main]\nproxy=http://new:3128\n[x]\nproxy=y\n"
+    assert packages.dnf_conf_with_proxy(None, "http://p:3128") == "[main]\nproxy=http://p:3128\n"
+    converged = packages.dnf_conf_with_proxy(stock, PROXY)
+    assert packages.dnf_conf_with_proxy(converged, PROXY) == converged
