@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -59,3 +60,38 @@ def test_dnf_conf_gets_the_proxy_in_main_and_keeps_every_other_line():
     assert packages.dnf_conf_with_proxy(None, "http://p:3128") == "[main]\nproxy=http://p:3128\n"
     converged = packages.dnf_conf_with_proxy(stock, PROXY)
     assert packages.dnf_conf_with_proxy(converged, PROXY) == converged
+
+
+def test_a_deb_files_name_and_version_are_read_on_the_controller(tmp_path):
+    from gpuhost import pkgfile
+
+    root = tmp_path / "pkg"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        "Package: docker-ce\nVersion: 5:27.5.1-1~debian.12~bookworm\nArchitecture: amd64\n"
+        "Maintainer: x <x@example.invalid>\nDescription: test\n")
+    deb = tmp_path / "docker-ce.deb"
+    subprocess.run(["dpkg-deb", "-Zxz", "--build", str(root), str(deb)], check=True,
+                   capture_output=True)
+    assert pkgfile.read(deb) == pkgfile.PackageFile(
+        "docker-ce", "5:27.5.1-1~debian.12~bookworm", "amd64")
+    broken = tmp_path / "broken.deb"
+    broken.write_bytes(b"not a package")
+    with pytest.raises(pkgfile.PackageFileError, match="neither a .deb"):
+        pkgfile.read(broken)
+
+
+def test_an_rpm_files_name_and_version_are_read_on_the_controller(tmp_path):
+    from gpuhost import pkgfile
+
+    if not shutil.which("rpmbuild"):
+        pytest.skip("rpmbuild is not installed (make deps installs it)")
+    spec = tmp_path / "t.spec"
+    spec.write_text("Name: docker-ce\nVersion: 27.5.1\nRelease: 1.el9\nEpoch: 3\n"
+                    "Summary: t\nLicense: none\nBuildArch: x86_64\n%description\nt\n"
+                    "%files\n")
+    subprocess.run(["rpmbuild", "-bb", "--define", f"_topdir {tmp_path}", str(spec)],
+                   check=True, capture_output=True)
+    rpm = next((tmp_path / "RPMS").rglob("*.rpm"))
+    # rpm -q --qf '%{VERSION}-%{RELEASE}' (pyinfra's RpmPackages) shows no epoch either
+    assert pkgfile.read(rpm) == pkgfile.PackageFile("docker-ce", "27.5.1-1.el9", "x86_64")
