@@ -148,6 +148,43 @@ def docker_packages(distro_tag: str, source: str) -> list[str]:
     raise ValueError(f"no package list for docker_source {source!r}")
 
 
+# Where Docker's version pin lives on apt hosts (docker_version).
+DOCKER_APT_PIN = "/etc/apt/preferences.d/gpuhost-docker"
+
+
+def docker_pinned_packages(source: str) -> list[str]:
+    """The packages ``docker_version`` holds: Docker's "install a specific version" pins
+    docker-ce and docker-ce-cli and leaves containerd.io (and the plugins) free."""
+    return ["docker-ce", "docker-ce-cli"] if source == "docker" else ["docker.io"]
+
+
+def docker_version_regex(version: str) -> str:
+    """A package version of upstream ``version``: Docker's ``5:27.5.1-1~debian.12~bookworm``,
+    ``3:27.5.1-1.el9``, Debian's ``20.10.24+dfsg1-1+deb12u1`` (any epoch, any revision)."""
+    return rf"^([0-9]+:)?{re.escape(version)}([-~+]|$)"
+
+
+def docker_version_matches(installed: str, version: str) -> bool:
+    return re.match(docker_version_regex(version), installed) is not None
+
+
+def docker_apt_pin(source: str, version: str) -> str:
+    """apt preferences holding Docker's packages at ``version`` (priority 1000: installed
+    even when that is a downgrade; apt_preferences(5) accepts a /regex/ as version)."""
+    return (
+        "# Managed by gpuhost: Docker stays at docker_version. Change it in the inventory.\n"
+        f"Package: {' '.join(docker_pinned_packages(source))}\n"
+        f"Pin: version /{docker_version_regex(version)}/\n"
+        "Pin-Priority: 1000\n"
+    )
+
+
+def docker_rpm_specs(version: str) -> list[str]:
+    """``dnf install`` specs for Docker at ``version`` (Docker's RHEL page: ``docker-ce-<V>
+    docker-ce-cli-<V> containerd.io``; dnf matches name-version against any epoch/release)."""
+    return [f"docker-ce-{version}", f"docker-ce-cli-{version}", "containerd.io"]
+
+
 def docker_apt_suite(distro_tag: str) -> str:
     return {"debian12": "bookworm", "ubuntu2204": "jammy", "ubuntu2404": "noble"}[distro_tag]
 

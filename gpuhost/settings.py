@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field
 from typing import Any
@@ -88,6 +89,14 @@ def _key(shown_type: str, meaning: str, check: Check, default: Any = MISSING) ->
     return field(default=default, metadata=metadata)
 
 
+DOCKER_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_docker_version = check_version(DOCKER_VERSION_RE, "27.5.1", "a Docker Engine version")
+
+
+def _check_docker_version(key: str, value: Any) -> list[str]:
+    return [] if value is None else _docker_version(key, value)
+
+
 _url_list = check_list_of(check_url, "URLs")
 _path_list = check_list_of(check_path, "absolute paths")
 _DOCKER_MAP = "URL or {debian, ubuntu, rhel: URL}"
@@ -125,6 +134,10 @@ class Settings:
     docker_repo_gpgkey: dict[str, str] = _key(
         _DOCKER_MAP, "signing key of the Docker repository",
         check_url_map(tuple(DOCKER_REPO_GPGKEY)), DOCKER_REPO_GPGKEY)
+    docker_version: str | None = _key(
+        "str or null", "exact Docker Engine version, like \"27.5.1\" (docker-ce and "
+        "docker-ce-cli, or docker.io with docker_source: distro), pinned like the toolkit; "
+        "null: the repository's newest", _check_docker_version, None)
     docker_local_packages: tuple[str, ...] = _key(
         "list of paths", "controller paths of Docker packages (with docker_source: local)",
         _path_list, ())
@@ -230,6 +243,9 @@ def _cross_checks(v: dict) -> list[str]:
     problems = []
     if v["docker_source"] == "local" and not v["docker_local_packages"]:
         problems.append("docker_local_packages: empty, but docker_source is local (list the package files)")
+    if v["docker_version"] is not None and v["docker_source"] in ("local", "none"):
+        problems.append(f"docker_version: set, but docker_source is {v['docker_source']} (gpuhost "
+                        "installs no Docker package to pin: remove docker_version)")
     if v["container_toolkit_source"] == "local" and not v["container_toolkit_local_packages"]:
         problems.append("container_toolkit_local_packages: empty, but container_toolkit_source is local")
     if v["container_toolkit_source"] == "mirror" and v["container_toolkit_repo_url"] == TOOLKIT_REPO_URL:

@@ -98,3 +98,25 @@ def test_the_dnf_proxy_is_a_mode_600_file_and_no_output_shows_the_password(local
         encoded = base64.b64encode(before.encode()).decode()
         ssh(ol_host, f"echo {encoded} | base64 -d > /etc/dnf/dnf.conf; "
                      "chmod 644 /etc/dnf/dnf.conf", check=False)
+
+
+def test_docker_version_is_pinned_and_a_second_run_changes_nothing(local_runs, fleet, pyinfra,
+                                                                   ssh):
+    # issue 13 item 6; the sandbox's Docker is 20.10.24 (Debian's docker.io, the fake
+    # docker-ce of the Oracle hosts' stand-in for Docker's RHEL repository)
+    for host in fleet["hosts"]:
+        kind = "deb" if host["os"] == "debian12" else "rpm"
+        args = ["-y", "deploys/gpu_host.py", "--limit", host["name"],
+                "--data", "docker_version=20.10.24",
+                "--data", "container_toolkit_source=local",
+                "--data", "container_toolkit_local_packages=" + json.dumps(toolkit_files(kind))]
+        first = pyinfra(*args, check=False, timeout=900)
+        second = pyinfra(*args, check=False, timeout=900)
+        assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+        assert totals(second.stdout + second.stderr)["changed"] == 0, second.stdout[-4000:]
+        if kind == "deb":
+            policy = ssh(host["name"], "apt-cache policy docker.io").stdout
+            assert " 1000\n" in policy, policy  # the pin holds the installed version
+        else:
+            out = ssh(host["name"], "rpm -q --qf '%{VERSION}\\n' docker-ce docker-ce-cli").stdout
+            assert out.split() == ["20.10.24", "20.10.24"]

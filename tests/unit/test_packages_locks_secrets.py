@@ -95,3 +95,27 @@ def test_an_rpm_files_name_and_version_are_read_on_the_controller(tmp_path):
     rpm = next((tmp_path / "RPMS").rglob("*.rpm"))
     # rpm -q --qf '%{VERSION}-%{RELEASE}' (pyinfra's RpmPackages) shows no epoch either
     assert pkgfile.read(rpm) == pkgfile.PackageFile("docker-ce", "27.5.1-1.el9", "x86_64")
+
+
+def test_docker_version_matches_docker_and_debian_package_versions():
+    for installed in ("5:27.5.1-1~debian.12~bookworm", "3:27.5.1-1.el9", "27.5.1-1.el9",
+                      "27.5.1+dfsg1-1+deb12u1"):
+        assert packages.docker_version_matches(installed, "27.5.1"), installed
+    for installed in ("5:27.5.10-1~debian.12~bookworm", "3:27.5.0-1.el9", "127.5.1-1"):
+        assert not packages.docker_version_matches(installed, "27.5.1"), installed
+    pin = packages.docker_apt_pin("docker", "27.5.1")
+    assert "Package: docker-ce docker-ce-cli\n" in pin
+    assert "Pin: version /^([0-9]+:)?27\\.5\\.1([-~+]|$)/\n" in pin
+
+
+def test_docker_version_is_validated_with_the_other_settings():
+    from gpuhost import settings
+
+    base = {"nvidia_driver_version": "570.172.08", "container_toolkit_version": "1.17.8",
+            "nvidia_local_repo": {"debian12": {"path": "/x.deb", "sha256": "0" * 64}}}
+    assert settings.validate({**base, "docker_version": "27.5.1"}) == []
+    assert any(p.startswith("docker_version:") for p in
+               settings.validate({**base, "docker_version": "latest"}))
+    assert any("docker_source is local" in p for p in settings.validate(
+        {**base, "docker_version": "27.5.1", "docker_source": "local",
+         "docker_local_packages": ["/d.deb"]}))
