@@ -81,7 +81,8 @@ def driver_packages(distro_tag: str, version: str, flavor: str, fabricmanager: b
     else:
         names = [f"nvidia-open-{br}" if flavor == "open" else f"cuda-drivers-{br}"]
     if fabricmanager:
-        names.append(f"nvidia-fabricmanager-{br}")
+        # from 590 apt names lose the branch (the pinning package holds the version)
+        names.append("nvidia-fabricmanager" if int(br) >= 590 else f"nvidia-fabricmanager-{br}")
     return names
 
 

@@ -97,6 +97,14 @@ def _check_docker_version(key: str, value: Any) -> list[str]:
     return [] if value is None else _docker_version(key, value)
 
 
+def _check_reboot_timeout(key: str, value: Any) -> list[str]:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return [f"{show(value)} is not a whole number of seconds (like 1800)"]
+    if not 60 <= value <= 14400:
+        return [f"{value} is out of range (want 60 to 14400 seconds)"]
+    return []
+
+
 _url_list = check_list_of(check_url, "URLs")
 _path_list = check_list_of(check_path, "absolute paths")
 _DOCKER_MAP = "URL or {debian, ubuntu, rhel: URL}"
@@ -162,6 +170,10 @@ class Settings:
         "bool", "make nvidia Docker's default runtime", check_bool, False)
     reboot_policy: str = _key(
         "str", "may gpuhost reboot the host", check_choice("never", "when_needed"), "never")
+    reboot_timeout: int = _key(
+        "int (seconds)", "how long a reboot may take until SSH answers again (install and "
+        "upgrade); HGX/DGX servers often need more than 10 minutes to POST",
+        _check_reboot_timeout, 1800)
     http_proxy: str | None = _key(
         "URL or null", "proxy for controller downloads and host package managers",
         lambda k, v: check_url(k, v, nullable=True, schemes=("http", "https")), None)

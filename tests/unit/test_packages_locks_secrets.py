@@ -119,3 +119,43 @@ def test_docker_version_is_validated_with_the_other_settings():
     assert any("docker_source is local" in p for p in settings.validate(
         {**base, "docker_version": "27.5.1", "docker_source": "local",
          "docker_local_packages": ["/d.deb"]}))
+
+
+def test_an_upgrade_moves_the_branch_companions_the_host_has():
+    # issue 13 item 9: before, old_packages removed nvidia-imex-570 / libnvidia-nscq-570 and
+    # nothing installed the target branch's
+    from gpuhost.upgrade import companions
+
+    had = ["libnvidia-nscq-570", "nvidia-fabricmanager-570", "nvidia-imex-570"]
+    assert companions(had, "ubuntu2404", "580.95.05") == [
+        "libnvidia-nscq-580", "nvidia-fabricmanager-580", "nvidia-imex-580"]
+    assert companions(had, "ubuntu2404", "590.44.01") == [
+        "libnvidia-nscq", "nvidia-fabricmanager", "nvidia-imex"]
+    assert companions(["nvidia-fabric-manager", "libnvidia-nscq-570"], "rhel9", "580.95.05") == [
+        "libnvidia-nscq-580", "nvidia-fabric-manager"]
+    assert companions([], "debian12", "580.95.05") == []
+    assert packages.driver_packages("ubuntu2404", "590.44.01", "open", True)[-1] == \
+        "nvidia-fabricmanager"
+
+
+def test_display_managers_nvsm_and_imex_are_stopped_before_the_driver_moves():
+    from gpuhost.upgrade import CLIENT_SERVICES, services_to_check
+
+    for name in ("gdm", "gdm3", "lightdm", "sddm", "nvsm", "nvidia-imex"):
+        assert name in CLIENT_SERVICES
+    # display managers before anything else (they hold nvidia_drm), persistenced last
+    assert CLIENT_SERVICES.index("gdm3") < CLIENT_SERVICES.index("nvidia-dcgm")
+    assert CLIENT_SERVICES[-1] == "nvidia-persistenced"
+    assert services_to_check({"upgrade_stop_services": ["nvsm", "slurmd"]})[-1] == "slurmd"
+
+
+def test_reboot_timeout_is_a_setting_with_a_default_for_slow_posting_servers():
+    from gpuhost import settings
+
+    assert settings.BY_NAME["reboot_timeout"].default == 1800
+    base = {"nvidia_driver_version": "570.172.08", "container_toolkit_version": "1.17.8",
+            "nvidia_local_repo": {"debian12": {"path": "/x.deb", "sha256": "0" * 64}}}
+    assert settings.validate({**base, "reboot_timeout": 3600}) == []
+    for bad in (10, "600", True, 10**6):
+        assert any(p.startswith("reboot_timeout:") for p in
+                   settings.validate({**base, "reboot_timeout": bad})), bad
