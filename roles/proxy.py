@@ -9,12 +9,14 @@ otherwise, while the URL has a user or password in it).
 
 from __future__ import annotations
 
+import hashlib
 from urllib.parse import urlsplit
 
 from pyinfra import host
 from pyinfra.api import StringCommand, QuoteString, deploy, operation
 
-from facts.files import FileDigest, RawFile
+from facts.dnf import DnfConfRedacted
+from facts.files import FileDigest
 from gpuhost import packages
 from roles.common import distro_tag, host_settings, host_state
 from roles.files import atomic_write, config_file
@@ -31,22 +33,23 @@ def has_credentials(url: str) -> bool:
 def dnf_proxy(proxy: str):
     """
     ``proxy=URL`` in /etc/dnf/dnf.conf's ``[main]`` section, the rest of the file kept;
-    written atomically, mode 600 while the URL holds credentials, else 644.
+    written atomically, mode 600 while the URL holds credentials, else 644. The file is read
+    with its proxy value redacted (fact output is printed at ``-vvv``) and compared by sha256.
 
     + proxy: the proxy URL (may carry credentials: never shown)
     """
-    current = host.get_fact(RawFile, path=DNF_CONF)
-    wanted = packages.dnf_conf_with_proxy(current, proxy)
+    current = host.get_fact(DnfConfRedacted, path=DNF_CONF)
+    wanted = packages.dnf_conf_with_proxy(current, proxy).encode()
     mode = "600" if has_credentials(proxy) else "644"
     digest = host.get_fact(FileDigest, path=DNF_CONF)
-    same = current is not None and current.rstrip("\n") == wanted.rstrip("\n")
-    if same and digest and digest["mode"] == mode:
+    same = bool(digest) and digest["sha256"] == hashlib.sha256(wanted).hexdigest()
+    if same and digest["mode"] == mode:
         host.noop(f"{DNF_CONF} has the proxy")
         return
     if same:
         yield StringCommand("chmod", QuoteString(mode), QuoteString(DNF_CONF))
         return
-    yield from atomic_write(DNF_CONF, wanted.encode(), mode)
+    yield from atomic_write(DNF_CONF, wanted, mode)
 
 
 @deploy("Package manager proxy")

@@ -3,7 +3,7 @@
 - local package files (``container_toolkit_source: local``) converge: the second run changes
   nothing (before: ``apt-get install /path.deb`` / ``dnf install /path.rpm`` ran every time);
 - the dnf proxy with credentials lands in /etc/dnf/dnf.conf mode 600, the file's other lines
-  kept, the secret in no output even at -vv.
+  kept, the secret in no output even at -vvv (fact output included).
 
 GPUHOST_SANDBOX_SPEC='{"hosts": 2, "ol": 1, "docker_hosts": 1}' is enough (one Debian, one
 Oracle Linux host).
@@ -79,7 +79,7 @@ def test_the_dnf_proxy_is_a_mode_600_file_and_no_output_shows_the_password(local
                                                                           pyinfra, ssh):
     before = ssh(ol_host, "cat /etc/dnf/dnf.conf").stdout
     proxy = f"http://ops:{SECRET}@127.0.0.1:3128"
-    args = ["-y", "-vv", "tests/integration/proxy_only.py", "--limit", ol_host,
+    args = ["-y", "-vvv", "tests/integration/proxy_only.py", "--limit", ol_host,
             "--data", f"http_proxy={proxy}"]
     first = pyinfra(*args, check=False)
     second = pyinfra(*args, check=False)

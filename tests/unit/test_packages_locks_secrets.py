@@ -159,3 +159,19 @@ def test_reboot_timeout_is_a_setting_with_a_default_for_slow_posting_servers():
     for bad in (10, "600", True, 10**6):
         assert any(p.startswith("reboot_timeout:") for p in
                    settings.validate({**base, "reboot_timeout": bad})), bad
+
+
+def test_the_dnf_conf_fact_never_reads_the_proxy_value_back(tmp_path):
+    # pyinfra prints fact output at -vvv: the proxy's password must not be in it
+    from facts.dnf import DnfConfRedacted
+
+    conf = tmp_path / "dnf.conf"
+    conf.write_text(f"[main]\ngpgcheck=1\nproxy = {PROXY}\n[other]\nproxy=keep\n")
+    command = DnfConfRedacted().command(str(conf)).get_raw_value()
+    out = subprocess.run(command, shell=True, capture_output=True, text=True, check=True).stdout
+    text = DnfConfRedacted().process(out.splitlines())
+    assert "s3cr3t" not in text
+    assert text == "[main]\ngpgcheck=1\nproxy=<redacted by gpuhost>\n[other]\nproxy=keep"
+    # what gpuhost uploads is built from the redacted text: the proxy line is replaced anyway
+    assert packages.dnf_conf_with_proxy(text, PROXY) == (
+        f"[main]\ngpgcheck=1\nproxy={PROXY}\n[other]\nproxy=keep\n")
