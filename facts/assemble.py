@@ -45,6 +45,8 @@ _DRIVER_PACKAGE = re.compile(
     r"|nvidia-(open-)?kernel-(dkms|support)|nvidia-driver-libs|libcuda1|nvidia-smi"
     r"|firmware-nvidia-gsp)$"
 )
+_COMPANION = re.compile(r"^(nvidia-fabricmanager|nvidia-fabric-manager|libnvidia-nscq|nvidia-imex"
+                        r"|libnvsdm)(-\d{3})?$")
 _LOCAL_REPO = re.compile(r"^nvidia-driver-local-repo-(?P<distro>[a-z]+\d+)-(?P<version>[\d.]+)$")
 
 
@@ -177,6 +179,8 @@ def driver_state(sections: Sections) -> dict[str, Any]:
         "userspace_version": userspace,
         "packages": driver_packages,
         "held_packages": held,
+        # the branch's companions (Fabric Manager, NSCQ, IMEX, NVSDM): moved by an upgrade
+        "companions": sorted(name for name in installed if _COMPANION.match(name)),
         "local_repos": sorted(local_repos, key=lambda repo: repo["package"]),
         "cuda_version": smi["cuda_version"] if smi else None,
         "newest_cuda": policy.newest_cuda(loaded_version) if loaded_version else None,

@@ -32,6 +32,7 @@ class NvidiaDriver(SectionFact):
             "userspace_version": "570.172.08" | None,    # what nvidia-smi reports
             "packages": {"nvidia-open-570": "570.172.08-1", ...},
             "held_packages": [...],                      # apt holds
+            "companions": ["nvidia-imex-570", ...],      # FM, NSCQ, IMEX, NVSDM: move with it
             "local_repos": [{"package": ..., "distro": "debian12", "version": ...}],
             "cuda_version": "12.8" | None,               # as nvidia-smi prints it
             "newest_cuda": "12.8.1" | None,              # from gpuhost.policy for the loaded module

@@ -87,7 +87,8 @@ def driver_packages(distro_tag: str, version: str, flavor: str, fabricmanager: b
     else:
         names = [f"nvidia-open-{br}" if flavor == "open" else f"cuda-drivers-{br}"]
     if fabricmanager:
-        names.append(f"nvidia-fabricmanager-{br}")
+        # from 590 apt names lose the branch (the pinning package holds the version)
+        names.append("nvidia-fabricmanager" if int(br) >= 590 else f"nvidia-fabricmanager-{br}")
     return names
 
 
@@ -179,6 +180,44 @@ def docker_conflict_message(host_os: str, found: list[str]) -> str:
     )
 
 
+
+# Where Docker's version pin lives on apt hosts (docker_version).
+DOCKER_APT_PIN = "/etc/apt/preferences.d/gpuhost-docker"
+
+
+def docker_pinned_packages(source: str) -> list[str]:
+    """The packages ``docker_version`` holds: Docker's "install a specific version" pins
+    docker-ce and docker-ce-cli and leaves containerd.io (and the plugins) free."""
+    return ["docker-ce", "docker-ce-cli"] if source == "docker" else ["docker.io"]
+
+
+def docker_version_regex(version: str) -> str:
+    """A package version of upstream ``version``: Docker's ``5:27.5.1-1~debian.12~bookworm``,
+    ``3:27.5.1-1.el9``, Debian's ``20.10.24+dfsg1-1+deb12u1`` (any epoch, any revision)."""
+    return rf"^([0-9]+:)?{re.escape(version)}([-~+]|$)"
+
+
+def docker_version_matches(installed: str, version: str) -> bool:
+    return re.match(docker_version_regex(version), installed) is not None
+
+
+def docker_apt_pin(source: str, version: str) -> str:
+    """apt preferences holding Docker's packages at ``version`` (priority 1000: installed
+    even when that is a downgrade; apt_preferences(5) accepts a /regex/ as version)."""
+    return (
+        "# Managed by gpuhost: Docker stays at docker_version. Change it in the inventory.\n"
+        f"Package: {' '.join(docker_pinned_packages(source))}\n"
+        f"Pin: version /{docker_version_regex(version)}/\n"
+        "Pin-Priority: 1000\n"
+    )
+
+
+def docker_rpm_specs(version: str) -> list[str]:
+    """``dnf install`` specs for Docker at ``version`` (Docker's RHEL page: ``docker-ce-<V>
+    docker-ce-cli-<V> containerd.io``; dnf matches name-version against any epoch/release)."""
+    return [f"docker-ce-{version}", f"docker-ce-cli-{version}", "containerd.io"]
+
+
 def docker_apt_suite(distro_tag: str) -> str:
     return {"debian12": "bookworm", "ubuntu2204": "jammy", "ubuntu2404": "noble"}[distro_tag]
 
@@ -229,15 +268,24 @@ def toolkit_apt_pin(distro_tag: str, version: str) -> str:
 
 
 def toolkit_rpm_repo(url: str) -> str:
+    """NVIDIA's ``nvidia-container-toolkit.repo`` (stable section), as NVIDIA serves it at
+    https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo:
+    the repository metadata is signed (``repo_gpgcheck=1``: dnf checks repomd.xml.asc),
+    the packages are not checked one by one (``gpgcheck=0``), TLS verified against the
+    system's CA bundle. Only two lines differ: ``baseurl`` (NVIDIA's or a mirror) and
+    ``gpgkey``, the key gpuhost fetched on the controller and checked against NVIDIA's
+    fingerprint, instead of NVIDIA's URL fetched again by dnf on every host."""
     return (
         "# Managed by gpuhost\n"
         "[nvidia-container-toolkit]\n"
         "name=nvidia-container-toolkit\n"
         f"baseurl={url}\n"
+        "repo_gpgcheck=1\n"
+        "gpgcheck=0\n"
         "enabled=1\n"
-        "gpgcheck=1\n"
-        "repo_gpgcheck=0\n"
         "gpgkey=file:///etc/pki/rpm-gpg/nvidia-container-toolkit.asc\n"
+        "sslverify=1\n"
+        "sslcacert=/etc/pki/tls/certs/ca-bundle.crt\n"
     )
 
 
@@ -324,3 +372,31 @@ def is_driver_lock(lock: str) -> bool:
 def upstream(version: str) -> str:
     """'3:570.172.08-1.el9' -> '570.172.08'."""
     return version.split(":", 1)[-1].rsplit("-", 1)[0]
+
+def dnf_conf_with_proxy(text: str | None, proxy: str) -> str:
+    """``/etc/dnf/dnf.conf`` (``text``; None when missing) with ``proxy=`` set in its
+    ``[main]`` section; every other line kept as it was.
+
+    dnf reads its global options only from this file (dnf.conf(5): no drop-in directory),
+    so gpuhost edits it on the controller and uploads it whole (never through a command
+    line: the URL may carry credentials).
+    """
+    lines = (text or "").splitlines()
+    wanted = f"proxy={proxy}"
+    section = None
+    main_at = None
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1].strip()
+            if section == "main" and main_at is None:
+                main_at = index
+            continue
+        if section == "main" and re.match(r"proxy\s*=", stripped):
+            lines[index] = wanted
+            return "\n".join(lines) + "\n"
+    if main_at is None:
+        lines = ["[main]", wanted, *lines]
+    else:
+        lines.insert(main_at + 1, wanted)
+    return "\n".join(lines) + "\n"

@@ -89,6 +89,22 @@ def _key(shown_type: str, meaning: str, check: Check, default: Any = MISSING) ->
     return field(default=default, metadata=metadata)
 
 
+DOCKER_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_docker_version = check_version(DOCKER_VERSION_RE, "27.5.1", "a Docker Engine version")
+
+
+def _check_docker_version(key: str, value: Any) -> list[str]:
+    return [] if value is None else _docker_version(key, value)
+
+
+def _check_reboot_timeout(key: str, value: Any) -> list[str]:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return [f"{show(value)} is not a whole number of seconds (like 1800)"]
+    if not 60 <= value <= 14400:
+        return [f"{value} is out of range (want 60 to 14400 seconds)"]
+    return []
+
+
 _url_list = check_list_of(check_url, "URLs")
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
 
@@ -136,6 +152,10 @@ class Settings:
     docker_repo_gpgkey: dict[str, str] = _key(
         _DOCKER_MAP, "signing key of the Docker repository",
         check_url_map(tuple(DOCKER_REPO_GPGKEY)), DOCKER_REPO_GPGKEY)
+    docker_version: str | None = _key(
+        "str or null", "exact Docker Engine version, like \"27.5.1\" (docker-ce and "
+        "docker-ce-cli, or docker.io with docker_source: distro), pinned like the toolkit; "
+        "null: the repository's newest", _check_docker_version, None)
     docker_local_packages: tuple[str, ...] = _key(
         "list of paths", "controller paths of Docker packages (with docker_source: local)",
         _path_list, ())
@@ -166,6 +186,10 @@ class Settings:
         "bool", "make nvidia Docker's default runtime", check_bool, False)
     reboot_policy: str = _key(
         "str", "may gpuhost reboot the host", check_choice("never", "when_needed"), "never")
+    reboot_timeout: int = _key(
+        "int (seconds)", "how long a reboot may take until SSH answers again (install and "
+        "upgrade); HGX/DGX servers often need more than 10 minutes to POST",
+        _check_reboot_timeout, 1800)
     http_proxy: str | None = _key(
         "URL or null", "proxy for controller downloads and host package managers",
         lambda k, v: check_url(k, v, nullable=True, schemes=("http", "https")), None)
@@ -256,6 +280,9 @@ def _cross_checks(v: dict) -> list[str]:
     problems = []
     if v["docker_source"] == "local" and not v["docker_local_packages"]:
         problems.append("docker_local_packages: empty, but docker_source is local (list the package files)")
+    if v["docker_version"] is not None and v["docker_source"] in ("local", "none"):
+        problems.append(f"docker_version: set, but docker_source is {v['docker_source']} (gpuhost "
+                        "installs no Docker package to pin: remove docker_version)")
     if v["container_toolkit_source"] == "local" and not v["container_toolkit_local_packages"]:
         problems.append("container_toolkit_local_packages: empty, but container_toolkit_source is local")
     if v["container_toolkit_source"] == "mirror" and v["container_toolkit_repo_url"] == TOOLKIT_REPO_URL:

@@ -19,8 +19,14 @@ from packaging.version import Version
 
 from gpuhost import packages, policy
 
-# GPU clients stopped before the switch, in this order (then upgrade_stop_services).
-CLIENT_SERVICES = ("nvidia-dcgm", "dcgm", "nvidia-fabricmanager", "nvidia-persistenced")
+# GPU clients stopped before the switch, in this order (then upgrade_stop_services), started
+# again in the reverse order: display managers first (an X or Wayland session holds
+# nvidia_drm/nvidia_modeset: gdm is "gdm" on EL, "gdm3" on Debian/Ubuntu), then the DGX
+# health monitor nvsm and DCGM (NVIDIA's MIG guide stops "nvsm" and "dcgm" before a GPU
+# reset), IMEX (its daemon holds the GPUs' IMEX channels, packaged per branch like Fabric
+# Manager), Fabric Manager, nvidia-persistenced. Units a host does not have are skipped.
+CLIENT_SERVICES = ("gdm", "gdm3", "lightdm", "sddm", "nvsm", "nvidia-dcgm", "dcgm",
+                   "nvidia-imex", "nvidia-fabricmanager", "nvidia-persistenced")
 MARKER_SCHEMA = 1
 # The resume point on the host while an upgrade is under way (read by facts.upgrade).
 MARKER = "/var/lib/gpuhost/driver-upgrade.json"
@@ -123,12 +129,14 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
                     or driver["installed_version"])
     fabricmanager = bool(config["nvidia_fabricmanager"]) or any(
         "fabric" in name for name in driver["packages"])
+    moving = companions(list(driver.get("companions") or ()), tag, target) if tag else []
     new_marker = None
     if action == "upgrade":
         new_marker = {"schema": MARKER_SCHEMA, "target": target, "from": from_version,
                       "started": started, "before": before}
     return {"host": name, "action": action, "from": from_version, "target": target,
             "tag": tag, "flavor": flavor, "fabricmanager": fabricmanager,
+            "companions": moving,
             "problems": problems, "before": before, "marker": marker, "new_marker": new_marker}
 
 
@@ -144,6 +152,40 @@ def refusal(plans: list[dict[str, Any]]) -> str | None:
 
 
 _BRANCHED = re.compile(r"-(\d{3})(-open|-server)?$")
+
+# Packages that belong to a driver branch without being the driver's meta package: they must
+# be at the driver's exact version and move with it (NVIDIA's driver container pins and holds
+# "FM, NSCQ, libnvsdm and IMEX" to the driver version). apt names them with the branch before
+# 590 (nvidia-fabricmanager-570, libnvidia-nscq-570, nvidia-imex-570) and without from 590,
+# where nvidia-driver-pinning-<branch> holds every driver package: the driver guide documents
+# that rename for the driver packages; that it covers these companions too is inferred (the
+# names are checked against what the host has, never guessed for a host without them).
+COMPANIONS = ("nvidia-fabricmanager", "nvidia-fabric-manager", "libnvidia-nscq", "nvidia-imex",
+              "libnvsdm")
+_COMPANION = re.compile(r"^(" + "|".join(map(re.escape, COMPANIONS)) + r")(-\d{3})?$")
+
+
+def companions(installed: list[str], distro_tag: str, version: str) -> list[str]:
+    """The target's names of the branch companions a host has (``installed``: its driver
+    package names): the branch in the name moves to the target's (apt before 590, and
+    rpm names that carry one); apt from 590 drops it; an unversioned name stays as it is."""
+    branch = packages.branch(version)
+    apt_unversioned = packages.family(distro_tag) == "debian" and int(branch) >= 590
+    wanted = []
+    for name in sorted(installed):
+        match = _COMPANION.match(name)
+        if not match:
+            continue
+        base, had_branch = match.group(1), bool(match.group(2))
+        if apt_unversioned:
+            target = base
+        elif had_branch or packages.family(distro_tag) == "debian":
+            target = f"{base}-{branch}"
+        else:
+            target = base
+        if target not in wanted:
+            wanted.append(target)
+    return wanted
 
 
 def is_branched(name: str) -> bool:

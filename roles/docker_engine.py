@@ -4,14 +4,16 @@ or local package files; enabled and running."""
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import deploy
+from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import apt, dnf, server
 
 from gpuhost import packages, settings
 from roles.common import (GpuhostError, distro_tag, fetch_key, host_settings, host_state,
                           replace_conflicting)
 from roles.el_packaging import remove_container_tools
+from roles.files import config_file
 from roles.repos import apt_repository, local_packages, rpm_repository
 
 
@@ -23,6 +25,44 @@ def _replace_container_tools(config: settings.Settings, state: dict) -> None:
     if tools and replace_conflicting(config) and not docker.get("docker_installed"):
         remove_container_tools(name=f"Remove {', '.join(tools)} (docker_replace_podman; "
                                     "containerd.io conflicts with runc)", names=tools)
+
+
+def pin_docker(family: str, source: str, version: str, wanted: list[str]) -> None:
+    """Docker at exactly ``docker_version``: on apt a preferences pin (priority 1000, like
+    the toolkit's) then the packages; on dnf the ``name-version`` specs Docker documents.
+    (A dnf versionlock, when gpuhost has one for EL, belongs here too.)"""
+    if family == "debian":
+        config_file(name=f"Pin Docker at {version}", dest=packages.DOCKER_APT_PIN,
+                    content=packages.docker_apt_pin(source, version), mode="644")
+    docker_at_version(name=f"Install Docker {version} ({', '.join(wanted)})", family=family,
+                      source=source, version=version, wanted=wanted)
+
+
+@operation()
+def docker_at_version(family: str, source: str, version: str, wanted: list[str]):
+    """
+    Docker's pinned packages at ``version``, unless they already are (a downgrade too).
+
+    + family: "debian" (apt: the pin chooses the version) or "rhel" (dnf specs)
+    + source: docker_source ("docker" or "distro")
+    + version: docker_version, like "27.5.1"
+    + wanted: the packages to install (apt)
+    """
+    installed = host.get_fact(DebPackages if family == "debian" else RpmPackages) or {}
+    pinned = packages.docker_pinned_packages(source)
+    at_version = all(any(packages.docker_version_matches(v, version) for v in installed.get(n, ()))
+                     for n in pinned)
+    if at_version and all(name in installed for name in wanted):
+        host.noop(f"Docker {version} is installed")
+        return
+    if family == "debian":
+        yield StringCommand(
+            "DEBIAN_FRONTEND=noninteractive apt-get -y --allow-downgrades --no-install-recommends",
+            "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install",
+            *[QuoteString(name) for name in wanted])
+    else:
+        yield StringCommand("dnf install -y --allowerasing",
+                            *[QuoteString(spec) for spec in packages.docker_rpm_specs(version)])
 
 
 @deploy("Docker Engine")
@@ -61,11 +101,14 @@ def install() -> None:
             wanted = packages.docker_packages(tag, source)
         except ValueError as error:
             raise GpuhostError(f"{state['os']['pretty_name']}: {error}") from error
-        if family == "debian":
+        if family != "debian":
+            _replace_container_tools(config, state)
+        if config.docker_version:
+            pin_docker(family, source, config.docker_version, wanted)
+        elif family == "debian":
             apt.packages(name=f"Install Docker ({', '.join(wanted)})", packages=wanted,
                          no_recommends=True)
         else:
-            _replace_container_tools(config, state)
             dnf.packages(name=f"Install Docker ({', '.join(wanted)})", packages=wanted)
     elif source == "local":
         if family == "rhel":

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyinfra.operations import apt, dnf, files, server
+from pyinfra import host
+from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.rpm import RpmPackages
+from pyinfra.operations import apt, files, server
 
+from gpuhost import pkgfile
+from roles.common import REMOTE_CACHE, GpuhostError
 from roles.files import config_file
-from roles.common import REMOTE_CACHE
 
 
 def apt_repository(label: str, key: bytes, keyring: str, sources: str, sources_file: str):
@@ -57,11 +62,43 @@ def rpm_repository(label: str, key: bytes, key_file: str, repo: str, repo_file: 
     )
 
 
+@operation()
+def install_package_files(packages: list[tuple[str, str, str]], family: str):
+    """
+    Install package files already on the host, unless it has each one's exact version.
+
+    (pyinfra's apt.packages / dnf.packages compare file paths with installed package names,
+    which never match: a converged host would reinstall on every run.)
+
+    + packages: ``(name, version, remote path)`` of each file, read on the controller
+    + family: "debian" (apt) or "rhel" (dnf)
+    """
+    installed = host.get_fact(DebPackages if family == "debian" else RpmPackages) or {}
+    missing = [(name, version) for name, version, _ in packages
+               if version not in installed.get(name, ())]
+    if not missing:
+        host.noop("installed: " + ", ".join(f"{n} {v}" for n, v, _ in packages))
+        return
+    paths = [QuoteString(remote) for _, _, remote in packages]
+    if family == "debian":
+        yield StringCommand(
+            "DEBIAN_FRONTEND=noninteractive apt-get -y --allow-downgrades",
+            "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install",
+            *paths)
+    else:
+        yield StringCommand("dnf install -y --allowerasing", *paths)
+
+
 def local_packages(label: str, paths: list[str], family: str) -> None:
     """Send package files from the controller (only when the host lacks the exact file) and
-    install them with the package manager, which resolves their dependencies."""
-    remote = []
+    install them with the package manager, which resolves their dependencies, unless the
+    host already has each one's name at that file's version (read on the controller)."""
+    found = []
     for path in paths:
+        try:
+            package = pkgfile.read(path)
+        except pkgfile.PackageFileError as error:
+            raise GpuhostError(f"{label}: {error}") from error
         name = Path(path).name
         target = f"{REMOTE_CACHE}/packages/{name}"
         files.put(
@@ -71,8 +108,6 @@ def local_packages(label: str, paths: list[str], family: str) -> None:
             mode="644",
             create_remote_dir=True,
         )
-        remote.append(target)
-    if family == "debian":
-        apt.packages(name=f"Install {label} from local files", packages=remote)
-    else:
-        dnf.packages(name=f"Install {label} from local files", packages=remote)
+        found.append((package.name, package.version, target))
+    install_package_files(name=f"Install {label} from local files", packages=found,
+                          family=family)

@@ -149,6 +149,7 @@ def _switch(plan: dict[str, Any], config: settings.Settings) -> None:
     ops.remove_local_repos(name="Remove the other local repos, their sources and keyrings",
                            distro_tag=tag, keep_version=target)
     wanted = packages.driver_packages(tag, target, flavor, plan["fabricmanager"])
+    wanted += [name for name in plan.get("companions", ()) if name not in wanted]
     if packages.family(tag) == "debian":
         nvidia_driver.pin_driver(target, name=f"Move the apt pin to {target}")
     else:
@@ -180,7 +181,7 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     _switch(plan, config)
     if config.reboot_policy == "when_needed":
         server.reboot(name=f"Reboot into driver {target} (reboot_policy: when_needed)",
-                      reboot_timeout=600, _if=lambda: nvidia_driver.reboot_needed(target))
+                      reboot_timeout=config.reboot_timeout, _if=lambda: nvidia_driver.reboot_needed(target))
     else:
         ops.load_modules(name=f"Load the driver {target} modules", modules=before["modules"])
     ops.restore_mig(name="Put the MIG modes back as they were", modes=before["mig"])

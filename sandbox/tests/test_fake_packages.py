@@ -123,7 +123,7 @@ def test_driver_packages_named_and_versioned_as_nvidia(deb12, built, tmp_path):
         "cuda-drivers-570", "nvidia-open-570", "cuda-drivers", "nvidia-open",
         "nvidia-driver-570", "nvidia-driver-570-open", "nvidia-dkms-570", "nvidia-dkms-570-open",
         "nvidia-utils-570", "nvidia-fabricmanager-570", "nvidia-persistenced",
-        "nvidia-kernel-common-570"}
+        "nvidia-kernel-common-570", "libnvidia-nscq-570", "nvidia-imex-570"}
     assert {f["Version"] for f in idx.values()} == {f"{VER}-1"}
     deps = idx["cuda-drivers-570"]["Depends"]
     for name in ("nvidia-driver-570 ", "nvidia-dkms-570 ", "nvidia-utils-570 "):

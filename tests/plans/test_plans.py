@@ -155,3 +155,37 @@ def test_an_nvidia_gpu_no_table_knows_stops_auto_before_anything_changes():
     lines = run_plan("debian12", {"plan_pci": unknown,
                                   "nvidia_driver_flavor": "open"}).stdout.splitlines()
     assert lines == (GOLDEN / "debian12.plan").read_text().splitlines()
+
+@pytest.mark.parametrize("scenario", ["ol8-uek", "ol9-rhck"])
+def test_the_proxy_reaches_dnf_without_its_credentials_in_any_command(scenario):
+    # issue 13 item 10: the URL went through `files.line` (a sed/echo command line) into
+    # world-readable /etc/dnf/dnf.conf
+    secret = "http://ops:s3cr3t-Pa55@proxy.example.internal:3128"
+    result = run_plan(scenario, {"http_proxy": secret})
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert "upload /etc/dnf/dnf.conf.gpuhost-new" in lines
+    assert "chmod 600 /etc/dnf/dnf.conf.gpuhost-new" in lines
+    assert "s3cr3t" not in result.stdout and "s3cr3t" not in result.stderr
+
+
+def test_docker_version_pins_docker_ce_and_its_cli_on_apt_and_dnf():
+    # issue 13 item 6: without docker_version, fleets drift to the newest Docker
+    apt = run_plan("debian12", {"docker_version": "27.5.1"})
+    assert apt.returncode == 0, apt.stderr[-2000:]
+    lines = apt.stdout.splitlines()
+    assert "upload /etc/apt/preferences.d/gpuhost-docker.gpuhost-new" in lines
+    assert ("DEBIAN_FRONTEND=noninteractive apt-get -y --allow-downgrades --no-install-recommends "
+            "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install "
+            "docker-ce docker-ce-cli containerd.io") in lines
+    dnf = run_plan("ol9-rhck", {"docker_version": "27.5.1"})
+    assert dnf.returncode == 0, dnf.stderr[-2000:]
+    assert ("dnf install -y --allowerasing docker-ce-27.5.1 docker-ce-cli-27.5.1 containerd.io"
+            in dnf.stdout.splitlines())
+
+
+def test_a_bad_docker_version_stops_the_run_before_any_host_is_touched():
+    result = run_plan("ol9-rhck", {"docker_version": "27.5.1; rm -rf /"})
+    assert result.returncode != 0
+    assert "docker_version" in result.stderr
+    assert result.stdout.strip() == ""

@@ -118,11 +118,14 @@ def test_gpu_clients_stop_in_order_and_start_in_reverse_with_containers_under_fo
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     lines = [line for line in result.stdout.splitlines() if line.startswith(("systemctl", "docker"))]
     gpu = f"{'c' * 64} {'d' * 64}"  # the nvidia-runtime and the GPU-request container, not /web
+    # nvsm and nvidia-imex too (issue 13 item 9): they hold the GPUs as DCGM does
     assert lines == [
-        "systemctl stop nvidia-dcgm", "systemctl stop nvidia-fabricmanager",
+        "systemctl stop nvsm", "systemctl stop nvidia-dcgm", "systemctl stop nvidia-imex",
+        "systemctl stop nvidia-fabricmanager",
         "systemctl stop nvidia-persistenced", "systemctl stop slurmd", f"docker stop {gpu}",
         "systemctl start nvidia-persistenced", "systemctl start nvidia-fabricmanager",
-        "systemctl start nvidia-dcgm", "systemctl start slurmd", f"docker start {gpu}"]
+        "systemctl start nvidia-imex", "systemctl start nvidia-dcgm", "systemctl start nvsm",
+        "systemctl start slurmd", f"docker start {gpu}"]
     install = next(line for line in result.stdout.splitlines() if "apt-get install" in line)
     assert " nvidia-open-570 nvidia-fabricmanager-570 " in install  # FM at the driver's branch
 

@@ -93,9 +93,12 @@ def _pin_sha(version: str) -> str:
 
 
 def _service_state(name: str, record: list[str], variant: str) -> str:
-    """nvidia-persistenced and any extra service run until the plan stops them; DCGM and
-    Fabric Manager run on the ``clients`` variant only (``dcgm`` is not installed)."""
-    if name == "dcgm" or (name in ("nvidia-dcgm", "nvidia-fabricmanager") and variant != "clients"):
+    """nvidia-persistenced and any extra service run until the plan stops them; DCGM, nvsm,
+    IMEX and Fabric Manager run on the ``clients`` variant only (``dcgm`` and the display
+    managers are not installed: a headless server)."""
+    if name in ("dcgm", "gdm", "gdm3", "lightdm", "sddm") or (
+            name in ("nvidia-dcgm", "nvidia-fabricmanager", "nvsm", "nvidia-imex")
+            and variant != "clients"):
         return "absent"
     state = "running"
     for line in record:

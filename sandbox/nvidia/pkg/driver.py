@@ -109,6 +109,23 @@ def apt_packages(version: str, distro: str) -> list[DebPackage]:
                    depends=[f"nvidia-kernel-common-{b} {eq}"], files=fabricmanager_files(version),
                    provides=["nvidia-fabricmanager"], conflicts=["nvidia-fabricmanager"],
                    replaces=["nvidia-fabricmanager"], section="non-free/utils"),
+        # The branch's companions on NVSwitch / multi-node NVLink systems, at exactly the
+        # driver's version like Fabric Manager (NVIDIA's driver container pins "FM, NSCQ,
+        # libnvsdm and IMEX" to the driver version; their apt names carry the branch before
+        # 590). No daemon is simulated: an upgrade must move them, nothing more.
+        DebPackage(f"libnvidia-nscq-{b}", v,
+                   f"NVSwitch Configuration and Query library (simulated, {version})",
+                   depends=[f"nvidia-kernel-common-{b} {eq}"],
+                   files={f"/usr/share/doc/libnvidia-nscq-{b}/README.gpuhost":
+                          (f"Simulated NSCQ {version} (gpuhost sandbox).\n", 0o644)},
+                   provides=["libnvidia-nscq"], conflicts=["libnvidia-nscq"],
+                   replaces=["libnvidia-nscq"], section="non-free/libs"),
+        DebPackage(f"nvidia-imex-{b}", v, f"NVIDIA IMEX daemon (simulated, {version})",
+                   depends=[f"nvidia-kernel-common-{b} {eq}"],
+                   files={f"/usr/share/doc/nvidia-imex-{b}/README.gpuhost":
+                          (f"Simulated IMEX {version} (gpuhost sandbox).\n", 0o644)},
+                   provides=["nvidia-imex"], conflicts=["nvidia-imex"], replaces=["nvidia-imex"],
+                   section="non-free/utils"),
         DebPackage("nvidia-persistenced", v, "NVIDIA Persistence Daemon (simulated)",
                    files=persistenced_files(version), section="non-free/utils",
                    # a systemd unit only; the package enables nothing (gpuhost enables it)

@@ -125,7 +125,7 @@ def build(key: SigningKey, force: bool = False) -> None:
 def write_rpm_repo_file(rpm_dir) -> None:
     write(rpm_dir / "nvidia-container-toolkit.repo",
           f"[nvidia-container-toolkit]\nname=nvidia-container-toolkit\n"
-          f"baseurl={BASE_URL}/toolkit/rpm\nrepo_gpgcheck=1\ngpgcheck=1\nenabled=1\n"
+          f"baseurl={BASE_URL}/toolkit/rpm\nrepo_gpgcheck=1\ngpgcheck=0\nenabled=1\n"
           f"gpgkey={BASE_URL}/toolkit/gpgkey\nsslverify=1\n"
           "sslcacert=/etc/pki/tls/certs/ca-bundle.crt\n")
 

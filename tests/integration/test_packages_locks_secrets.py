@@ -1,0 +1,122 @@
+"""Issue 13 items 7 and 10 against real apt/dnf on sandbox hosts (from bare hosts).
+
+- local package files (``container_toolkit_source: local``) converge: the second run changes
+  nothing (before: ``apt-get install /path.deb`` / ``dnf install /path.rpm`` ran every time);
+- the dnf proxy with credentials lands in /etc/dnf/dnf.conf mode 600, the file's other lines
+  kept, the secret in no output even at -vvv (fact output included).
+
+GPUHOST_SANDBOX_SPEC='{"hosts": 2, "ol": 1, "docker_hosts": 1}' is enough (one Debian, one
+Oracle Linux host).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+SECRET = "s3cr3t-Pa55"
+
+
+def totals(output: str) -> dict[str, int]:
+    """pyinfra's 'Grand total' row: operations, changed, error, no change."""
+    for line in output.splitlines():
+        if "Grand total" in line:
+            cells = line.split("Grand total", 1)[1].split()
+            values = [0 if cell == "-" else int(cell) for cell in cells]
+            return dict(zip(("operations", "changed", "error", "no_change"), values, strict=True))
+    raise AssertionError(f"no Grand total in pyinfra's output:\n{output[-3000:]}")
+
+
+def toolkit_files(kind: str) -> list[str]:
+    files = sorted(str(p) for p in (OUT / "toolkit" / kind).glob(f"*.{kind}"))
+    assert len(files) == 4, f"the fake toolkit's four .{kind} files under {OUT}/toolkit/{kind}"
+    return files
+
+
+@pytest.fixture(scope="module")
+def local_runs(fleet, pyinfra, sandbox_tools, sandbox_spec):
+    sandbox_tools.cli("down")  # bare hosts
+    sandbox_tools.cli(*sandbox_tools.up_args(sandbox_spec))
+    runs = {}
+    for host in fleet["hosts"]:
+        kind = "deb" if host["os"] == "debian12" else "rpm"
+        data = ["--data", "container_toolkit_source=local",
+                "--data", "container_toolkit_local_packages=" + json.dumps(toolkit_files(kind))]
+        args = ["-y", "deploys/gpu_host.py", "--limit", host["name"], *data]
+        runs[host["name"]] = (pyinfra(*args, check=False, timeout=1800),
+                              pyinfra(*args, check=False, timeout=900))
+    return runs
+
+
+def test_local_toolkit_files_converge_and_the_second_run_changes_nothing(local_runs, ssh):
+    for name, (first, second) in local_runs.items():
+        assert first.returncode == 0, f"{name}:\n{first.stdout[-4000:]}\n{first.stderr[-3000:]}"
+        assert second.returncode == 0, second.stdout[-3000:]
+        assert totals(second.stdout + second.stderr)["changed"] == 0, (
+            f"{name}: the second run changed something:\n{second.stdout[-5000:]}")
+        out = ssh(name, "command -v dpkg-query >/dev/null && dpkg-query -W "
+                        "-f '${Version}' nvidia-container-toolkit || "
+                        "rpm -q --qf '%{VERSION}-%{RELEASE}' nvidia-container-toolkit").stdout
+        assert out.strip() == "1.17.8-1"
+
+
+@pytest.fixture(scope="module")
+def ol_host(fleet):
+    names = [h["name"] for h in fleet["hosts"] if h["os"] in ("ol8", "ol9")]
+    if not names:
+        pytest.skip("no Oracle Linux host in this fleet")
+    return names[0]
+
+
+def test_the_dnf_proxy_is_a_mode_600_file_and_no_output_shows_the_password(local_runs, ol_host,
+                                                                          pyinfra, ssh):
+    before = ssh(ol_host, "cat /etc/dnf/dnf.conf").stdout
+    proxy = f"http://ops:{SECRET}@127.0.0.1:3128"
+    args = ["-y", "-vvv", "tests/integration/proxy_only.py", "--limit", ol_host,
+            "--data", f"http_proxy={proxy}"]
+    first = pyinfra(*args, check=False)
+    second = pyinfra(*args, check=False)
+    try:
+        for run in (first, second):
+            assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+            assert SECRET not in run.stdout + run.stderr
+        assert totals(second.stdout + second.stderr)["changed"] == 0
+        stat = ssh(ol_host, "stat -c '%a %U' /etc/dnf/dnf.conf").stdout.strip()
+        assert stat == "600 root"
+        after = ssh(ol_host, "cat /etc/dnf/dnf.conf").stdout
+        assert f"proxy={proxy}" in after.splitlines()
+        kept = [line for line in before.splitlines() if not line.startswith("proxy=")]
+        assert [line for line in after.splitlines() if line != f"proxy={proxy}"] == kept
+    finally:  # leave the host's dnf usable for the other tests
+        encoded = base64.b64encode(before.encode()).decode()
+        ssh(ol_host, f"echo {encoded} | base64 -d > /etc/dnf/dnf.conf; "
+                     "chmod 644 /etc/dnf/dnf.conf", check=False)
+
+
+def test_docker_version_is_pinned_and_a_second_run_changes_nothing(local_runs, fleet, pyinfra,
+                                                                   ssh):
+    # issue 13 item 6; the sandbox's Docker is 20.10.24 (Debian's docker.io, the fake
+    # docker-ce of the Oracle hosts' stand-in for Docker's RHEL repository)
+    for host in fleet["hosts"]:
+        kind = "deb" if host["os"] == "debian12" else "rpm"
+        args = ["-y", "deploys/gpu_host.py", "--limit", host["name"],
+                "--data", "docker_version=20.10.24",
+                "--data", "container_toolkit_source=local",
+                "--data", "container_toolkit_local_packages=" + json.dumps(toolkit_files(kind))]
+        first = pyinfra(*args, check=False, timeout=900)
+        second = pyinfra(*args, check=False, timeout=900)
+        assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+        assert totals(second.stdout + second.stderr)["changed"] == 0, second.stdout[-4000:]
+        if kind == "deb":
+            policy = ssh(host["name"], "apt-cache policy docker.io").stdout
+            assert " 1000\n" in policy, policy  # the pin holds the installed version
+        else:
+            out = ssh(host["name"], "rpm -q --qf '%{VERSION}\\n' docker-ce docker-ce-cli").stdout
+            assert out.split() == ["20.10.24", "20.10.24"]
