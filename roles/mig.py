@@ -66,26 +66,40 @@ def layout(profiles: list[str]):
     Make every MIG-enabled GPU carry exactly these GPU instances (each with its default
     compute instance), recreating the layout only where it differs.
 
-    + profiles: GPU instance profile names, e.g. ``["3g.20gb", "3g.20gb"]``
+    + profiles: GPU instance profiles: names (``["3g.20gb", "3g.20gb"]``), "MIG 3g.20gb"
+      or profile ids (``[9, 9]``), as the settings accept them
     """
     state = host.get_fact(MigState)
-    wanted = sorted(profiles)
     changed = False
+    shown = ", ".join(str(p) for p in profiles)
     for gpu in state["gpus"]:
         if gpu["mode_current"] != "enabled":
             continue
+        # ids (19), "MIG 1g.5gb" and names all become this GPU's profile names before the
+        # comparison: a layout given as ids must not be re-created on every run
+        wanted = layout_names(gpu, profiles)
         current = sorted(instance["profile"] for instance in gpu["gpu_instances"])
-        if current == wanted:
+        if current == sorted(wanted):
             continue
         index = QuoteString(str(gpu["index"]))
         if gpu["compute_instances"]:
             yield StringCommand("nvidia-smi mig -i", index, "-dci")
         if gpu["gpu_instances"]:
             yield StringCommand("nvidia-smi mig -i", index, "-dgi")
-        yield StringCommand("nvidia-smi mig -i", index, "-cgi", QuoteString(",".join(profiles)), "-C")
+        yield StringCommand("nvidia-smi mig -i", index, "-cgi", QuoteString(",".join(wanted)), "-C")
         changed = True
     if not changed:
-        host.noop(f"every MIG-enabled GPU has the layout {', '.join(wanted)}")
+        host.noop(f"every MIG-enabled GPU has the layout {shown}")
+
+
+def layout_names(gpu: dict, profiles: list) -> list[str]:
+    """The layout as the profile names this GPU lists (``gpuhost.policy.mig_profile_names``
+    with the GPU's model; an id unknown to the table is named from the GPU's own
+    instances when one of them has it)."""
+    names = policy.mig_profile_names(gpu.get("name"), profiles)
+    seen = {str(i.get("profile_id")): i["profile"] for i in gpu["gpu_instances"]
+            if i.get("profile_id") is not None}
+    return [seen.get(n, n) if n.isdigit() else n for n in names]
 
 
 @deploy("MIG")
@@ -115,4 +129,5 @@ def configure() -> None:
                 _if=lambda: any(g["pending_change"] for g in host.get_fact(MigState)["gpus"]),
             )
     if wanted_layout and wanted_mode != "disabled":
-        layout(name=f"MIG layout {', '.join(wanted_layout)}", profiles=list(wanted_layout))
+        layout(name=f"MIG layout {', '.join(str(p) for p in wanted_layout)}",
+               profiles=list(wanted_layout))
