@@ -102,6 +102,12 @@ def host_ready() -> bool:
             # systemd host fails at "Docker is enabled and running"), and gpuhost never
             # rewrites a file it cannot read.
             raise GpuhostError(daemon_json_rules.invalid_message(docker["path"], docker["error"]))
+        if docker.get("exists"):
+            from roles.daemon_json import preflight_problem  # (imports this module)
+
+            clash = preflight_problem()
+            if clash:
+                raise GpuhostError(clash)
         choose_flavor(config, state)
     except GpuhostError as error:
         server.shell(name="gpuhost cannot provision this host", commands=[fail_command(str(error))])
