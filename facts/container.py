@@ -117,3 +117,101 @@ class NvidiaContainerRun(FactBase):
     @override
     def default(self) -> dict:  # type: ignore[override]
         return {"rc": -1, "output": "(no output)"}
+
+
+class DockerDaemonView(FactBase):
+    """What the daemon.json operation needs at execute time, in one round trip: where the
+    file really is (a symlink is followed), the keys gpuhost wrote last time, docker.service's
+    dockerd command line (ExecStart and its environment), and the running daemon.
+
+    .. code:: python
+
+        {"realpath": "/etc/docker/daemon.json",
+         "managed": {"settings": {...}, "default-runtime": bool} | None,
+         "unit": bool,                         # docker.service exists
+         "exec_start": "/usr/sbin/dockerd -H fd:// $DOCKER_OPTS" | None,
+         "environment": {"DOCKER_OPTS": "..."},  # Environment= and EnvironmentFile= lines
+         "daemon": {"running": bool, "runtimes": ["nvidia", "runc"], "default_runtime": "runc",
+                    "live_restore": bool, "containers_running": int}}
+    """
+
+    @override
+    def command(self, path: str, state_path: str) -> StringCommand:
+        import shlex
+
+        return StringCommand(
+            f"p={shlex.quote(path)}; s={shlex.quote(state_path)};",
+            'echo "realpath=$(readlink -f -- "$p" 2>/dev/null || echo "$p")";',
+            'echo "managed=$(cat -- "$s" 2>/dev/null | tr -d \'\\n\')";',
+            "if systemctl cat docker.service >/dev/null 2>&1; then echo unit=yes;",
+            'echo "execstart=$(systemctl show -p ExecStart --value docker.service | head -n 1)";',
+            'echo "environment=$(systemctl show -p Environment --value docker.service)";',
+            "for f in $(systemctl show -p EnvironmentFiles --value docker.service "
+            "| sed 's/ ([a-z_]*=[a-z]*)//g'); do",
+            '[ -r "$f" ] && sed -n \'s/^[[:space:]]*\\(export[[:space:]]\\+\\)\\?'
+            '\\([A-Za-z_][A-Za-z0-9_]*=.*\\)/envline=\\2/p\' "$f"; done; fi;',
+            "if command -v docker >/dev/null 2>&1 && out=$(timeout 20 docker info -f "
+            "'{{json .Runtimes}}|{{.DefaultRuntime}}|{{.LiveRestoreEnabled}}|{{.ContainersRunning}}'"
+            ' 2>/dev/null); then echo "daemon=$out"; fi; true',
+        )
+
+    @override
+    def default(self) -> dict:  # type: ignore[override]
+        return {"realpath": None, "managed": None, "unit": False, "exec_start": None,
+                "environment": {}, "daemon": {"running": False, "runtimes": [],
+                                              "default_runtime": None, "live_restore": False,
+                                              "containers_running": 0}}
+
+    @override
+    def process(self, output: list[str]) -> dict:
+        import json
+        import shlex
+
+        out = self.default()
+        for line in output:
+            key, _, value = line.partition("=")
+            if key == "realpath":
+                out["realpath"] = value or None
+            elif key == "managed" and value:
+                try:
+                    managed = json.loads(value)
+                    out["managed"] = managed if isinstance(managed, dict) else None
+                except ValueError:
+                    out["managed"] = None
+            elif key == "unit":
+                out["unit"] = True
+            elif key == "execstart":
+                # { path=/usr/sbin/dockerd ; argv[]=/usr/sbin/dockerd -H fd:// $DOCKER_OPTS ; ... }
+                argv = value.split("argv[]=", 1)[1] if "argv[]=" in value else ""
+                out["exec_start"] = argv.split(" ;", 1)[0].strip() or None
+            elif key == "environment":
+                try:
+                    words = shlex.split(value)
+                except ValueError:
+                    words = value.split()
+                for word in words:
+                    name, eq, val = word.partition("=")
+                    if eq:
+                        out["environment"][name] = val
+            elif key == "envline":
+                name, _, val = value.partition("=")
+                try:
+                    parts = shlex.split(val)
+                    val = " ".join(parts) if len(parts) != 1 else parts[0]
+                except ValueError:
+                    pass
+                out["environment"][name] = val
+            elif key == "daemon":
+                fields = value.split("|")
+                if len(fields) == 4:
+                    try:
+                        runtimes = sorted(json.loads(fields[0]) or {})
+                    except ValueError:
+                        runtimes = []
+                    out["daemon"] = {
+                        "running": True, "runtimes": runtimes,
+                        "default_runtime": fields[1] or None,
+                        "live_restore": fields[2] == "true",
+                        "containers_running": int(fields[3]) if fields[3].isdigit() else 0,
+                    }
+        return out

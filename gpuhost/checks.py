@@ -207,6 +207,11 @@ def check_daemon_settings(key, value):
         problems.append("\"default-runtime\" is managed by gpuhost: use nvidia_default_runtime: true")
     if isinstance(value.get("runtimes"), Mapping) and "nvidia" in value["runtimes"]:
         problems.append("runtimes.nvidia is managed by gpuhost (nvidia-ctk): remove it")
+    if not problems:
+        # Docker's documented option types; unknown keys are a cross check (opt-in setting)
+        from gpuhost.daemon_json import option_problems
+
+        problems += option_problems(dict(value), allow_unknown=True)
     return problems
 
 

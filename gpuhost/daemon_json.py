@@ -80,3 +80,170 @@ def invalid_message(path: str, error: str) -> str:
     reason = reason.removesuffix("; fix or remove the file")
     return (f"{path} is not valid JSON ({reason}); gpuhost left it untouched. "
             "Fix the file (or move it away) and run again.")
+
+
+# --- docker_daemon_settings: Docker's documented option types -----------------------------
+# Source: Docker's dockerd reference, "Daemon configuration file" (the full example of the
+# allowed options on Linux: https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file)
+# and "Configure the Docker daemon" (https://docs.docker.com/engine/daemon/). Types as the
+# example writes them: "str", "bool", "int", "[str]" (list of strings), "{str}" (object of
+# strings, e.g. log-opts "max-size": "10m"), "{}" (object), "[{}]" (list of objects).
+OPTION_TYPES: dict[str, str] = {
+    "allow-nondistributable-artifacts": "[str]", "api-cors-header": "str",
+    "authorization-plugins": "[str]", "bip": "str", "bip6": "str", "bridge": "str",
+    "builder": "{}", "cdi-spec-dirs": "[str]", "cgroup-parent": "str", "containerd": "str",
+    "containerd-namespace": "str", "containerd-plugins-namespace": "str", "data-root": "str",
+    "debug": "bool", "default-address-pools": "[{}]", "default-cgroupns-mode": "str",
+    "default-gateway": "str", "default-gateway-v6": "str", "default-ipc-mode": "str",
+    "default-network-opts": "{}", "default-shm-size": "str", "default-ulimits": "{}",
+    "dns": "[str]", "dns-opts": "[str]", "dns-search": "[str]", "exec-opts": "[str]",
+    "exec-root": "str", "experimental": "bool", "features": "{}", "fixed-cidr": "str",
+    "fixed-cidr-v6": "str", "group": "str", "host-gateway-ip": "str", "hosts": "[str]",
+    "icc": "bool", "init": "bool", "init-path": "str", "insecure-registries": "[str]",
+    "ip": "str", "ip-forward": "bool", "ip-masq": "bool", "ip6tables": "bool",
+    "iptables": "bool", "ipv6": "bool", "labels": "[str]", "live-restore": "bool",
+    "log-driver": "str", "log-format": "str", "log-level": "str", "log-opts": "{str}",
+    "max-concurrent-downloads": "int", "max-concurrent-uploads": "int",
+    "max-download-attempts": "int", "metrics-addr": "str", "mtu": "int",
+    "no-new-privileges": "bool", "node-generic-resources": "[str]",
+    "oom-score-adjust": "int", "pidfile": "str", "proxies": "{str}", "raw-logs": "bool",
+    "registry-mirrors": "[str]", "runtimes": "{}", "seccomp-profile": "str",
+    "selinux-enabled": "bool", "shutdown-timeout": "int", "storage-driver": "str",
+    "storage-opts": "[str]", "swarm-default-advertise-addr": "str", "tls": "bool",
+    "tlscacert": "str", "tlscert": "str", "tlskey": "str", "tlsverify": "bool",
+    "userland-proxy": "bool", "userland-proxy-path": "str", "userns-remap": "str",
+}
+
+_TYPE_WORDS = {"str": "a string", "bool": "true or false", "int": "an integer",
+               "[str]": "a list of strings", "{str}": "an object of string values",
+               "{}": "an object", "[{}]": "a list of objects"}
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "[str]":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind == "{str}":
+        return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+    if kind == "{}":
+        return isinstance(value, dict)
+    return isinstance(value, list) and all(isinstance(v, dict) for v in value)  # "[{}]"
+
+
+def option_problems(settings: dict[str, Any], allow_unknown: bool = False) -> list[str]:
+    """Problems of ``docker_daemon_settings`` against Docker's documented option types
+    (``OPTION_TYPES``): a wrong type, or a key Docker does not document (refused unless
+    ``allow_unknown``, because dockerd refuses unknown keys and would not start)."""
+    problems = []
+    for key, value in settings.items():
+        kind = OPTION_TYPES.get(key)
+        if kind is None:
+            if not allow_unknown:
+                problems.append(
+                    f"{key!r} is not a daemon.json option gpuhost knows (Docker's dockerd "
+                    "reference, \"Daemon configuration file\"); a typo makes dockerd refuse to "
+                    "start. Fix the key, or set docker_daemon_allow_unknown_keys: true")
+        elif not _has_type(value, kind):
+            problems.append(f"{key!r} must be {_TYPE_WORDS[kind]} (Docker's dockerd reference), "
+                            f"got {json.dumps(value)}")
+    return problems
+
+
+# --- keys gpuhost wrote, so that removing a setting removes it from the file -------------
+
+def apply_settings(
+    existing: dict[str, Any],
+    *,
+    default_runtime: bool,
+    extra: dict[str, Any] | None,
+    previous: dict[str, Any] | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``merge`` plus the removal of what gpuhost itself set on an earlier run and the
+    inventory no longer asks for. Returns (new config, what gpuhost manages now).
+
+    + previous: the record of the last run (``{"settings": {...}, "default-runtime": bool}``;
+      None or {} when there is none). A key (or, in an object, a sub-key) is removed only
+      when it still has the value gpuhost wrote: a value changed by hand is the user's.
+    """
+    config = copy.deepcopy(existing)
+    extra = extra or {}
+    before = (previous or {}).get("settings") or {}
+    for key, old in before.items():
+        if key not in config:
+            continue
+        if isinstance(old, dict) and isinstance(config[key], dict):
+            keep = extra.get(key) if isinstance(extra.get(key), dict) else {}
+            for sub, value in old.items():
+                if sub not in keep and config[key].get(sub) == value:
+                    del config[key][sub]
+            if not config[key] and key not in extra:
+                del config[key]
+        elif key not in extra and config[key] == old:
+            del config[key]
+    if ((previous or {}).get("default-runtime") and not default_runtime
+            and config.get("default-runtime") == RUNTIME_NAME):
+        del config["default-runtime"]
+    merged = merge(config, default_runtime=default_runtime, extra=extra)
+    managed = {"settings": copy.deepcopy(extra), "default-runtime": bool(default_runtime)}
+    return merged, managed
+
+
+# --- keys set both as a dockerd flag and in the file --------------------------------------
+# dockerd's flags for the keys gpuhost checks (dockerd reference; a flag and the same key in
+# daemon.json make dockerd refuse to start: "the following directives are specified both
+# as a flag and in the configuration file").
+FLAG_KEYS: dict[str, str] = {
+    "-H": "hosts", "--host": "hosts", "--containerd": "containerd", "-D": "debug",
+    "--debug": "debug", "-l": "log-level", "--log-level": "log-level", "-G": "group",
+    "--group": "group", "--data-root": "data-root", "--exec-root": "exec-root",
+    "-p": "pidfile", "--pidfile": "pidfile", "-s": "storage-driver",
+    "--storage-driver": "storage-driver", "--iptables": "iptables", "--ip6tables": "ip6tables",
+    "--bridge": "bridge", "-b": "bridge", "--bip": "bip", "--ip-forward": "ip-forward",
+    "--ip-masq": "ip-masq", "--live-restore": "live-restore", "--log-driver": "log-driver",
+    "--default-runtime": "default-runtime", "--tls": "tls", "--tlsverify": "tlsverify",
+    "--userland-proxy": "userland-proxy", "--mtu": "mtu", "--dns": "dns",
+    "--registry-mirror": "registry-mirrors", "--insecure-registry": "insecure-registries",
+    "--exec-opt": "exec-opts", "--storage-opt": "storage-opts", "--log-opt": "log-opts",
+    "--label": "labels", "--init": "init", "--icc": "icc", "--ipv6": "ipv6",
+}
+
+
+def dockerd_flags(exec_start: str, environment: dict[str, str]) -> list[str]:
+    """dockerd's command line as its unit starts it: ``ExecStart``'s argv with ``$VAR`` /
+    ``${VAR}`` replaced by the unit's environment (split on whitespace, as systemd does for
+    an unbraced ``$VAR``)."""
+    import re
+    import shlex
+
+    def expand(match: re.Match) -> str:
+        return environment.get(match.group(1) or match.group(2), "")
+
+    text = re.sub(r"\$\{(\w+)\}|\$(\w+)", expand, exec_start)
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+def flag_clashes(config: dict[str, Any], argv: list[str]) -> list[tuple[str, str]]:
+    """(daemon.json key, flag) pairs set both in ``config`` and on dockerd's command line."""
+    out = []
+    for arg in argv[1:]:
+        flag = arg.split("=", 1)[0]
+        key = FLAG_KEYS.get(flag)
+        if key and key in config and (key, flag) not in out:
+            out.append((key, flag))
+    return out
+
+
+def clash_message(path: str, clashes: list[tuple[str, str]], unit: str = "docker.service") -> str:
+    shown = ", ".join(f"\"{key}\" (flag {flag})" for key, flag in clashes)
+    return (f"{path} sets {shown}, which {unit} also passes to dockerd: dockerd refuses to "
+            "start with an option set both as a flag and in daemon.json (Docker's \"Configure "
+            "the Docker daemon\"). gpuhost changed nothing: remove the key from the file (or "
+            "the flag from the unit) and run again.")

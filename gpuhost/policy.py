@@ -411,6 +411,16 @@ def _profile_name(profile, table: dict | None) -> str:
     return text
 
 
+def mig_profile_names(model_key: str | None, profiles: Iterable) -> list[str]:
+    """``profiles`` as the names ``nvidia-smi mig -lgi`` prints for this GPU model:
+    profile ids (19), "MIG 1g.5gb" and any case become "1g.5gb" through the model's own
+    profile table, so a layout given as ids compares equal to the instances it created.
+    Without a known table the names are only lower-cased (ids stay digits)."""
+    model = lookup_model(model_key) if model_key else None
+    table = model["mig"]["profiles"] if model and model["mig"] else None
+    return [_profile_name(p, table) for p in profiles]
+
+
 def _fits(sizes: list[tuple[int, tuple[int, ...]]], used: set[int]) -> bool:
     """Backtracking placement: can every (size, starts) be placed without overlap?"""
     if not sizes:

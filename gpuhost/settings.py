@@ -182,6 +182,13 @@ class Settings:
         "(with container_toolkit_source: local)", _path_list, ())
     docker_daemon_settings: dict[str, Any] = _key(
         "dict", "extra /etc/docker/daemon.json keys merged in", check_daemon_settings, {})
+    docker_daemon_allow_unknown_keys: bool = _key(
+        "bool", "let docker_daemon_settings set keys gpuhost's table of Docker's options "
+        "does not know (a typo makes dockerd refuse to start)", check_bool, False)
+    docker_restart_running_containers: str = _key(
+        "str", "a Docker restart with containers running and live-restore off: \"warn\" "
+        "(a warning line, then restart) or \"refuse\" (fail the host, change nothing)",
+        check_choice("warn", "refuse"), "warn")
     nvidia_default_runtime: bool = _key(
         "bool", "make nvidia Docker's default runtime", check_bool, False)
     reboot_policy: str = _key(
@@ -294,6 +301,11 @@ def _cross_checks(v: dict) -> list[str]:
         problems.append("verify_image_archive: set without verify_image (name the image it holds)")
     if v["offline"]:
         problems += _offline_problems(v)
+    if isinstance(v["docker_daemon_settings"], Mapping) and not v["docker_daemon_allow_unknown_keys"]:
+        from gpuhost.daemon_json import OPTION_TYPES, option_problems
+
+        problems += [f"docker_daemon_settings: {p}" for p in option_problems(
+            {k: x for k, x in v["docker_daemon_settings"].items() if k not in OPTION_TYPES})]
     return problems
 
 

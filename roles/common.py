@@ -103,6 +103,12 @@ def host_ready() -> bool:
             # systemd host fails at "Docker is enabled and running"), and gpuhost never
             # rewrites a file it cannot read.
             raise GpuhostError(daemon_json_rules.invalid_message(docker["path"], docker["error"]))
+        if docker.get("exists"):
+            from roles.daemon_json import preflight_problem  # (imports this module)
+
+            clash = preflight_problem()
+            if clash:
+                raise GpuhostError(clash)
         choose_flavor(config, state)
         tools = docker.get("el_container_tools") or []
         if tools and config.docker_source != "none" and not docker.get("docker_installed") \

@@ -43,7 +43,7 @@ from facts.host import GpuHostState
 from facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
 from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
-from roles import el_packaging, nvidia_driver
+from roles import el_packaging, mig, nvidia_driver
 from roles.upgrade import ops, record as upgrade_record
 from roles.common import GpuhostError, check_inventory, host_settings
 
@@ -185,6 +185,8 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     else:
         ops.load_modules(name=f"Load the driver {target} modules", modules=before["modules"])
     ops.restore_mig(name="Put the MIG modes back as they were", modes=before["mig"])
+    ops.restore_mig_instances(name="Put the MIG instances back (gpuhost-mig-layout)",
+                              modes=before["mig"], script=mig.BOOT_SCRIPT)
     _verify(plan)
     # Start in the reverse order of the GPU's own clients (persistenced, Fabric Manager, DCGM),
     # then the extra services (the workloads) in their configured order.

@@ -301,6 +301,22 @@ def restore_mig(modes: dict[str, str]):
 
 
 @operation()
+def restore_mig_instances(modes: dict[str, str], script: str):
+    """
+    Re-create the inventory's MIG layout (GPU instances are gone with the old driver) with
+    gpuhost's boot-time script (roles/mig.py), when the host has it: it creates the layout
+    on every MIG-enabled GPU that has no instance and leaves the others alone.
+
+    + modes: GPU index (as a string) -> MIG mode before the upgrade
+    + script: the boot-time script's path on the host
+    """
+    if "enabled" not in modes.values():
+        host.noop("no GPU had MIG enabled")
+        return
+    yield StringCommand("if [ -x", QuoteString(script), "]; then", QuoteString(script), "; fi")
+
+
+@operation()
 def verify(target: str, gpu_count: int, mig: dict[str, str], daemon_json_sha256: str | None):
     """
     Prove the upgrade with facts: the loaded module, the user space and every driver package

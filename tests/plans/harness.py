@@ -64,6 +64,13 @@ class PlanConnector(FakeConnector):
 
     def answer(self, command: str) -> tuple[bool, CommandOutput] | None:
         """The answer to ``command`` when it depends on the plan so far, else None."""
+        if "docker-daemon-json-keys" in command:  # facts.container.DockerDaemonView
+            # Docker is installed by then (roles/docker_engine): Debian's/Docker's unit,
+            # running with runc only
+            return True, output(
+                "realpath=/etc/docker/daemon.json\nunit=yes\nexecstart={ path=/usr/bin/dockerd ; "
+                "argv[]=/usr/bin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock ; }\n"
+                'daemon={"runc":{}}|runc|false|0')
         if self.installed and "_gh()" in command:
             scenario = self.host.data.get("plan_scenario")
             return True, output(scenarios.converged_output(scenario, toolkit=self.toolkit))

@@ -110,7 +110,9 @@ def test_values_with_shell_metacharacters_reach_the_host_quoted():
 def test_mig_mode_is_applied_where_it_differs_and_a_bad_layout_is_refused():
     result = run_plan("debian12", {"mig_mode": "enabled"})
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "nvidia-smi -i 0 -mig 1" in result.stdout.splitlines()
+    # around the change, the GPU holders (nvidia-persistenced, DCGM) are stopped and started
+    change = [line for line in result.stdout.splitlines() if "nvidia-smi -i 0 -mig 1" in line]
+    assert len(change) == 1 and "systemctl stop $active" in change[0], change
     bad = run_plan("debian12", {"mig_mode": "enabled",
                                 "mig_layout": ["4g.20gb", "4g.20gb"]})
     lines = bad.stdout.splitlines()

@@ -99,3 +99,85 @@ def test_local_repo_names_are_nvidias():
         "/var/nvidia-driver-local-repo-ubuntu2404-570.172.08")
     assert packages.toolkit_packages("rhel8", "1.17.8")[0] == "nvidia-container-toolkit-1.17.8-1"
     assert packages.toolkit_packages("debian12", "1.17.8-2")[3] == "libnvidia-container1=1.17.8-2"
+
+
+# --- issue 14 item 4: option types, keys gpuhost wrote, flag clashes -----------------------
+
+def test_docker_daemon_settings_are_checked_against_dockers_option_types():
+    from gpuhost.daemon_json import option_problems
+
+    assert option_problems({"log-driver": 5}) == [
+        "'log-driver' must be a string (Docker's dockerd reference), got 5"]
+    assert option_problems({"log-opts": {"max-file": 3}})[0].startswith("'log-opts' must be an object of string")
+    assert option_problems({"live-restore": "yes"})
+    assert option_problems({"mtu": True})  # a bool is not an integer
+    assert option_problems({"log-driver": "json-file", "log-opts": {"max-size": "10m"},
+                            "live-restore": True, "mtu": 1500, "dns": ["10.0.0.2"]}) == []
+    assert "docker_daemon_allow_unknown_keys" in option_problems({"log-drivr": "x"})[0]
+    assert option_problems({"log-drivr": "x"}, allow_unknown=True) == []
+
+
+def test_the_settings_refuse_log_driver_5_and_unknown_keys_unless_allowed():
+    from gpuhost import settings as S
+
+    base = {"nvidia_driver_version": "570.172.08"}
+    assert any("'log-driver' must be a string" in p for p in
+               S.validate({**base, "docker_daemon_settings": {"log-driver": 5}}))
+    assert any("not a daemon.json option" in p for p in
+               S.validate({**base, "docker_daemon_settings": {"no-such": 1}}))
+    assert not any("docker_daemon" in p for p in S.validate(
+        {**base, "docker_daemon_settings": {"no-such": 1}, "docker_daemon_allow_unknown_keys": True}))
+
+
+def test_a_setting_removed_from_the_inventory_is_removed_but_hand_written_keys_stay():
+    from gpuhost.daemon_json import apply_settings
+
+    first, managed = apply_settings({"debug": False}, default_runtime=True,
+                                    extra={"log-opts": {"max-size": "10m"}, "mtu": 1400},
+                                    previous=None)
+    assert first["log-opts"] == {"max-size": "10m"} and first["mtu"] == 1400
+    first["log-opts"]["max-file"] = "3"  # added by hand inside a managed object
+    again, _ = apply_settings(first, default_runtime=False, extra={}, previous=managed)
+    assert again == {"debug": False, "log-opts": {"max-file": "3"},
+                     "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}}
+    # a value changed by hand is the user's now
+    changed = {**first, "mtu": 9000}
+    kept, _ = apply_settings(changed, default_runtime=True, extra={}, previous=managed)
+    assert kept["mtu"] == 9000 and kept["default-runtime"] == "nvidia"
+
+
+def test_a_hand_written_key_that_the_unit_passes_as_a_flag_is_found():
+    from gpuhost.daemon_json import clash_message, dockerd_flags, flag_clashes
+
+    argv = dockerd_flags("/usr/sbin/dockerd -H fd:// --containerd=/run/c.sock $DOCKER_OPTS",
+                         {"DOCKER_OPTS": "--iptables=false --bridge=none"})
+    assert argv[-2:] == ["--iptables=false", "--bridge=none"]
+    clashes = flag_clashes({"hosts": ["unix:///x"], "iptables": False, "debug": True}, argv)
+    assert clashes == [("hosts", "-H"), ("iptables", "--iptables")]
+    assert 'sets "hosts" (flag -H), "iptables" (flag --iptables), which docker.service' in \
+        clash_message("/etc/docker/daemon.json", clashes)
+    assert flag_clashes({"live-restore": True}, argv) == []
+
+
+def test_the_daemon_view_fact_reads_the_unit_the_environment_and_the_running_daemon():
+    from facts.container import DockerDaemonView
+
+    view = DockerDaemonView().process([
+        "realpath=/srv/conf/daemon.json",
+        'managed={"settings": {"mtu": 1400}, "default-runtime": false}',
+        "unit=yes",
+        "execstart={ path=/usr/sbin/dockerd ; argv[]=/usr/sbin/dockerd -H fd:// $DOCKER_OPTS ; "
+        "ignore_errors=no ; start_time=[n/a] }",
+        "environment=HTTP_PROXY=http://p:3128",
+        'envline=DOCKER_OPTS="--iptables=false --bridge=none"',
+        'daemon={"nvidia":{},"runc":{}}|runc|false|2',
+    ])
+    assert view["realpath"] == "/srv/conf/daemon.json"
+    assert view["managed"] == {"settings": {"mtu": 1400}, "default-runtime": False}
+    assert view["exec_start"] == "/usr/sbin/dockerd -H fd:// $DOCKER_OPTS"
+    assert view["environment"] == {"HTTP_PROXY": "http://p:3128",
+                                   "DOCKER_OPTS": "--iptables=false --bridge=none"}
+    assert view["daemon"] == {"running": True, "runtimes": ["nvidia", "runc"],
+                              "default_runtime": "runc", "live_restore": False,
+                              "containers_running": 2}
+    assert DockerDaemonView().process(["realpath=/etc/docker/daemon.json"])["daemon"]["running"] is False

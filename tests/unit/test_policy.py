@@ -354,3 +354,43 @@ def test_one_driver_version_pattern():
     with pytest.raises(ValueError, match="not a driver version"):
         driver_branch("570")
     assert policy.DRIVER_RE.fullmatch("570.172.08") and not policy.DRIVER_RE.fullmatch("570")
+
+
+def test_mig_profile_ids_and_prefixed_names_become_the_models_profile_names():
+    # issue 14 item 6: [19, 19] and "MIG 1g.5gb" must compare equal to what -lgi lists
+    assert policy.mig_profile_names("NVIDIA A100-SXM4-40GB", [19, "19", "MIG 1g.5gb", "3G.20GB"]) == [
+        "1g.5gb", "1g.5gb", "1g.5gb", "3g.20gb"]
+    assert policy.mig_profile_names(None, [19, "1g.5gb"]) == ["19", "1g.5gb"]
+
+
+def test_the_mig_role_compares_a_layout_given_as_ids_by_name():
+    from roles.mig import layout_names
+
+    gpu = {"name": "NVIDIA A100-SXM4-40GB",
+           "gpu_instances": [{"profile": "1g.5gb", "profile_id": 19}]}
+    assert layout_names(gpu, [19, 19, 9]) == ["1g.5gb", "1g.5gb", "3g.20gb"]
+    unknown = {"name": "NVIDIA X9000", "gpu_instances": [{"profile": "1g.9gb", "profile_id": 77}]}
+    assert layout_names(unknown, [77, "1g.9gb"]) == ["1g.9gb", "1g.9gb"]
+
+
+def test_the_mig_boot_script_creates_the_layout_only_on_gpus_without_instances():
+    from roles.mig import BOOT_UNIT_TEXT, boot_script
+
+    script = boot_script(["1g.10gb", "1g.10gb", "3g.40gb"])
+    assert "LAYOUT=1g.10gb,1g.10gb,3g.40gb\n" in script
+    assert 'nvidia-smi mig -i "$i" -cgi "$LAYOUT" -C' in script
+    assert "grep -q 'MIG '" in script  # a GPU with instances is left alone
+    assert "Before=docker.service containerd.service" in BOOT_UNIT_TEXT
+    assert "After=systemd-modules-load.service nvidia-persistenced.service" in BOOT_UNIT_TEXT
+
+
+def test_an_ampere_mode_change_stops_the_gpu_holders_and_starts_them_again():
+    from pyinfra.api import StringCommand
+
+    from roles.mig import around_mode_change
+
+    text = around_mode_change([StringCommand("nvidia-smi -i 0 -mig 1")]).get_raw_value()
+    stop, change, start = (text.index("systemctl stop $active"), text.index("-mig 1"),
+                           text.index("systemctl start $active"))
+    assert stop < change < start and "nvidia-persistenced.service" in text
+    assert text.endswith("exit $rc")
