@@ -79,7 +79,8 @@ def _next_kernel(h: dict, upper: Path) -> None:
     for rel in (running, new):
         write_file(upper / f"boot/vmlinuz-{rel}", f"simulated kernel image {rel}\n")
         write_file(upper / f"boot/config-{rel}", "CONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\n")
-    write_file(upper / f"lib/modules/{new}/modules.dep", "")
+    # /lib is a symlink to usr/lib (merged /usr): write below usr/, never a real upper/lib
+    write_file(upper / f"usr/lib/modules/{new}/modules.dep", "")
     if h["os"] == "debian12":
         # grub-mkconfig's order: the newest kernel first; GRUB_DEFAULT=0 boots it
         write_file(upper / "etc/default/grub", "GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\n"
