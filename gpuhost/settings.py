@@ -184,6 +184,15 @@ class Settings:
     upgrade_stop_services: tuple[str, ...] = _key(
         "list of names", "extra services stopped before an upgrade",
         check_list_of(check_service, "service names"), ())
+    nvidia_module_signing_key: str | None = _key(
+        "path or null", "Secure Boot hosts: controller path of the private key DKMS signs the "
+        "NVIDIA module with (sent mode 0600, never on a command line); its certificate must be "
+        "enrolled on the host (`mokutil --list-enrolled`)",
+        lambda k, v: check_path(k, v, nullable=True), None)
+    nvidia_module_signing_cert: str | None = _key(
+        "path or null", "Secure Boot hosts: controller path of that key's X.509 certificate "
+        "(DER or PEM), the MOK enrolled on the host",
+        lambda k, v: check_path(k, v, nullable=True), None)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -239,6 +248,9 @@ def _cross_checks(v: dict) -> list[str]:
         problems.append("mig_layout: set, but mig_mode is not \"enabled\" (set mig_mode: enabled)")
     if v["verify_image_archive"] is not None and v["verify_image"] is None:
         problems.append("verify_image_archive: set without verify_image (name the image it holds)")
+    if (v["nvidia_module_signing_key"] is None) != (v["nvidia_module_signing_cert"] is None):
+        problems.append("nvidia_module_signing_key/nvidia_module_signing_cert: set both (the "
+                        "private key and its enrolled certificate) or neither")
     if v["offline"]:
         problems += _offline_problems(v)
     return problems
