@@ -9,7 +9,9 @@ reboot boots it.
       "ol8-03": {"traits": ["next-kernel", "secure-boot-enrolled"]}}}' \
       .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_boot_safety.py
 
-Each test skips when no host of the fleet has its traits.
+and with '{"hosts": 2, "ol": 0, "docker_hosts": 0, "overrides": {"gpu-01": {"traits":
+["secure-boot-enrolled"]}, "gpu-02": {"traits": ["next-kernel"]}}}' for Debian's next
+kernel without headers. Each test skips when no host of the fleet has its traits.
 """
 from __future__ import annotations
 
@@ -89,3 +91,20 @@ def test_next_kernel_and_enrolled_key_converge_and_boot_the_new_kernel(fleet, ss
     second = pyinfra("-y", "deploys/gpu_host.py", "--limit", h["name"], *NO_VERIFY_IMAGE, check=False, timeout=900)
     both = second.stdout + second.stderr
     assert second.returncode == 0 and _totals(both)["changed"] == 0, both[-3000:]
+
+
+def test_a_next_kernel_without_headers_is_never_booted(fleet, ssh, pyinfra, sandbox_tools):
+    """Debian's next-kernel: 6.1.0-(N+1), whose headers the mirror does not carry."""
+    from sandbox.traits import boot
+    h = next((h for h in fleet["hosts"] if h["os"] == "debian12"
+              and "next-kernel" in h.get("traits", [])), None)
+    if h is None:
+        pytest.skip("no Debian host with next-kernel in this fleet")
+    boots = sandbox_tools.boots(h["name"])
+    run = pyinfra("-y", "deploys/gpu_host.py", "--limit", h["name"], *NO_VERIFY_IMAGE,
+                  check=False, timeout=1800)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert f"the next boot starts kernel {boot.next_kernel(h)}" in out and "not rebooting" in out
+    assert sandbox_tools.boots(h["name"]) == boots
+    assert ssh(h["name"], "uname -r").stdout.strip() == h["kernel_release"]
