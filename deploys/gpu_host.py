@@ -11,6 +11,7 @@ stop the run before any host is changed. A second run on a converged host change
 """
 
 from roles import (
+    boot_safety,
     common,
     container_toolkit,
     daemon_json,
@@ -23,7 +24,7 @@ from roles import (
 )
 
 common.check_inventory()
-if common.host_ready():
+if common.host_ready() and boot_safety.check_secure_boot():
     proxy.configure()
     kernel_headers.install()
     nvidia_driver.install()

@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from facts import parsers
+from facts import boot_parsers, parsers
 from facts.sections import (
     NOT_INSTALLED,
     TIMED_OUT,
@@ -100,6 +100,29 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
     if sb_out is not None:
         lowered = sb_out.lower()
         secure_boot = "enabled" if "enabled" in lowered else "disabled" if "disabled" in lowered else None
+    dkms = parsers.parse_dkms_status(dkms_out) if dkms_out else []
+    boot = boot_parsers.parse_boot_loader(ok(sections, "boot_loader") or "")
+    next_release = boot["default_kernel"] or release
+    next_headers: list[str] = []
+    try:
+        if os_info["distro_tag"] and next_release:
+            next_headers = distro.headers_packages(
+                os_info["distro_tag"], next_release,
+                distro.kernel_flavour(next_release, os_info["family"]))
+    except ValueError:
+        next_headers = []
+    mok_rc, mok_out = section(sections, "mok")
+    next_boot = {
+        "kernel_release": next_release,
+        "source": boot["source"],            # grubby | grub | None (unknown: the running one)
+        "differs": bool(next_release) and next_release != release,
+        "headers_packages": next_headers,
+        "headers_packages_missing": [n for n in next_headers if not is_installed(n, specs)],
+        "headers_installed": boot["modules"].get(next_release, build_rc == 0)
+        if next_release != release else build_rc == 0,
+        "nvidia_module": sorted({e["version"] for e in dkms if e["module"] == "nvidia"
+                                 and e["kernel"] == next_release and e["status"] == "installed"}),
+    }
     return {
         "kernel_release": release,
         "flavour": flavour,
@@ -116,9 +139,13 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
                 line.startswith(("modprobe:", "cmdline:")) for line in nouveau_out.splitlines()
             ),
         },
-        "dkms": parsers.parse_dkms_status(dkms_out) if dkms_out else [],
+        "dkms": dkms,
         "dkms_installed": section(sections, "dkms")[0] not in (None, NOT_INSTALLED),
         "secure_boot": secure_boot,
+        "mok_enrolled": boot_parsers.parse_mok_fingerprints(mok_out)
+        if mok_rc not in (None, NOT_INSTALLED) else None,
+        "next_boot": next_boot,
+        "dkms_logs": boot_parsers.parse_dkms_logs(ok(sections, "dkms_log") or ""),
         "problem": problem,
     }
 

@@ -28,9 +28,15 @@ class KernelHeaders(SectionFact):
          "dkms": [{"module": "nvidia", "version": ..., "kernel": ..., "status": "installed"}],
          "dkms_installed": bool,
          "secure_boot": "enabled" | "disabled" | None,  # None: no mokutil
+         "mok_enrolled": ["2f:01:..."] | None,  # SHA1 of enrolled MOKs; None: no mokutil
+         "next_boot": {"kernel_release": ..., "source": "grubby" | "grub" | None,
+                       "differs": bool,           # the next boot starts another kernel
+                       "headers_packages": [...], "headers_packages_missing": [...],
+                       "headers_installed": bool, "nvidia_module": ["570.172.08"]},
+         "dkms_logs": {"/var/lib/dkms/nvidia/570.172.08/build/make.log": "last lines"},
          "problem": None | "why gpuhost cannot name the headers package"}
     """
 
     sections = ("os_release", "kernel", "dpkg", "rpm", "headers_build", "nouveau", "dkms",
-                "secure_boot")
+                "secure_boot", "mok", "boot_loader", "dkms_log")
     assemble = staticmethod(kernel_state)

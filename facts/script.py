@@ -74,6 +74,21 @@ SECTIONS: dict[str, str] = {
     " 2>/dev/null | sed 's/^/cmdline: /'; true",
     "dkms": _tool("dkms", "dkms status 2>&1"),
     "secure_boot": _tool("mokutil", "mokutil --sb-state 2>&1"),
+    # the enrolled MOKs' fingerprints (a module signing key must be among them)
+    "mok": _tool("mokutil", 'mokutil --list-enrolled 2>&1 | grep -iE "fingerprint|is empty"; true'),
+    # the kernel the next boot starts (grubby on EL, GRUB's default on Debian/Ubuntu), the
+    # installed kernel images and which kernels have headers (facts.boot_parsers)
+    "boot_loader": 'if command -v grubby >/dev/null 2>&1; then echo "grubby: $(grubby --default-kernel 2>&1)"; fi; '
+    'if test -r /etc/default/grub; then sed -n "s/^GRUB_DEFAULT=/grub_default: /p" /etc/default/grub; fi; '
+    'if test -r /boot/grub/grubenv; then sed -n "s/^saved_entry=/saved_entry: /p" /boot/grub/grubenv; fi; '
+    'if test -r /boot/grub/grub.cfg; then grep -E "^[[:space:]]*(menuentry|submenu|linux|linuxefi)[[:space:]]|^[[:space:]]*[}]" '
+    '/boot/grub/grub.cfg | sed "s/^/cfg: /"; fi; '
+    'for k in /boot/vmlinuz-*; do test -e "$k" && echo "vmlinuz: ${k#/boot/vmlinuz-}"; done; '
+    'for m in /lib/modules/*/; do test -d "$m" || continue; r=${m%/}; r=${r##*/}; '
+    'if test -e "$m/build/Makefile"; then echo "modules: $r headers"; else echo "modules: $r"; fi; done; true',
+    # DKMS's build logs of the NVIDIA module (a failed build leaves build/make.log)
+    "dkms_log": 'for f in /var/lib/dkms/nvidia/*/build/make.log; do test -e "$f" || continue; '
+    'echo "== $f"; tail -n 25 "$f"; done; true',
     "daemon_json": _file("/etc/docker/daemon.json"),
     "docker_version": _tool("dockerd", "command -v dockerd"),
     "docker_info": _tool(

@@ -241,6 +241,15 @@ class Settings:
         "bool", "EL: remove podman, buildah, runc, containers-common before installing "
         "Docker (false: stop the host and name them); on apt hosts the same as "
         "docker_replace_conflicting (either one true allows)", check_bool, False)
+    nvidia_module_signing_key: str | None = _key(
+        "path or null", "Secure Boot hosts: controller path of the private key DKMS signs the "
+        "NVIDIA module with (sent mode 0600, never on a command line); its certificate must be "
+        "enrolled on the host (`mokutil --list-enrolled`)",
+        lambda k, v: check_path(k, v, nullable=True), None)
+    nvidia_module_signing_cert: str | None = _key(
+        "path or null", "Secure Boot hosts: controller path of that key's X.509 certificate "
+        "(DER or PEM), the MOK enrolled on the host",
+        lambda k, v: check_path(k, v, nullable=True), None)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -299,6 +308,9 @@ def _cross_checks(v: dict) -> list[str]:
         problems.append("mig_layout: set, but mig_mode is not \"enabled\" (set mig_mode: enabled)")
     if v["verify_image_archive"] is not None and v["verify_image"] is None:
         problems.append("verify_image_archive: set without verify_image (name the image it holds)")
+    if (v["nvidia_module_signing_key"] is None) != (v["nvidia_module_signing_cert"] is None):
+        problems.append("nvidia_module_signing_key/nvidia_module_signing_cert: set both (the "
+                        "private key and its enrolled certificate) or neither")
     if v["offline"]:
         problems += _offline_problems(v)
     if isinstance(v["docker_daemon_settings"], Mapping) and not v["docker_daemon_allow_unknown_keys"]:

@@ -44,7 +44,18 @@ def _host(fleet: dict, h: dict) -> tuple:
         "gpu_model": h["gpu_model"],
         "gpu_count": h["gpu_count"],
         "gpu_nvswitch": h.get("nvswitch", False),
+        **_signing_key(h),
     })
+
+
+def _signing_key(h: dict) -> dict:
+    """Hosts with the secure-boot-enrolled trait: the sandbox's test MOK, which that trait
+    enrolled (sandbox/traits/boot.py)."""
+    if "secure-boot-enrolled" not in h.get("traits", []):
+        return {}
+    mok = Path(os.environ.get("GPUHOST_SANDBOX_STATE", "/var/lib/gpuhost-sandbox")) / "secure-boot"
+    return {"nvidia_module_signing_key": str(mok / "gpuhost-sandbox-mok.key"),
+            "nvidia_module_signing_cert": str(mok / "gpuhost-sandbox-mok.der")}
 
 
 def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:

@@ -7,6 +7,8 @@ from pyinfra import host
 from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.api import QuoteString
 
+from pyinfra.operations import apt, dnf
+
 from facts.kernel import KernelHeaders
 from roles.files import config_file
 from roles.common import GpuhostError, distro_tag, host_state
@@ -64,6 +66,45 @@ def headers(family: str):
         )
 
 
+@operation()
+def next_boot_headers(family: str):
+    """
+    Headers of the kernel the boot loader starts next, when it is not the running one and
+    the repositories carry them (else the reboot is refused later, roles/boot_safety.py).
+
+    + family: ``debian`` or ``rhel``
+    """
+    nxt = host.get_fact(KernelHeaders)["next_boot"]
+    missing = list(nxt["headers_packages_missing"])
+    if not nxt["differs"] or not missing:
+        host.noop(f"headers for the next boot's kernel {nxt['kernel_release']} are installed")
+        return
+    quoted = [QuoteString(package) for package in missing]
+    if family == "debian":
+        check = StringCommand("apt-cache show --no-all-versions", *quoted, ">/dev/null 2>&1")
+        install = StringCommand(
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends", *quoted)
+    else:
+        check = StringCommand("dnf -q repoquery --available", *quoted, "2>/dev/null | grep -q .")
+        install = StringCommand("dnf install -y --setopt=install_weak_deps=False", *quoted)
+    yield StringCommand(
+        "if", check, "; then", install, "; else echo", QuoteString(
+            f"gpuhost: no {' '.join(missing)} in this host's repositories for kernel "
+            f"{nxt['kernel_release']}, which the next boot starts; gpuhost will not reboot it"),
+        "; fi")
+
+
+def headers_meta_package(tag: str, flavour: str | None) -> str:
+    """The package that follows kernel updates with their headers, so DKMS builds the
+    module for the next kernel too (Debian linux-headers-amd64, Ubuntu linux-headers-generic,
+    EL kernel-uek-devel / kernel-devel)."""
+    if tag == "debian12":
+        return "linux-headers-amd64"
+    if tag.startswith("ubuntu"):
+        return "linux-headers-generic"
+    return "kernel-uek-devel" if flavour == "uek" else "kernel-devel"
+
+
 DKMS_TOOLSET_CONF = "/etc/dkms/framework.conf.d/gpuhost-gcc-toolset.conf"
 
 
@@ -78,6 +119,19 @@ def install() -> None:
         raise GpuhostError(f"{host.name}: cannot tell which headers kernel "
                            f"{kernel['kernel_release']} needs")
     headers(name=f"Install headers for kernel {kernel['kernel_release']}", family=family)
+    next_boot = kernel["next_boot"]
+    next_flavour = kernel["flavour"]
+    if next_boot["differs"]:
+        next_boot_headers(name=f"Install headers for kernel {next_boot['kernel_release']} "
+                          "(the next boot's)", family=family)
+        next_flavour = "uek" if "uek" in next_boot["kernel_release"] else "rhck"
+    meta = headers_meta_package(tag, next_flavour)
+    if family == "debian":
+        apt.packages(name=f"Headers of future kernels ({meta})", packages=[meta],
+                     no_recommends=True)
+    else:
+        dnf.packages(name=f"Headers of future kernels ({meta})", packages=[meta],
+                     extra_install_args="--setopt=install_weak_deps=False")
     toolset = kernel["gcc_toolset"]
     if toolset:
         # UEK 8 is built with gcc-toolset-14 while the system gcc is 11: DKMS must build the

@@ -21,7 +21,7 @@ from facts.services import ServiceInstalled
 from gpuhost import packages
 from gpuhost.reboot import needs_reboot
 from gpuhost.settings import Settings
-from roles import el_packaging
+from roles import boot_safety, el_packaging
 from roles.files import config_file
 from roles.common import (
     REMOTE_CACHE,
@@ -201,6 +201,13 @@ def install() -> None:
                                   version=version)
 
     if config.reboot_policy == "when_needed":
+        # the module must be there for the kernel the reboot starts (issue 14: never reboot
+        # into a kernel without the driver); fails this host, with DKMS's errors, instead
+        boot_safety.module_for_next_boot(
+            name="The NVIDIA module is installed for the next boot's kernel",
+            version=version,
+            _if=lambda: reboot_needed(version),
+        )
         server.reboot(
             name="Reboot to load the NVIDIA driver (reboot_policy: when_needed)",
             reboot_timeout=config.reboot_timeout,

@@ -42,6 +42,11 @@ def split_release(rel: str) -> tuple[str, str]:
     return version, release
 
 
+SIGN_FILE = ("#!/usr/bin/python3\n# scripts/sign-file stand-in (gpuhost sandbox): see gpusim firmware.py\n"
+             "import sys\nsys.path.append('/usr/local/lib/gpusim')\nfrom gpusim import firmware\n"
+             "sys.exit(firmware.main('sign-file'))\n")
+
+
 def kernel_devel(rel: str, flavor: str, gcc: tuple | None) -> RpmPackage:
     version, release = split_release(rel)
     name = "kernel-uek-devel" if flavor == "uek" else "kernel-devel"
@@ -57,6 +62,9 @@ def kernel_devel(rel: str, flavor: str, gcc: tuple | None) -> RpmPackage:
         f"{src}/Makefile": (f"# kernel {rel} (simulated headers)\nKERNELRELEASE = {rel}\n", 0o644),
         f"{src}/.config": (config, 0o644),
         f"{src}/include/generated/utsrelease.h": (f'#define UTS_RELEASE "{rel}"\n', 0o644),
+        # kernel-devel ships scripts/sign-file; DKMS signs modules with it. The stand-in
+        # appends a signature trailer the simulated kernel reads (gpusim firmware.py).
+        f"{src}/scripts/sign-file": (SIGN_FILE, 0o755),
     }
     return RpmPackage(name=name, version=version, release=release,
                       summary=f"Development package for building kernel modules to match the "

@@ -55,10 +55,40 @@ do_build() {  # $1 = kernel
         die 10 "Bad return status for module build on kernel: $k ($arch)" \
             "Consult $b/make.log for more information."
     fi
+    sign_module "$k" "$b/$module.ko"
     local out="$tree/$module/$version/$k/$arch"
     mkdir -p "$out/module" "$out/log"
     cp "$b/$module.ko" "$out/module/"; cp "$b/make.log" "$out/log/"
     echo "Cleaning build area..."
+}
+
+sign_module() {  # $1 = kernel, $2 = module: DKMS 3.x prepare_signing + the sign step
+    local k="$1" sign_file="" mok_signing_key="" mok_certificate="" f
+    for f in /etc/dkms/framework.conf /etc/dkms/framework.conf.d/*.conf; do
+        [ -f "$f" ] || continue
+        eval "$(grep -E '^[[:space:]]*(sign_file|mok_signing_key|mok_certificate)=' "$f")"
+    done
+    [ -n "$sign_file" ] || sign_file="/lib/modules/$k/build/scripts/sign-file"
+    echo "Sign command: $sign_file"
+    if [ ! -x "$sign_file" ]; then
+        echo "Binary $sign_file not found, modules won't be signed"; return 0
+    fi
+    [ -n "$mok_signing_key" ] || mok_signing_key=/var/lib/dkms/mok.key
+    echo "Signing key: $mok_signing_key"
+    [ -n "$mok_certificate" ] || mok_certificate=/var/lib/dkms/mok.pub
+    echo "Public certificate (MOK): $mok_certificate"
+    if [ ! -f "$mok_signing_key" ] || [ ! -f "$mok_certificate" ]; then
+        echo "Certificate or key are missing, generating self signed certificate for MOK..."
+        openssl req -new -x509 -nodes -days 36500 -subj "/CN=DKMS module signing key" \
+            -newkey rsa:2048 -keyout "$mok_signing_key" -outform DER -out "$mok_certificate" \
+            >/dev/null 2>&1
+        if [ ! -f "$mok_signing_key" ]; then
+            echo "Key file $mok_signing_key not found and can't be generated, modules won't be signed"
+            return 0
+        fi
+    fi
+    echo "Signing module $2"
+    "$sign_file" sha512 "$mok_signing_key" "$mok_certificate" "$2"
 }
 
 do_install() {  # $1 = kernel

@@ -34,6 +34,22 @@ def _mount_proc_driver():
     return None
 
 
+def _boot_loader(machine, boots):
+    """The kernel this boot runs: from the second boot on, the boot loader's default entry
+    when the host has one (sandbox/traits/boot.py writes GRUB/BLS files: a kernel installed
+    while the first boot ran), recorded in machine.json for uname."""
+    from . import firmware
+    kver = host.kernel_release(machine)
+    want = firmware.default_kernel() if boots > 1 else None
+    if want and want != machine["kernel_release"] and os.path.isdir(host.path(f"lib/modules/{want}")) \
+            and os.path.isfile(host.path(f"boot/vmlinuz-{want}")):
+        machine["kernel_release"] = want
+        host.write_text(host.MACHINE, jsonlite.dumps(machine) + "\n")
+        print(f"gpusim-boot: the boot loader's default entry boots kernel {want}")
+        return want
+    return kver
+
+
 def boot():
     problem = _mount_proc_driver()
     if problem:
@@ -54,7 +70,7 @@ def boot():
                     gpu["mig_current"] = gpu["mig_pending"]  # InfoROM bit, applied at reset
                 else:
                     gpu["mig_current"] = gpu["mig_pending"] = False
-        kver = host.kernel_release(machine)
+        kver = _boot_loader(machine, state["boots"])
         err = host.load_driver(state, machine)
         if err:
             host.write_proc(state, machine)

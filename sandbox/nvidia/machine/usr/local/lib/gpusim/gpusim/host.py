@@ -24,7 +24,7 @@ PROC_NVIDIA = "proc/driver/nvidia"
 PERSISTENCED_PIDFILES = ("run/nvidia-persistenced/nvidia-persistenced.pid",
                          "var/run/nvidia-persistenced/nvidia-persistenced.pid")
 MODULE_DIRS = ("updates/dkms", "extra", "kernel/drivers/video", "updates")
-KNOWN_FAULTS = ("dkms_build_fail", "smi_hang", "gpu_reset_unsupported")
+KNOWN_FAULTS = ("dkms_build_fail", "smi_hang", "gpu_reset_unsupported", "scriptlet_ignores_dkms")
 SIM_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm")
 
 
@@ -120,7 +120,8 @@ def find_module(kver):
                 text = fh.read(4096)
         except OSError:
             continue
-        fields = dict(tok.split("=", 1) for tok in text.split() if "=" in tok)
+        # the first line only: a signed module carries a signature trailer after it
+        fields = dict(tok.split("=", 1) for tok in text.split("\n", 1)[0].split() if "=" in tok)
         if text.startswith("gpusim-module") and "version" in fields:
             return {"version": fields["version"], "flavor": fields.get("flavor", "proprietary"),
                     "path": cand}
@@ -329,6 +330,11 @@ def load_driver(state, machine):
     # NVIDIA: Blackwell GPUs need the open kernel modules (the proprietary ones do not probe).
     if mod["flavor"] != "open" and info["arch"] in models.OPEN_ONLY_ARCHS:
         return "modprobe: ERROR: could not insert 'nvidia': No such device"
+    from . import firmware  # Secure Boot: only a module signed by an enrolled key loads
+    if firmware.secure_boot():
+        refused = firmware.signed_by_enrolled(mod["path"])
+        if refused:
+            return f"modprobe: ERROR: could not insert 'nvidia': {refused}"
     state["driver"] = {"version": mod["version"], "flavor": mod["flavor"]}
     if "nvidia" not in state["modules"]:
         state["modules"].insert(0, "nvidia")

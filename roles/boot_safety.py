@@ -1,0 +1,143 @@
+"""Never leave a host that cannot load its driver after the reboot (issue 14, items 1-3).
+
+- Secure Boot: before anything is installed, refuse a Secure Boot host unless the inventory
+  provides a module signing key whose certificate the host has enrolled (``mokutil
+  --list-enrolled``); with one, DKMS is configured to sign with it (framework.conf.d
+  ``mok_signing_key`` / ``mok_certificate``). gpuhost never runs ``mokutil --import``: an
+  enrolment waits for a person at the console (MokManager) on the next boot.
+- Before a reboot: ``dkms status`` must show the NVIDIA module installed for the kernel the
+  boot loader starts next; the module is built for that kernel when its headers are there;
+  otherwise the host fails with DKMS's own error lines (the tail of make.log) and is not
+  rebooted (NVIDIA's package scriptlets exit 0 when the build fails:
+  open-gpu-kernel-modules#805).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pyinfra import host
+from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.operations import files, server
+
+from facts.kernel import KernelHeaders
+from roles.common import GpuhostError, fail_command, host_settings, host_state
+from roles.files import config_file
+
+KEY_DIR = "/etc/gpuhost/mok"
+KEY_PATH = f"{KEY_DIR}/gpuhost-module-signing.key"
+CERT_PATH = f"{KEY_DIR}/gpuhost-module-signing.der"
+DKMS_SIGNING_CONF = "/etc/dkms/framework.conf.d/gpuhost-module-signing.conf"
+
+
+def cert_der(data: bytes) -> bytes:
+    """The DER bytes of a PEM or DER certificate."""
+    if b"-----BEGIN CERTIFICATE-----" in data:
+        import base64
+
+        body = data.split(b"-----BEGIN CERTIFICATE-----", 1)[1].split(b"-----END", 1)[0]
+        return base64.b64decode(b"".join(body.split()))
+    return data
+
+
+def fingerprint(der: bytes) -> str:
+    """SHA1 fingerprint as ``mokutil --list-enrolled`` prints it (lower case here)."""
+    digest = hashlib.sha1(der).hexdigest()  # noqa: S324 - what mokutil shows, not security
+    return ":".join(digest[i:i + 2] for i in range(0, len(digest), 2))
+
+
+def secure_boot_problem(kernel: dict, key: str | None, cert: str | None) -> str | None:
+    """Why this Secure Boot host cannot get a loadable module, or None."""
+    if kernel.get("secure_boot") != "enabled":
+        return None
+    if not key or not cert:
+        return ("Secure Boot is enabled: the kernel would refuse the NVIDIA module DKMS builds "
+                "(\"Key was rejected by service\"). Set nvidia_module_signing_key and "
+                "nvidia_module_signing_cert to a key pair whose certificate is enrolled on this "
+                "host (mokutil --import CERT, confirmed at the console on the next boot), or "
+                "turn Secure Boot off; nothing was changed")
+    try:
+        der = cert_der(Path(cert).expanduser().read_bytes())
+        Path(key).expanduser().stat()
+    except OSError as error:
+        return f"cannot read the module signing key or certificate: {error}"
+    fp = fingerprint(der)
+    if fp not in (kernel.get("mok_enrolled") or []):
+        return (f"Secure Boot is enabled and the certificate {cert} (SHA1 {fp}) is not enrolled "
+                "on this host (mokutil --list-enrolled): enrol it (mokutil --import, confirmed "
+                "at the console on the next boot) before running gpuhost; nothing was changed")
+    return None
+
+
+def check_secure_boot() -> bool:
+    """At plan time, before any other operation of this host: refuse (one failing
+    operation, return False) or, with an enrolled key, configure DKMS to sign."""
+    config = host_settings()
+    kernel = host_state()["kernel"]
+    try:
+        problem = secure_boot_problem(kernel, config.nvidia_module_signing_key,
+                                      config.nvidia_module_signing_cert)
+        if problem:
+            raise GpuhostError(f"{host.name}: {problem}")
+    except GpuhostError as error:
+        server.shell(name="gpuhost cannot provision this host", commands=[fail_command(str(error))])
+        return False
+    if kernel.get("secure_boot") == "enabled":
+        files.directory(name="A private directory for the module signing key", path=KEY_DIR,
+                        mode="700", user="root", group="root", present=True)
+        files.put(name="Module signing key (mode 0600)",
+                  src=str(Path(config.nvidia_module_signing_key).expanduser()),
+                  dest=KEY_PATH, mode="600", user="root", group="root")
+        files.put(name="Module signing certificate (the enrolled MOK)",
+                  src=str(Path(config.nvidia_module_signing_cert).expanduser()),
+                  dest=CERT_PATH, mode="644", user="root", group="root")
+        config_file(
+            name="DKMS signs modules with the enrolled key",
+            content=("# Managed by gpuhost: Secure Boot is on; DKMS signs the modules it builds\n"
+                     "# with this key, whose certificate is enrolled as a MOK.\n"
+                     f"mok_signing_key={KEY_PATH}\nmok_certificate={CERT_PATH}\n"),
+            dest=DKMS_SIGNING_CONF, mode="644")
+    return True
+
+
+def _log_lines(kernel: dict, version: str) -> str:
+    logs = kernel.get("dkms_logs") or {}
+    text = logs.get(f"/var/lib/dkms/nvidia/{version}/build/make.log") or "\n".join(logs.values())
+    lines = [line for line in text.splitlines() if line.strip()][-8:]
+    return " | ".join(lines) if lines else "no make.log found under /var/lib/dkms/nvidia"
+
+
+@operation()
+def module_for_next_boot(version: str):
+    """
+    Make sure the NVIDIA module ``version`` is installed by DKMS for the kernel the next boot
+    starts; build it when that kernel's headers are there; else fail this host with DKMS's
+    own error lines (no reboot follows a failed operation).
+
+    + version: the driver version the host must load after the reboot
+    """
+    kernel = host.get_fact(KernelHeaders)
+    nxt = kernel["next_boot"]
+    release = nxt["kernel_release"]
+    if version in nxt["nvidia_module"]:
+        host.noop(f"DKMS has nvidia {version} installed for kernel {release} (next boot)")
+        return
+    if nxt["differs"] and nxt["headers_installed"]:
+        yield StringCommand(
+            "dkms install -m nvidia -v", QuoteString(version), "-k", QuoteString(release),
+            "|| {", fail_command(
+                f"DKMS could not build nvidia {version} for kernel {release}, which the next "
+                "boot starts; see its make.log under /var/lib/dkms/nvidia; not rebooting"), "; }")
+        return
+    if nxt["differs"] and not nxt["headers_installed"]:
+        yield fail_command(
+            f"the next boot starts kernel {release} (not the running {kernel['kernel_release']}), "
+            f"which has no headers ({', '.join(nxt['headers_packages_missing']) or 'none found'} "
+            "not installable), so the NVIDIA module cannot be built for it: not rebooting. "
+            "Make the running kernel the default boot entry or add the repository with those "
+            "headers, then run again")
+        return
+    yield fail_command(
+        f"DKMS did not install the NVIDIA module {version} for kernel {release} (the package "
+        f"scriptlet does not report a failed build): {_log_lines(kernel, version)}; not rebooting")

@@ -1,0 +1,110 @@
+"""Issue 14 items 1-3 over SSH against hosts with the boot traits (sandbox/traits/boot.py):
+Secure Boot without a key stops the host before anything is installed; with the enrolled
+test MOK the module is signed and loads; a silent DKMS failure fails the host with DKMS's
+own lines and no reboot; a newer default kernel gets headers and the module before the
+reboot boots it.
+
+    GPUHOST_SANDBOX_SPEC='{"hosts": 3, "ol": 1, "docker_hosts": 0, "overrides": {
+      "gpu-01": {"traits": ["secure-boot"]}, "gpu-02": {"traits": ["dkms-build-fails"]},
+      "ol8-03": {"traits": ["next-kernel", "secure-boot-enrolled"]}}}' \
+      .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_boot_safety.py
+
+and with '{"hosts": 2, "ol": 0, "docker_hosts": 0, "overrides": {"gpu-01": {"traits":
+["secure-boot-enrolled"]}, "gpu-02": {"traits": ["next-kernel"]}}}' for Debian's next
+kernel without headers. Each test skips when no host of the fleet has its traits.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def _host(fleet, *traits):
+    for h in fleet["hosts"]:
+        if all(t in h.get("traits", []) for t in traits):
+            return h
+    pytest.skip(f"no host of this fleet has the traits {traits}")
+
+
+# The container verification step is not what these tests are about (and on this branch's
+# base, `docker load` of the sandbox's verify image failed on every host, unrelated).
+NO_VERIFY_IMAGE = ("--data", "verify_image=null", "--data", "verify_image_archive=null")
+
+
+def _totals(output: str) -> dict:
+    for line in output.splitlines():
+        if "Grand total" in line:
+            cells = [0 if c == "-" else int(c) for c in line.split("Grand total", 1)[1].split()]
+            return dict(zip(("operations", "changed", "error", "no_change"), cells, strict=True))
+    raise AssertionError(output[-3000:])
+
+
+def test_secure_boot_without_a_key_stops_before_installing_anything(fleet, ssh, pyinfra,
+                                                                     sandbox_tools):
+    h = _host(fleet, "secure-boot")
+    boots = sandbox_tools.boots(h["name"])
+    run = pyinfra("-y", "deploys/gpu_host.py", "--limit", h["name"], *NO_VERIFY_IMAGE, check=False, timeout=900)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "Secure Boot is enabled" in out and "nvidia_module_signing_key" in out
+    # nothing installed, nothing sent, no reboot
+    pkgs = ssh(h["name"], "dpkg-query -W -f '${Package} ${Status}\\n' 'nvidia*' 'linux-headers*' "
+                          "2>/dev/null | grep -c ' installed$' || true").stdout.strip()
+    assert pkgs == "0"
+    assert ssh(h["name"], "ls /var/cache/gpuhost 2>/dev/null | wc -l").stdout.strip() == "0"
+    assert sandbox_tools.boots(h["name"]) == boots
+
+
+def test_a_silent_dkms_failure_fails_the_host_with_dkms_lines_and_no_reboot(fleet, ssh, pyinfra,
+                                                                             sandbox_tools):
+    h = _host(fleet, "dkms-build-fails")
+    boots = sandbox_tools.boots(h["name"])
+    run = pyinfra("-y", "deploys/gpu_host.py", "--limit", h["name"], *NO_VERIFY_IMAGE, check=False, timeout=1800)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "DKMS did not install the NVIDIA module" in out, out[-3000:]
+    assert "simulated compile error" in out or "Error 2" in out   # make.log's own lines
+    assert sandbox_tools.boots(h["name"]) == boots                 # not rebooted
+    # the package manager had said yes: the packages are installed
+    assert "install ok installed" in ssh(
+        h["name"], "dpkg-query -W -f '${Status}' nvidia-dkms-570-open || "
+                   "dpkg-query -W -f '${Status}' nvidia-dkms-570", check=False).stdout
+
+
+def test_next_kernel_and_enrolled_key_converge_and_boot_the_new_kernel(fleet, ssh, pyinfra,
+                                                                       sandbox_tools):
+    from sandbox.traits import boot
+    h = _host(fleet, "next-kernel", "secure-boot-enrolled")
+    new = boot.next_kernel(h)
+    first = pyinfra("-y", "deploys/gpu_host.py", "--limit", h["name"], *NO_VERIFY_IMAGE, check=False, timeout=1800)
+    assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
+    assert ssh(h["name"], "uname -r").stdout.strip() == new
+    assert ssh(h["name"], "mokutil --sb-state").stdout.strip() == "SecureBoot enabled"
+    version = re.search(r"NVIDIA UNIX .*?Kernel Module(?: for x86_64)?\s+(\S+)",
+                        ssh(h["name"], "cat /proc/driver/nvidia/version").stdout).group(1)
+    assert f"nvidia/{version}, {new}, x86_64: installed" in ssh(h["name"], "dkms status").stdout
+    key = ssh(h["name"], "stat -c '%a %U' /etc/gpuhost/mok/gpuhost-module-signing.key").stdout
+    assert key.strip() == "600 root"
+    second = pyinfra("-y", "deploys/gpu_host.py", "--limit", h["name"], *NO_VERIFY_IMAGE, check=False, timeout=900)
+    both = second.stdout + second.stderr
+    assert second.returncode == 0 and _totals(both)["changed"] == 0, both[-3000:]
+
+
+def test_a_next_kernel_without_headers_is_never_booted(fleet, ssh, pyinfra, sandbox_tools):
+    """Debian's next-kernel: 6.1.0-(N+1), whose headers the mirror does not carry."""
+    from sandbox.traits import boot
+    h = next((h for h in fleet["hosts"] if h["os"] == "debian12"
+              and "next-kernel" in h.get("traits", [])), None)
+    if h is None:
+        pytest.skip("no Debian host with next-kernel in this fleet")
+    boots = sandbox_tools.boots(h["name"])
+    run = pyinfra("-y", "deploys/gpu_host.py", "--limit", h["name"], *NO_VERIFY_IMAGE,
+                  check=False, timeout=1800)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert f"the next boot starts kernel {boot.next_kernel(h)}" in out and "not rebooting" in out
+    assert sandbox_tools.boots(h["name"]) == boots
+    assert ssh(h["name"], "uname -r").stdout.strip() == h["kernel_release"]
