@@ -231,12 +231,11 @@ def test_schema_is_complete():
         assert s.meaning and s.type, s.name
         if not s.required:  # every default passes its own check
             assert s.check(s.name, s.default) == [], s.name
-    # every key in the architecture's "Inventory data keys" table is in the schema
+    # the architecture keeps no copy of the table (it went stale): it points at the one source
     arch = (ROOT / "docs" / "architecture.md").read_text()
-    table = arch.split("## Inventory data keys", 1)[1]
-    keys = set(re.findall(r"`([a-z_]+)`", "\n".join(
-        line.split("|")[1] for line in table.splitlines() if line.startswith("| `"))))
-    assert keys and keys <= set(names), keys - set(names)
+    section = arch.split("## Inventory data keys", 1)[1]
+    assert "gpuhost/settings.py" in section and "settings.md" in section
+    assert not any(line.startswith("| `") for line in section.splitlines())
 
 
 def test_docs_settings_md_is_in_sync():
