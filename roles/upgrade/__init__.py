@@ -43,7 +43,7 @@ from facts.host import GpuHostState
 from facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
 from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
-from roles import el_packaging, mig, nvidia_driver
+from roles import boot_safety, el_packaging, mig, nvidia_driver
 from roles.upgrade import ops, record as upgrade_record
 from roles.common import GpuhostError, check_inventory, host_settings
 
@@ -180,6 +180,10 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     _stop_clients(plan, config)
     _switch(plan, config)
     if config.reboot_policy == "when_needed":
+        # as in the deploy: never reboot into a kernel without the new module (issue 14)
+        boot_safety.module_for_next_boot(
+            name="The NVIDIA module is installed for the next boot's kernel", version=target,
+            _if=lambda: nvidia_driver.reboot_needed(target))
         server.reboot(name=f"Reboot into driver {target} (reboot_policy: when_needed)",
                       reboot_timeout=config.reboot_timeout, _if=lambda: nvidia_driver.reboot_needed(target))
     else:

@@ -100,6 +100,8 @@ def converged_output(name: str, toolkit: bool = True) -> str:
         _section("proc_version", 0, "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "
                  f"{DRIVER}  Release Build  (dvs-builder@U16)  Tue Jul  8 18:44:13 UTC 2025"),
         _section("smi_xml", 0, xml),
+        # DKMS built the module for the running kernel (the next boot's, no boot loader read)
+        _section("dkms", 0, f"nvidia/{DRIVER}, {s['kernel']}, x86_64: installed\n"),
         _section("dpkg", 127 if rpm else 0, "" if rpm else pkgs),
         _section("rpm", 0 if rpm else 127, pkgs if rpm else ""),
         _section("daemon_json", 0, '{"runtimes": {"nvidia": {"args": [], "path": '

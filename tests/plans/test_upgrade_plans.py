@@ -233,3 +233,14 @@ def test_a_host_that_did_not_boot_with_systemd_is_refused():
     assert result.returncode != 0
     assert commands(result) == []  # refused while preparing: not one command
     assert "this host did not boot with systemd" in result.stdout
+
+
+def test_no_reboot_into_a_kernel_without_the_new_module():
+    # issue 14: the driver packages' scriptlets exit 0 when DKMS fails; the upgrade must
+    # not reboot then (it did: the check ran only in deploys/gpu_host.py)
+    result = run_plan("debian12", {**REBOOT, "plan_dkms_failed": True})
+    sent = commands(result)
+    assert any("DKMS did not install the NVIDIA module 570.172.08" in line for line in sent), \
+        result.stdout
+    assert not any("&& reboot )" in line for line in sent), result.stdout
+    assert result.stdout.splitlines()[-1].startswith("FAILED "), result.stdout

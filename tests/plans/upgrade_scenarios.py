@@ -139,9 +139,13 @@ def _probe(command: str, variant: str, tag: str, record: list[str]) -> str:
 _INSTALL = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*(nvidia-open|cuda-drivers)")
 
 
-def mismatch_output(name: str) -> str:
-    """After the package switch, before a reboot or reload: 570 installed, 550 loaded."""
+def mismatch_output(name: str, dkms_built: bool = True) -> str:
+    """After the package switch, before a reboot or reload: 570 installed, 550 loaded (with
+    ``dkms_built=False``: DKMS built nothing, yet the package scriptlet exited 0)."""
     out = scenarios.converged_output(name)
+    if not dkms_built:
+        out = re.sub(r"@@gpuhost@@ dkms rc=0\n.*?\n(?=@@gpuhost@@)", "@@gpuhost@@ dkms rc=0\n\n",
+                     out, flags=re.S)
     out = re.sub(r"(@@gpuhost@@ proc_version rc=0\n).*?\n(?=@@gpuhost@@)",
                  lambda m: m.group(1) + f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {FROM}"
                  "  Mon Jun  2 12:00:00 UTC 2025\n", out, flags=re.S)
@@ -177,7 +181,8 @@ def respond(host_data: dict, command: str, record: list[str]) -> str | None:
         later = record[switched:]
         if not any("&& reboot )" in line or re.match(r"modprobe nvidia$", line)
                    for line in later):
-            return mismatch_output(host_data["plan_scenario"])
+            return mismatch_output(host_data["plan_scenario"],
+                                   dkms_built=not host_data.get("plan_dkms_failed"))
         return None  # the harness answers with the converged host
     if 'echo "service $s $st"' in command:
         base = host_data["plan_scenario"]
