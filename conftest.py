@@ -149,7 +149,32 @@ def sandbox_tools():
     from types import SimpleNamespace
 
     return SimpleNamespace(root=ROOT, run_dir=run_dir, pyinfra_bin=pyinfra_bin,
-                           cli=sandbox_cli, up_args=up_args, keep_fleet=keep_fleet, boots=boots)
+                           cli=sandbox_cli, up_args=up_args, keep_fleet=keep_fleet, boots=boots,
+                           ssh=_ssh, reshaped=reshaped, run_pyinfra=_run_pyinfra)
+
+
+def reshaped(spec: dict, session_spec: dict):
+    """Context manager for a test module that needs its own fleet shape (host traits): brings
+    the fleet to ``spec``, yields fleet.json's data, then back to the session's spec.
+
+        @pytest.fixture(scope="module")
+        def fleet(fleet, sandbox_tools, sandbox_spec):
+            with sandbox_tools.reshaped(SPEC, sandbox_spec) as data:
+                yield data
+
+    (a module that overrides ``fleet`` overrides ``ssh`` and ``pyinfra`` too: the session's
+    depend on the session's fleet; ``sandbox_tools.ssh``/``run_pyinfra`` build them)
+    """
+    from contextlib import contextmanager
+
+    @contextmanager
+    def _cm():
+        sandbox_cli(*up_args(spec))
+        try:
+            yield json.loads((run_dir() / "fleet.json").read_text())
+        finally:
+            sandbox_cli(*up_args(session_spec))
+    return _cm()
 
 
 def boots(name: str) -> int:

@@ -1,11 +1,8 @@
 """The boot traits (sandbox/traits/boot.py) are really in effect on booted hosts, before any
 product behaviour is tested against them:
 
-    GPUHOST_SANDBOX_SPEC='{"hosts": 2, "ol": 1, "docker_hosts": 0, "overrides": {"gpu-01":
-      {"traits": ["secure-boot", "next-kernel"]}, "ol8-02": {"traits": ["secure-boot-enrolled",
-      "next-kernel", "dkms-build-fails"]}}}' .venv/bin/python -m pytest -q sandbox/tests/test_traits_boot.py
-
-Each test skips a host whose spec lacks the trait.
+The module reshapes the fleet to BOOT_SPEC (below: each boot trait on a host of its own)
+and back; a test whose trait no host carries fails.
 """
 from __future__ import annotations
 
@@ -15,6 +12,31 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
+
+# One fleet shape for the boot traits' tests (sandbox/tests/test_traits_boot.py and
+# tests/integration/test_boot_safety.py use the same): every boot trait on a host of its own.
+BOOT_SPEC = {"hosts": 4, "ol": 1, "docker_hosts": 0, "overrides": {
+    "gpu-01": {"traits": ["secure-boot"]}, "gpu-02": {"traits": ["dkms-build-fails"]},
+    "gpu-03": {"traits": ["next-kernel"]},
+    "ol8-04": {"traits": ["next-kernel", "secure-boot-enrolled"]}}}
+
+
+@pytest.fixture(scope="module")
+def fleet(fleet, sandbox_tools, sandbox_spec):
+    """The session's fleet reshaped to BOOT_SPEC for this module, then back."""
+    with sandbox_tools.reshaped(BOOT_SPEC, sandbox_spec) as data:
+        yield data
+
+
+@pytest.fixture(scope="module")
+def ssh(fleet, sandbox_tools):
+    return lambda name, command, **kw: sandbox_tools.ssh(fleet, name, command, **kw)
+
+
+@pytest.fixture(scope="module")
+def pyinfra(fleet, sandbox_tools):
+    return sandbox_tools.run_pyinfra
+
 MODULE = ("m=/lib/modules/$(uname -r)/updates/dkms; mkdir -p $m && "
           "printf 'gpusim-module version=570.172.08 flavor=open kernel=%s\\n' $(uname -r) > $m/nvidia.ko")
 
@@ -22,7 +44,7 @@ MODULE = ("m=/lib/modules/$(uname -r)/updates/dkms; mkdir -p $m && "
 def _with(fleet, trait):
     hosts = [h for h in fleet["hosts"] if trait in h.get("traits", [])]
     if not hosts:
-        pytest.skip(f"no host of this fleet has the trait {trait}")
+        pytest.fail(f"no host of this fleet has the trait {trait} (BOOT_SPEC changed?)")
     return hosts
 
 

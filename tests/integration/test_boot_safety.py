@@ -4,14 +4,8 @@ test MOK the module is signed and loads; a silent DKMS failure fails the host wi
 own lines and no reboot; a newer default kernel gets headers and the module before the
 reboot boots it.
 
-    GPUHOST_SANDBOX_SPEC='{"hosts": 3, "ol": 1, "docker_hosts": 0, "overrides": {
-      "gpu-01": {"traits": ["secure-boot"]}, "gpu-02": {"traits": ["dkms-build-fails"]},
-      "ol8-03": {"traits": ["next-kernel", "secure-boot-enrolled"]}}}' \
-      .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_boot_safety.py
-
-and with '{"hosts": 2, "ol": 0, "docker_hosts": 0, "overrides": {"gpu-01": {"traits":
-["secure-boot-enrolled"]}, "gpu-02": {"traits": ["next-kernel"]}}}' for Debian's next
-kernel without headers. Each test skips when no host of the fleet has its traits.
+The module reshapes the fleet to BOOT_SPEC (below) and back; a test whose host is missing
+fails (it never skips).
 """
 from __future__ import annotations
 
@@ -22,11 +16,36 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
+# One fleet shape for the boot traits' tests (sandbox/tests/test_traits_boot.py and
+# tests/integration/test_boot_safety.py use the same): every boot trait on a host of its own.
+BOOT_SPEC = {"hosts": 4, "ol": 1, "docker_hosts": 0, "overrides": {
+    "gpu-01": {"traits": ["secure-boot"]}, "gpu-02": {"traits": ["dkms-build-fails"]},
+    "gpu-03": {"traits": ["next-kernel"]},
+    "ol8-04": {"traits": ["next-kernel", "secure-boot-enrolled"]}}}
+
+
+@pytest.fixture(scope="module")
+def fleet(fleet, sandbox_tools, sandbox_spec):
+    """The session's fleet reshaped to BOOT_SPEC for this module, then back."""
+    with sandbox_tools.reshaped(BOOT_SPEC, sandbox_spec) as data:
+        yield data
+
+
+@pytest.fixture(scope="module")
+def ssh(fleet, sandbox_tools):
+    return lambda name, command, **kw: sandbox_tools.ssh(fleet, name, command, **kw)
+
+
+@pytest.fixture(scope="module")
+def pyinfra(fleet, sandbox_tools):
+    return sandbox_tools.run_pyinfra
+
+
 def _host(fleet, *traits):
     for h in fleet["hosts"]:
         if all(t in h.get("traits", []) for t in traits):
             return h
-    pytest.skip(f"no host of this fleet has the traits {traits}")
+    pytest.fail(f"no host of this fleet has the traits {traits} (BOOT_SPEC changed?)")
 
 
 # The container verification step is not what these tests are about (and on this branch's
@@ -99,7 +118,7 @@ def test_a_next_kernel_without_headers_is_never_booted(fleet, ssh, pyinfra, sand
     h = next((h for h in fleet["hosts"] if h["os"] == "debian12"
               and "next-kernel" in h.get("traits", [])), None)
     if h is None:
-        pytest.skip("no Debian host with next-kernel in this fleet")
+        pytest.fail("no Debian host with next-kernel in this fleet (BOOT_SPEC changed?)")
     boots = sandbox_tools.boots(h["name"])
     run = pyinfra("-y", "deploys/gpu_host.py", "--limit", h["name"], *NO_VERIFY_IMAGE,
                   check=False, timeout=1800)
