@@ -6,7 +6,6 @@ Brings the fleet to DOCKER_TRAITS_SPEC (the same spec as tests/integration/
 test_docker_mig_safety.py, so the two share one fleet)."""
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -20,11 +19,26 @@ DOCKER_TRAITS_SPEC = {"hosts": 3, "ol": 0, "docker_hosts": 3, "overrides": {
 
 
 @pytest.fixture(scope="module")
-def docker_fleet(fleet, sandbox_tools):
-    sandbox_tools.cli(*sandbox_tools.up_args(DOCKER_TRAITS_SPEC))
-    data = json.loads((sandbox_tools.run_dir() / "fleet.json").read_text())
-    assert {h["name"]: h["traits"] for h in data["hosts"]}["gpu-01"] == ["daemon-json-clash"]
-    return data
+def fleet(fleet, sandbox_tools, sandbox_spec):
+    """The session's fleet reshaped to DOCKER_TRAITS_SPEC for this module, then back."""
+    with sandbox_tools.reshaped(DOCKER_TRAITS_SPEC, sandbox_spec) as data:
+        yield data
+
+
+@pytest.fixture(scope="module")
+def ssh(fleet, sandbox_tools):
+    return lambda name, command, **kw: sandbox_tools.ssh(fleet, name, command, **kw)
+
+
+@pytest.fixture(scope="module")
+def pyinfra(fleet, sandbox_tools):
+    return sandbox_tools.run_pyinfra
+
+
+@pytest.fixture(scope="module")
+def docker_fleet(fleet):
+    assert {h["name"]: h["traits"] for h in fleet["hosts"]}["gpu-01"] == ["daemon-json-clash"]
+    return fleet
 
 
 def test_dockerd_refuses_a_daemon_json_that_sets_a_flag_of_its_unit(docker_fleet, ssh):

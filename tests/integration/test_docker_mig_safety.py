@@ -25,8 +25,24 @@ SLEEPER = "docker inspect -f '{{.State.Running}} {{.State.Pid}}' gpuhost-sandbox
 
 
 @pytest.fixture(scope="module")
-def first_run(fleet, sandbox_tools, pyinfra, ssh):
-    sandbox_tools.cli(*sandbox_tools.up_args(SPEC))
+def fleet(fleet, sandbox_tools, sandbox_spec):
+    """The session's fleet reshaped to SPEC for this module, then back."""
+    with sandbox_tools.reshaped(SPEC, sandbox_spec) as data:
+        yield data
+
+
+@pytest.fixture(scope="module")
+def ssh(fleet, sandbox_tools):
+    return lambda name, command, **kw: sandbox_tools.ssh(fleet, name, command, **kw)
+
+
+@pytest.fixture(scope="module")
+def pyinfra(fleet, sandbox_tools):
+    return sandbox_tools.run_pyinfra
+
+
+@pytest.fixture(scope="module")
+def first_run(fleet, pyinfra, ssh):
     before = {"gpu-01": ssh("gpu-01", "sha256sum /etc/docker/daemon.json").stdout}
     proc = pyinfra("-y", DEPLOY, check=False, timeout=1500)
     return before, proc
