@@ -5,7 +5,7 @@
   once headers exist (real Debian dkms), the dkms_build_fail fault, removal.
 - ol9 (a Debian root with rpm + dnf, like the sandbox's Oracle Linux hosts): rpm -i the
   rhel9 local repo, `dnf module enable nvidia-driver:570-open` + `dnf install nvidia-open`,
-  the UEK 8 gcc-toolset-14 requirement, removal, docker-ce from the OL repo.
+  the UEK 8 gcc-toolset-14 requirement, removal, docker-ce from Docker's (fake) RHEL repo.
 - runc: the nvidia-container-runtime shim mounts the simulator into the verify image and
   `nvidia-smi -L` works inside the container.
 
@@ -185,9 +185,13 @@ def test_ol9_dnf_module_stream_install(artifacts, tmp_path):
     rpm = artifacts / "local-repos" / VER / f"nvidia-driver-local-repo-rhel9-{VER}-1.0-1.x86_64.rpm"
     with overlay_chroot("ol9", tmp_path, UEK8, artifacts) as c:
         c.file("/etc/yum.repos.d").mkdir(parents=True, exist_ok=True)
-        c.file("/etc/yum.repos.d/gpuhost-ol9.repo").write_text(
-            f"[gpuhost-ol9]\nname=ol9\nbaseurl=file://{artifacts}/ol/ol9\ngpgcheck=1\n"
-            f"gpgkey=file://{artifacts}/ol/gpgkey\n")
+        # Oracle's channels as the fake OL repos lay them out (dkms only in developer EPEL,
+        # kernel-uek-devel only in the UEK channel, gcc-toolset-14 in AppStream)
+        c.file("/etc/yum.repos.d/gpuhost-ol9.repo").write_text("".join(
+            f"[{ch}]\nname={ch}\nbaseurl=file://{artifacts}/ol/ol9/{ch}\ngpgcheck=1\n"
+            f"gpgkey=file://{artifacts}/ol/gpgkey\n" for ch in (
+                "ol9_baseos_latest", "ol9_appstream", "ol9_UEKR8", "ol9_developer_EPEL",
+                "docker-ce-stable")))  # Docker's RHEL repository, not Oracle's
         c.run(f"rpm -i {rpm}")
         dnf = "dnf -y --releasever=9"
         c.run(f"{dnf} install kernel-uek-devel-$(uname -r) dkms")

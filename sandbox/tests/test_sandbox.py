@@ -84,7 +84,8 @@ def test_host_identity_and_shims(fleet, ssh):
         machine = json.loads("\n".join(out[5:]))
         assert machine == {"hostname": h["name"], "os": h["os"],
                            "kernel_release": h["kernel_release"], "gpu_model": h["gpu_model"],
-                           "gpu_count": h["gpu_count"], "nvswitch": h["nvswitch"]}
+                           "gpu_count": h["gpu_count"], "nvswitch": h["nvswitch"],
+                           "traits": h["traits"]}
 
 
 def test_hosts_are_isolated_but_share_no_network_namespace(fleet, ssh):
