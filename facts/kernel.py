@@ -5,6 +5,10 @@
 
 from __future__ import annotations
 
+import shlex
+
+from pyinfra.api import FactBase
+
 from facts.assemble import kernel_state
 from facts.base import SectionFact
 
@@ -40,3 +44,23 @@ class KernelHeaders(SectionFact):
     sections = ("os_release", "kernel", "dpkg", "rpm", "headers_build", "nouveau", "dkms",
                 "secure_boot", "mok", "boot_loader", "dkms_log")
     assemble = staticmethod(kernel_state)
+
+
+class PackageAvailable(FactBase):
+    """
+    Whether the host's package manager has ``package`` to install (a candidate in apt's
+    lists, an available package in dnf's enabled repositories): ``True`` / ``False``.
+
+    ``pyinfra INVENTORY fact facts.kernel.PackageAvailable package=linux-headers-amd64 family=debian``
+    """
+
+    def command(self, package: str, family: str = "debian") -> str:
+        quoted = shlex.quote(package)
+        if family == "debian":
+            check = f"apt-cache show --no-all-versions {quoted} >/dev/null 2>&1"
+        else:
+            check = f"dnf -q repoquery --available {quoted} 2>/dev/null | grep -q ."
+        return f": gpuhost-package-available; if {check}; then echo yes; else echo no; fi"
+
+    def process(self, output: list[str]) -> bool:
+        return "yes" in output

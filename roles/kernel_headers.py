@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.api import QuoteString
 
-from pyinfra.operations import apt, dnf
 
-from facts.kernel import KernelHeaders
+from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.rpm import RpmPackages
+
+from facts.kernel import KernelHeaders, PackageAvailable
 from roles.files import config_file
 from roles.common import GpuhostError, distro_tag, host_state
 from gpuhost import packages
@@ -105,6 +107,39 @@ def headers_meta_package(tag: str, flavour: str | None) -> str:
     return "kernel-uek-devel" if flavour == "uek" else "kernel-devel"
 
 
+@operation()
+def future_headers(family: str, package: str):
+    """
+    The headers meta package, so a kernel update brings its headers and DKMS builds the
+    NVIDIA module for it (issue 14). Best effort: when the host's repositories do not carry
+    it (an offline mirror, stale package lists), a warning instead of a failure; the
+    next-boot check (roles/boot_safety.py) still refuses a reboot into a kernel without
+    the module.
+
+    + family: "debian" (apt) or "rhel" (dnf)
+    + package: linux-headers-amd64 / linux-headers-generic / kernel-uek-devel / kernel-devel
+    """
+    installed = host.get_fact(DebPackages if family == "debian" else RpmPackages) or {}
+    if package in installed:
+        host.noop(f"{package} is installed")
+        return
+    if not host.get_fact(PackageAvailable, package=package, family=family):
+        logger.warning(f"{host.name}: WARNING: {package} is not in this host's package lists, "
+                       "so kernel updates will not bring their headers and DKMS will not build "
+                       "the NVIDIA module for them (a reboot into such a kernel is refused): "
+                       f"add {package} to the repositories or mirror this host uses")
+        host.noop(f"{package} is not available here (see the warning)")
+        return
+    if family == "debian":
+        yield StringCommand(
+            "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::=\"--force-confdef\" "
+            "-o Dpkg::Options::=\"--force-confold\" install --no-install-recommends",
+            QuoteString(package))
+    else:
+        yield StringCommand("dnf install -y --setopt=install_weak_deps=False",
+                            QuoteString(package))
+
+
 DKMS_TOOLSET_CONF = "/etc/dkms/framework.conf.d/gpuhost-gcc-toolset.conf"
 
 
@@ -126,12 +161,7 @@ def install() -> None:
                           "(the next boot's)", family=family)
         next_flavour = "uek" if "uek" in next_boot["kernel_release"] else "rhck"
     meta = headers_meta_package(tag, next_flavour)
-    if family == "debian":
-        apt.packages(name=f"Headers of future kernels ({meta})", packages=[meta],
-                     no_recommends=True)
-    else:
-        dnf.packages(name=f"Headers of future kernels ({meta})", packages=[meta],
-                     extra_install_args="--setopt=install_weak_deps=False")
+    future_headers(name=f"Headers of future kernels ({meta})", family=family, package=meta)
     toolset = kernel["gcc_toolset"]
     if toolset:
         # UEK 8 is built with gcc-toolset-14 while the system gcc is 11: DKMS must build the

@@ -191,3 +191,13 @@ def test_a_bad_docker_version_stops_the_run_before_any_host_is_touched():
     assert result.returncode != 0
     assert "docker_version" in result.stderr
     assert result.stdout.strip() == ""
+
+
+def test_a_headers_meta_package_the_repositories_lack_is_a_warning_not_a_failure():
+    # the VM's package lists had no linux-headers-amd64 and the whole deploy failed there
+    result = run_plan("debian12", {"plan_no_meta_headers": True})
+    assert result.returncode == 0, result.stderr[-2000:]
+    golden = (GOLDEN / "debian12.plan").read_text().splitlines()
+    assert result.stdout.splitlines() == [line for line in golden
+                                          if not line.endswith(" linux-headers-amd64")]
+    assert "WARNING: linux-headers-amd64 is not in this host's package lists" in result.stderr
