@@ -57,7 +57,9 @@ class PackageAvailable(FactBase):
     def command(self, package: str, family: str = "debian") -> str:
         quoted = shlex.quote(package)
         if family == "debian":
-            check = f"apt-cache show --no-all-versions {quoted} >/dev/null 2>&1"
+            # `apt-cache show` exits 0 for a name apt knows only as referred to by another
+            # package ("has no installation candidate" at install time): ask for the candidate
+            check = f"apt-cache policy {quoted} 2>/dev/null | grep -q 'Candidate: [0-9]'"
         else:
             check = f"dnf -q repoquery --available {quoted} 2>/dev/null | grep -q ."
         return f": gpuhost-package-available; if {check}; then echo yes; else echo no; fi"
