@@ -11,7 +11,7 @@ from pyinfra.api import QuoteString
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.rpm import RpmPackages
 
-from facts.kernel import KernelHeaders, PackageAvailable
+from facts.kernel import KernelHeaders, PackageAvailable, availability_check
 from roles.files import config_file
 from roles.common import GpuhostError, distro_tag, host_state
 from gpuhost import packages
@@ -108,7 +108,7 @@ def headers_meta_package(tag: str, flavour: str | None) -> str:
 
 
 @operation()
-def future_headers(family: str, package: str):
+def future_headers(family: str, package: str, lists_refreshed: bool = False):
     """
     The headers meta package, so a kernel update brings its headers and DKMS builds the
     NVIDIA module for it (issue 14). Best effort: when the host's repositories do not carry
@@ -118,26 +118,36 @@ def future_headers(family: str, package: str):
 
     + family: "debian" (apt) or "rhel" (dnf)
     + package: linux-headers-amd64 / linux-headers-generic / kernel-uek-devel / kernel-devel
+    + lists_refreshed: an earlier operation of this run refreshes the package lists, so a
+      "not available" read before the run may be stale: ask again when the command runs
     """
     installed = host.get_fact(DebPackages if family == "debian" else RpmPackages) or {}
     if package in installed:
         host.noop(f"{package} is installed")
         return
-    if not host.get_fact(PackageAvailable, package=package, family=family):
-        logger.warning(f"{host.name}: WARNING: {package} is not in this host's package lists, "
-                       "so kernel updates will not bring their headers and DKMS will not build "
-                       "the NVIDIA module for them (a reboot into such a kernel is refused): "
-                       f"add {package} to the repositories or mirror this host uses")
-        host.noop(f"{package} is not available here (see the warning)")
-        return
+    warning = (f"{host.name}: WARNING: {package} is not in this host's package lists, "
+               "so kernel updates will not bring their headers and DKMS will not build "
+               "the NVIDIA module for them (a reboot into such a kernel is refused): "
+               f"add {package} to the repositories or mirror this host uses")
     if family == "debian":
-        yield StringCommand(
+        install = StringCommand(
             "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::=\"--force-confdef\" "
             "-o Dpkg::Options::=\"--force-confold\" install --no-install-recommends",
             QuoteString(package))
     else:
-        yield StringCommand("dnf install -y --setopt=install_weak_deps=False",
-                            QuoteString(package))
+        install = StringCommand("dnf install -y --setopt=install_weak_deps=False",
+                                QuoteString(package))
+    if host.get_fact(PackageAvailable, package=package, family=family):
+        yield install
+        return
+    if not lists_refreshed:
+        logger.warning(warning)
+        host.noop(f"{package} is not available here (see the warning)")
+        return
+    # Read before this run's `apt-get update` (a fresh cloud image ships without package
+    # lists): decide when the command runs, after the update.
+    yield StringCommand("if", availability_check(package, family), "; then", install,
+                        "; else echo", QuoteString(warning), ">&2; fi")
 
 
 DKMS_TOOLSET_CONF = "/etc/dkms/framework.conf.d/gpuhost-gcc-toolset.conf"
@@ -161,7 +171,11 @@ def install() -> None:
                           "(the next boot's)", family=family)
         next_flavour = "uek" if "uek" in next_boot["kernel_release"] else "rhck"
     meta = headers_meta_package(tag, next_flavour)
-    future_headers(name=f"Headers of future kernels ({meta})", family=family, package=meta)
+    # The headers operations above refresh the package lists when they install anything.
+    refreshed = bool(kernel["headers_packages_missing"]) or bool(
+        next_boot["differs"] and next_boot["headers_packages_missing"])
+    future_headers(name=f"Headers of future kernels ({meta})", family=family, package=meta,
+                   lists_refreshed=refreshed)
     toolset = kernel["gcc_toolset"]
     if toolset:
         # UEK 8 is built with gcc-toolset-14 while the system gcc is 11: DKMS must build the

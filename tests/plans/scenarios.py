@@ -177,5 +177,9 @@ def host_data(name: str, extra: dict) -> dict:
         data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(
             "@@gpuhost@@ rpm rc=0\n", "@@gpuhost@@ rpm rc=0\n" + "".join(
                 f"{n}\t(none):1.0-1.el8\n" for n in packages.EL_CONTAINER_TOOLS))
+    if extra.pop("plan_headers_installed", False):  # the running kernel's headers are in
+        data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(
+            "@@gpuhost@@ dpkg rc=0\n",
+            f"@@gpuhost@@ dpkg rc=0\nlinux-headers-{s['kernel']}\t6.1.158-1\tii \n")
     data.update(extra)
     return data
