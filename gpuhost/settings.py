@@ -237,6 +237,12 @@ class Settings:
         "driver (null: Oracle's olN_codeready_builder and olN_developer_EPEL, installing "
         "oracle-epel-release-elN when needed; []: enable nothing, e.g. offline mirrors)",
         lambda k, v: [] if v is None else _repo_ids(k, v), None)
+    debian_enable_contrib: bool = _key(
+        "bool", "Debian 12: add Debian's contrib component, which NVIDIA's Debian packages "
+        "need, for the suites the host's own sources use, in gpuhost's own "
+        "/etc/apt/sources.list.d/gpuhost-debian-contrib.sources (false: leave the sources "
+        "alone, e.g. mirrors that carry contrib under other names, and remove that file)",
+        check_bool, True)
     docker_replace_podman: bool = _key(
         "bool", "EL: remove podman, buildah, runc, containers-common before installing "
         "Docker (false: stop the host and name them); on apt hosts the same as "

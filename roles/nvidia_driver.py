@@ -21,7 +21,7 @@ from facts.services import ServiceInstalled
 from gpuhost import packages
 from gpuhost.reboot import needs_reboot
 from gpuhost.settings import Settings
-from roles import boot_safety, el_packaging
+from roles import boot_safety, debian_archive, el_packaging
 from roles.files import config_file
 from roles.common import (
     REMOTE_CACHE,
@@ -170,6 +170,7 @@ def install() -> None:
         _if=nouveau.did_change,
     )
 
+    debian_archive.enable_contrib(tag, config.debian_enable_contrib)
     install_local_repo(config, tag, version)
 
     wanted = packages.driver_packages(tag, version, flavor, bool(config.nvidia_fabricmanager))

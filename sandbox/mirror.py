@@ -5,7 +5,9 @@
   /var/cache/gpuhost/mirror/gnupg/      the sandbox archive signing key (generated once)
   /var/cache/gpuhost/mirror/debian/     served as http://127.77.0.1:8000/debian
       pool/main/*.deb                   the packages (kept between builds: incremental)
-      dists/bookworm/{InRelease,Release,Release.gpg}, main/binary-amd64/Packages(.gz)
+      dists/bookworm/{InRelease,Release,Release.gpg}, {main,contrib}/binary-amd64/Packages(.gz)
+                                        (a package's component is its Section's prefix:
+                                        Debian's contrib packages say "contrib/misc")
       gpuhost-sandbox-archive.gpg       the keyring hosts trust (signed-by)
 
 Dependencies are resolved on the controller against an EMPTY dpkg status, so the pool
@@ -30,11 +32,19 @@ MIRROR_PACKAGES = [
     "unattended-upgrades", "apt-listchanges", "gnupg", "curl", "wget", "ca-certificates",
     "apt-transport-https", "lsb-release", "xz-utils", "pigz", "sudo", "jq",
     "python3", "python3-apt",
+    # From Debian's contrib (indexed as the mirror's contrib component): the fake NVIDIA
+    # Debian 12 packages depend on it, as NVIDIA's Debian-style packages depend on contrib
+    # packages (NVIDIA's guide: add-apt-repository contrib; sandbox/README.md)
+    "nvidia-installer-cleanup",
+]
+# The mirror's own resolver reads Debian's contrib too; hosts see it only when enabled.
+CONTRIB_SOURCES = [
+    "deb http://deb.debian.org/debian bookworm contrib",
 ]
 KEY_UID = "gpuhost sandbox mirror <sandbox-mirror@gpuhost.invalid>"
 KEYRING_NAME = "gpuhost-sandbox-archive.gpg"
 LISTS_MAX_AGE = 7 * 24 * 3600      # re-run apt-get update on the controller after a week
-MIRROR_FORMAT = 1                  # bump when the layout below changes
+MIRROR_FORMAT = 2                  # bump when the layout below changes (2: contrib)
 
 APT_DIR = paths.MIRROR_CACHE / "apt"
 GNUPG_DIR = paths.MIRROR_CACHE / "gnupg"
@@ -75,7 +85,7 @@ def _prepare_apt_dir() -> None:
                f'Dir::Etc::parts "{APT_DIR / "apt.conf.d"}";\n'
                f'Dir::Etc::main "{APT_DIR / "apt.conf.main"}";\n')
     srcs = "\n".join(line.replace("deb ", f"deb [signed-by={paths.DEBIAN_KEYRING}] ", 1)
-                     for line in paths.DEBIAN_SOURCES) + "\n"
+                     for line in paths.DEBIAN_SOURCES + CONTRIB_SOURCES) + "\n"
     if not (APT_DIR / "sources.list").is_file() or (APT_DIR / "sources.list").read_text() != srcs:
         write_file(APT_DIR / "sources.list", srcs)
         _touch_old(APT_DIR / "state" / "updated")
@@ -182,13 +192,27 @@ def _ensure_key() -> None:
          str(paths.MIRROR_DEBIAN / "gpuhost-sandbox-archive.asc"), "--export", KEY_UID], env=env)
 
 
+def _split_components(packages: str) -> dict[str, str]:
+    """apt-ftparchive's Packages text -> {component: text}: Debian's contrib packages
+    (``Section: contrib/...``) go to ``contrib``, everything else to ``main``."""
+    out: dict[str, list[str]] = {"main": [], "contrib": []}
+    for stanza in packages.strip().split("\n\n"):
+        if not stanza.strip():
+            continue
+        section = re.search(r"^Section: (\S+)", stanza, re.M)
+        component = "contrib" if section and section.group(1).startswith("contrib/") else "main"
+        out[component].append(stanza.strip() + "\n")
+    return {c: "\n".join(stanzas) for c, stanzas in out.items()}
+
+
 def _index() -> None:
-    comp = DIST / "main" / "binary-amd64"
-    comp.mkdir(parents=True, exist_ok=True)
     pk = run(["sh", "-c", 'cd "$1" && apt-ftparchive packages pool/main', "sh",
               str(paths.MIRROR_DEBIAN)], capture=True).stdout
-    write_file(comp / "Packages", pk)
-    run(["gzip", "-9nkf", str(comp / "Packages")])
+    for component, text in _split_components(pk).items():
+        comp = DIST / component / "binary-amd64"
+        comp.mkdir(parents=True, exist_ok=True)
+        write_file(comp / "Packages", text)
+        run(["gzip", "-9nkf", str(comp / "Packages")])
     # Release lists index paths relative to the directory it is run in.
     rel = run(["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", str(DIST),
                "apt-ftparchive",
@@ -197,7 +221,7 @@ def _index() -> None:
                "-o", f"APT::FTPArchive::Release::Suite={paths.DEBIAN_SUITE}",
                "-o", f"APT::FTPArchive::Release::Codename={paths.DEBIAN_SUITE}",
                "-o", "APT::FTPArchive::Release::Architectures=amd64",
-               "-o", "APT::FTPArchive::Release::Components=main",
+               "-o", "APT::FTPArchive::Release::Components=main contrib",
                "release", "."], capture=True).stdout
     for f in ("Release", "InRelease", "Release.gpg"):
         (DIST / f).unlink(missing_ok=True)
@@ -216,7 +240,7 @@ def _inputs_hash() -> str:
                    for f in (APT_DIR / "state" / "lists").glob("*Packages*"))
     extra = paths.NVIDIA_MIRROR_PACKAGES.read_text() if paths.NVIDIA_MIRROR_PACKAGES.is_file() else ""
     return recipe_hash({"format": MIRROR_FORMAT, "packages": MIRROR_PACKAGES, "extra": extra,
-                        "sources": paths.DEBIAN_SOURCES, "lists": lists})
+                        "sources": paths.DEBIAN_SOURCES + CONTRIB_SOURCES, "lists": lists})
 
 
 def _complete(state: dict) -> bool:

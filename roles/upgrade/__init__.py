@@ -43,7 +43,7 @@ from facts.host import GpuHostState
 from facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
 from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
-from roles import boot_safety, el_packaging, mig, nvidia_driver
+from roles import boot_safety, debian_archive, el_packaging, mig, nvidia_driver
 from roles.upgrade import ops, record as upgrade_record
 from roles.common import GpuhostError, check_inventory, host_settings
 
@@ -145,6 +145,8 @@ def _stop_clients(plan: dict[str, Any], config: settings.Settings) -> None:
 
 def _switch(plan: dict[str, Any], config: settings.Settings) -> None:
     target, tag, flavor = plan["target"], plan["tag"], plan["flavor"]
+    # the target's packages may need Debian's contrib as the first install's did
+    debian_archive.enable_contrib(tag, config.debian_enable_contrib)
     nvidia_driver.install_local_repo(config, tag, target)
     ops.remove_local_repos(name="Remove the other local repos, their sources and keyrings",
                            distro_tag=tag, keep_version=target)

@@ -37,7 +37,9 @@ ITEST = Path("/var/cache/gpuhost/nvidia-itest")
 VER = "570.172.08"
 DEB_KERNEL = "6.1.0-56-amd64"
 UEK8 = "6.12.0-100.28.2.2.el9uek.x86_64"
-BASES = {"debian12": ["python3-minimal", "dkms", "kmod"],
+# debian12: NVIDIA's Debian packages need Debian's contrib (the fake ones depend on
+# nvidia-installer-cleanup from it, sandbox/README.md): the root has it preinstalled
+BASES = {"debian12": ["python3-minimal", "dkms", "kmod", "nvidia-installer-cleanup"],
          "ol9": ["python3-minimal", "rpm", "dnf", "python3-dnf"]}
 
 
@@ -59,12 +61,13 @@ def artifacts() -> Path:
 def base_root(name: str) -> Path:
     root = ITEST / f"{name}-base"
     stamp = root / ".gpuhost-complete"
-    if not stamp.exists():
+    recipe = ",".join(BASES[name]) + "\n"
+    if not stamp.exists() or stamp.read_text() != recipe:
         shutil.rmtree(root, ignore_errors=True)
         ITEST.mkdir(parents=True, exist_ok=True)
-        sh("mmdebstrap", "--quiet", "--variant=minbase", f"--include={','.join(BASES[name])}",
-           "bookworm", str(root))
-        stamp.write_text(",".join(BASES[name]) + "\n")
+        sh("mmdebstrap", "--quiet", "--variant=minbase", "--components=main,contrib",
+           f"--include={','.join(BASES[name])}", "bookworm", str(root))
+        stamp.write_text(recipe)
     return root
 
 

@@ -1,5 +1,8 @@
-"""Issue 13 items 7 and 10 against real apt/dnf on sandbox hosts (from bare hosts).
+"""Issue 13 items 7, 8 and 10 against real apt/dnf on sandbox hosts (from bare hosts).
 
+- Debian's contrib (item 8): without it the driver install fails as on a stock Debian 12
+  host; with it (the default) gpuhost's own sources file adds contrib, the host's
+  sources.list is untouched;
 - local package files (``container_toolkit_source: local``) converge: the second run changes
   nothing (before: ``apt-get install /path.deb`` / ``dnf install /path.rpm`` ran every time);
 - the dnf proxy with credentials lands in /etc/dnf/dnf.conf mode 600, the file's other lines
@@ -50,9 +53,30 @@ def local_runs(fleet, pyinfra, sandbox_tools, sandbox_spec):
         data = ["--data", "container_toolkit_source=local",
                 "--data", "container_toolkit_local_packages=" + json.dumps(toolkit_files(kind))]
         args = ["-y", "deploys/gpu_host.py", "--limit", host["name"], *data]
+        if kind == "deb" and "no_contrib" not in runs:
+            sources = sandbox_tools.ssh(fleet, host["name"], "cat /etc/apt/sources.list").stdout
+            runs["no_contrib"] = (host["name"], sources, pyinfra(
+                *args, "--data", "debian_enable_contrib=false", check=False, timeout=1800))
         runs[host["name"]] = (pyinfra(*args, check=False, timeout=1800),
                               pyinfra(*args, check=False, timeout=900))
     return runs
+
+
+def test_debian_needs_contrib_and_gets_it_in_gpuhost_own_file(local_runs, ssh):
+    if "no_contrib" not in local_runs:
+        pytest.skip("no Debian host in this fleet")
+    name, sources, without = local_runs["no_contrib"]
+    # a stock Debian 12 host without contrib: apt cannot install NVIDIA's packages
+    assert without.returncode != 0
+    assert "nvidia-installer-cleanup" in without.stdout + without.stderr, without.stdout[-3000:]
+    first, _ = local_runs[name]
+    assert first.returncode == 0, first.stdout[-3000:]
+    ours = ssh(name, "cat /etc/apt/sources.list.d/gpuhost-debian-contrib.sources").stdout
+    assert "Components: contrib" in ours and "Suites: bookworm" in ours
+    assert "Signed-By: /etc/apt/keyrings/gpuhost-sandbox-archive.gpg" in ours  # copied
+    assert ssh(name, "cat /etc/apt/sources.list").stdout == sources  # the user's, untouched
+    assert ssh(name, "dpkg-query -W -f '${Status}' nvidia-installer-cleanup").stdout == \
+        "install ok installed"
 
 
 def test_local_toolkit_files_converge_and_the_second_run_changes_nothing(local_runs, ssh):

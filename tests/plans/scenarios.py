@@ -113,6 +113,13 @@ def converged_output(name: str, toolkit: bool = True) -> str:
 
 
 EL_PACKAGING = re.compile(r"for f in /etc/yum.repos.d/")
+APT_SOURCES = "@@gpuhost-file@@"  # facts.apt_sources.AptSources
+# /etc/apt/sources.list of a Debian 12 netinst install (no contrib)
+DEBIAN12_SOURCES = (
+    "@@gpuhost-file@@ /etc/apt/sources.list\n"
+    "deb http://deb.debian.org/debian/ bookworm main non-free-firmware\n"
+    "deb http://security.debian.org/debian-security bookworm-security main non-free-firmware\n"
+    "deb http://deb.debian.org/debian/ bookworm-updates main non-free-firmware\n")
 
 
 def el_packaging_output(name: str, installed: bool) -> str:
@@ -160,6 +167,7 @@ def host_data(name: str, extra: dict) -> dict:
         "fake_responses": {
             "_gh()": bare_output(name, pci),
             re.compile(r"^command -v systemctl"): "/usr/bin/systemctl",
+            APT_SOURCES: DEBIAN12_SOURCES if s["tag"] == "debian12" else "",
             EL_PACKAGING: el_packaging_output(name, False)
             if packages.family(s["tag"]) == "rhel" else "",
             "docker run --rm --network=none --runtime=nvidia": [
