@@ -36,7 +36,7 @@ DRIVER_PACKAGE_REGEX = (
     "|nvidia-modprobe|nvidia-firmware|libnvidia-(compute|decode|encode|extra|fbc1|gl|cfg1"
     "|common|fabric|gpucomp|nscq|ml1|ptxjitcompiler|pkcs11|nvvm|allocator|egl|rtcore|ngx"
     "|opticalflow)|xserver-xorg-video-nvidia"
-    "|nvidia-smi|nvidia-alternative|libcuda1|firmware-nvidia-gsp)"
+    "|nvidia-smi|nvidia-alternative|libcuda1|firmware-nvidia-gsp|nvidia-imex|libnvsdm)"
 )
 
 
@@ -118,6 +118,7 @@ def unattended_upgrades_blacklist() -> str:
         "Unattended-Upgrade::Package-Blacklist {\n"
         '    "nvidia-";\n'
         '    "libnvidia-";\n'
+        '    "libnvsdm";\n'
         '    "cuda-drivers";\n'
         "};\n"
     )

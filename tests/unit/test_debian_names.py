@@ -33,7 +33,9 @@ DEBIAN_STYLE = [
     "nvidia-alternative", "libnvidia-cfg1", "nvidia-kernel-source",
 ]
 UBUNTU_STYLE = ["nvidia-open-570", "cuda-drivers-570", "nvidia-dkms-570-open", "nvidia-utils-570",
-                "libnvidia-compute-570", "nvidia-kernel-common-570", "nvidia-fabricmanager-570"]
+                "libnvidia-compute-570", "nvidia-kernel-common-570", "nvidia-fabricmanager-570",
+                # the branch's companions at the driver's version (before and after 590's names)
+                "nvidia-imex-570", "libnvsdm-570", "libnvidia-nscq-570", "nvidia-imex", "libnvsdm"]
 TOOLKIT = ["nvidia-container-toolkit", "nvidia-container-toolkit-base",
            "libnvidia-container-tools", "libnvidia-container1"]
 
