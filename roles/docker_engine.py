@@ -9,6 +9,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import apt, dnf, server
 
+from facts.files import FileDigest
 from gpuhost import packages, settings
 from roles.common import (GpuhostError, distro_tag, fetch_key, host_settings, host_state,
                           replace_conflicting)
@@ -106,6 +107,12 @@ def install() -> None:
         if config.docker_version:
             pin_docker(family, source, config.docker_version, wanted)
         elif family == "debian":
+            # docker_version was removed from the inventory: gpuhost's pin goes too, or it
+            # would hold Docker at the old version for good
+            if host.get_fact(FileDigest, path=packages.DOCKER_APT_PIN):
+                server.shell(name=f"Remove gpuhost's Docker pin ({packages.DOCKER_APT_PIN}; "
+                                  "docker_version is not set)",
+                             commands=[f"rm -f {packages.DOCKER_APT_PIN}"])
             apt.packages(name=f"Install Docker ({', '.join(wanted)})", packages=wanted,
                          no_recommends=True)
         else:

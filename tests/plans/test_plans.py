@@ -186,6 +186,22 @@ def test_docker_version_pins_docker_ce_and_its_cli_on_apt_and_dnf():
             in dnf.stdout.splitlines())
 
 
+def test_the_docker_pin_goes_when_docker_version_is_removed_from_the_inventory():
+    # before: the pin from an earlier docker_version stayed and held Docker there for good
+    pin = "/etc/apt/preferences.d/gpuhost-docker"
+    kept = run_plan("debian12", {"plan_docker_pin_present": True, "docker_version": "27.5.1"})
+    assert kept.returncode == 0, kept.stderr[-2000:]
+    assert f"rm -f {pin}" not in kept.stdout.splitlines()
+    gone = run_plan("debian12", {"plan_docker_pin_present": True})
+    assert gone.returncode == 0, gone.stderr[-2000:]
+    lines = gone.stdout.splitlines()
+    assert f"rm -f {pin}" in lines
+    # before Docker's packages are installed (they would be held at the pinned version)
+    assert lines.index(f"rm -f {pin}") < next(
+        i for i, line in enumerate(lines) if "apt-get" in line and " docker-ce" in line)
+    assert f"rm -f {pin}" not in run_plan("debian12").stdout.splitlines()
+
+
 def test_a_bad_docker_version_stops_the_run_before_any_host_is_touched():
     result = run_plan("ol9-rhck", {"docker_version": "27.5.1; rm -rf /"})
     assert result.returncode != 0
