@@ -329,6 +329,9 @@ def status() -> int:
     httpd = _httpd_pid()
     print(f"http server  {paths.MIRROR_URL}  {f'up (pid {httpd})' if httpd else 'DOWN'}")
     bad = 0 if httpd else 1
+    # columns as wide as their longest value (ubuntu2404, ol9-uek8 ...)
+    wname = max([8] + [len(h["name"]) for h in current["hosts"]])
+    wos = max([8] + [len(h["os"]) for h in current["hosts"]])
     for h in current["hosts"]:
         st = hosts.state(h["name"])
         ssh = hosts.ssh_ready(h["address"], h["port"])
@@ -336,7 +339,7 @@ def status() -> int:
         nboot = boots.read_text().strip() if boots.is_file() else "-"
         shown = "up" if ssh else st
         bad += 0 if ssh else 1
-        print(f"{h['name']:<8} {h['address']}:{h['port']}  {h['os']:<8} {shown:<8} "
+        print(f"{h['name']:<{wname}} {h['address']}:{h['port']}  {h['os']:<{wos}} {shown:<8} "
               f"boots={nboot:<3} {h['gpu_count']}x {h['gpu_model']}"
               f"{'  docker' if h['docker'] else ''}")
     return 0 if bad == 0 else 1
