@@ -11,9 +11,9 @@ from pyinfra.api import QuoteString
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.rpm import RpmPackages
 
-from facts.kernel import KernelHeaders, PackageAvailable, availability_check
+from facts.kernel import KernelHeaders, PackageAvailable
 from roles.files import config_file
-from roles.common import GpuhostError, distro_tag, host_state
+from roles.common import GpuhostError, distro_tag, executing, host_state
 from gpuhost import packages
 
 
@@ -108,46 +108,60 @@ def headers_meta_package(tag: str, flavour: str | None) -> str:
 
 
 @operation()
-def future_headers(family: str, package: str, lists_refreshed: bool = False):
+def future_headers(family: str, package: str):
     """
     The headers meta package, so a kernel update brings its headers and DKMS builds the
     NVIDIA module for it (issue 14). Best effort: when the host's repositories do not carry
-    it (an offline mirror, stale package lists), a warning instead of a failure; the
-    next-boot check (roles/boot_safety.py) still refuses a reboot into a kernel without
-    the module.
+    it (an offline mirror), a warning instead of a failure; the next-boot check
+    (roles/boot_safety.py) still refuses a reboot into a kernel without the module.
+
+    pyinfra runs an operation's body again when it executes it, with facts read then: placed
+    after the driver's local repository went in (``install_future``), the availability is
+    read after every ``apt-get update`` of this run. (Read before it, a fresh image without
+    package lists answered "not available" on the first run and "available" on the second:
+    one change on a converged host, the CI run of stop 18.)
 
     + family: "debian" (apt) or "rhel" (dnf)
     + package: linux-headers-amd64 / linux-headers-generic / kernel-uek-devel / kernel-devel
-    + lists_refreshed: an earlier operation of this run refreshes the package lists, so a
-      "not available" read before the run may be stale: ask again when the command runs
     """
     installed = host.get_fact(DebPackages if family == "debian" else RpmPackages) or {}
     if package in installed:
         host.noop(f"{package} is installed")
         return
-    warning = (f"{host.name}: WARNING: {package} is not in this host's package lists, "
-               "so kernel updates will not bring their headers and DKMS will not build "
-               "the NVIDIA module for them (a reboot into such a kernel is refused): "
-               f"add {package} to the repositories or mirror this host uses")
+    if not host.get_fact(PackageAvailable, package=package, family=family):
+        if not executing():  # the run may refresh the package lists before it gets here
+            host.noop(f"{package}: whether the repositories carry it is read when the run "
+                      "gets here")
+            return
+        logger.warning(f"{host.name}: WARNING: {package} is not in this host's package lists, "
+                       "so kernel updates will not bring their headers and DKMS will not build "
+                       "the NVIDIA module for them (a reboot into such a kernel is refused): "
+                       f"add {package} to the repositories or mirror this host uses")
+        host.noop(f"{package} is not available here (see the warning)")
+        return
     if family == "debian":
-        install = StringCommand(
+        yield StringCommand(
             "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::=\"--force-confdef\" "
             "-o Dpkg::Options::=\"--force-confold\" install --no-install-recommends",
             QuoteString(package))
     else:
-        install = StringCommand("dnf install -y --setopt=install_weak_deps=False",
-                                QuoteString(package))
-    if host.get_fact(PackageAvailable, package=package, family=family):
-        yield install
-        return
-    if not lists_refreshed:
-        logger.warning(warning)
-        host.noop(f"{package} is not available here (see the warning)")
-        return
-    # Read before this run's `apt-get update` (a fresh cloud image ships without package
-    # lists): decide when the command runs, after the update.
-    yield StringCommand("if", availability_check(package, family), "; then", install,
-                        "; else echo", QuoteString(warning), ">&2; fi")
+        yield StringCommand("dnf install -y --setopt=install_weak_deps=False",
+                            QuoteString(package))
+
+
+def install_future() -> None:
+    """The headers meta package of the kernel that boots next (``future_headers``): called by
+    the driver role once its local repository is in."""
+    state = host_state()
+    tag = distro_tag(state)
+    kernel = state["kernel"]
+    next_boot = kernel["next_boot"]
+    flavour = kernel["flavour"]
+    if next_boot["differs"]:
+        flavour = "uek" if "uek" in next_boot["kernel_release"] else "rhck"
+    meta = headers_meta_package(tag, flavour)
+    future_headers(name=f"Headers of future kernels ({meta})", family=packages.family(tag),
+                   package=meta)
 
 
 DKMS_TOOLSET_CONF = "/etc/dkms/framework.conf.d/gpuhost-gcc-toolset.conf"
@@ -165,17 +179,10 @@ def install() -> None:
                            f"{kernel['kernel_release']} needs")
     headers(name=f"Install headers for kernel {kernel['kernel_release']}", family=family)
     next_boot = kernel["next_boot"]
-    next_flavour = kernel["flavour"]
     if next_boot["differs"]:
         next_boot_headers(name=f"Install headers for kernel {next_boot['kernel_release']} "
                           "(the next boot's)", family=family)
-        next_flavour = "uek" if "uek" in next_boot["kernel_release"] else "rhck"
-    meta = headers_meta_package(tag, next_flavour)
-    # The headers operations above refresh the package lists when they install anything.
-    refreshed = bool(kernel["headers_packages_missing"]) or bool(
-        next_boot["differs"] and next_boot["headers_packages_missing"])
-    future_headers(name=f"Headers of future kernels ({meta})", family=family, package=meta,
-                   lists_refreshed=refreshed)
+    # the headers meta package comes later: roles/nvidia_driver.py, install_future()
     toolset = kernel["gcc_toolset"]
     if toolset:
         # UEK 8 is built with gcc-toolset-14 while the system gcc is 11: DKMS must build the

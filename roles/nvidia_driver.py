@@ -21,7 +21,7 @@ from facts.services import ServiceInstalled
 from gpuhost import packages
 from gpuhost.reboot import needs_reboot
 from gpuhost.settings import Settings
-from roles import boot_safety, debian_archive, el_packaging
+from roles import boot_safety, debian_archive, el_packaging, kernel_headers
 from roles.files import config_file
 from roles.common import (
     REMOTE_CACHE,
@@ -200,6 +200,9 @@ def install() -> None:
         )
         el_packaging.version_lock(name=f"Lock the NVIDIA packages at {version} (dnf versionlock)",
                                   version=version)
+
+    # After the local repo (and the apt-get update it brings): see future_headers
+    kernel_headers.install_future()
 
     if config.reboot_policy == "when_needed":
         # the module must be there for the kernel the reboot starts (issue 14: never reboot
