@@ -35,7 +35,7 @@ MIRROR_PACKAGES = [
     # From Debian's contrib (indexed as the mirror's contrib component): the fake NVIDIA
     # Debian 12 packages depend on it, as NVIDIA's Debian-style packages depend on contrib
     # packages (NVIDIA's guide: add-apt-repository contrib; sandbox/README.md)
-    "nvidia-installer-cleanup",
+    "nvidia-support",
 ]
 # The mirror's own resolver reads Debian's contrib too; hosts see it only when enabled.
 CONTRIB_SOURCES = [

@@ -38,8 +38,8 @@ VER = "570.172.08"
 DEB_KERNEL = "6.1.0-56-amd64"
 UEK8 = "6.12.0-100.28.2.2.el9uek.x86_64"
 # debian12: NVIDIA's Debian packages need Debian's contrib (the fake ones depend on
-# nvidia-installer-cleanup from it, sandbox/README.md): the root has it preinstalled
-BASES = {"debian12": ["python3-minimal", "dkms", "kmod", "nvidia-installer-cleanup"],
+# nvidia-support from it, sandbox/README.md): the root has it preinstalled
+BASES = {"debian12": ["python3-minimal", "dkms", "kmod", "nvidia-support"],
          "ol9": ["python3-minimal", "rpm", "dnf", "python3-dnf"]}
 
 

@@ -68,14 +68,14 @@ def test_debian_needs_contrib_and_gets_it_in_gpuhost_own_file(local_runs, ssh):
     name, sources, without = local_runs["no_contrib"]
     # a stock Debian 12 host without contrib: apt cannot install NVIDIA's packages
     assert without.returncode != 0
-    assert "nvidia-installer-cleanup" in without.stdout + without.stderr, without.stdout[-3000:]
+    assert "nvidia-support" in without.stdout + without.stderr, without.stdout[-3000:]
     first, _ = local_runs[name]
     assert first.returncode == 0, first.stdout[-3000:]
     ours = ssh(name, "cat /etc/apt/sources.list.d/gpuhost-debian-contrib.sources").stdout
     assert "Components: contrib" in ours and "Suites: bookworm" in ours
     assert "Signed-By: /etc/apt/keyrings/gpuhost-sandbox-archive.gpg" in ours  # copied
     assert ssh(name, "cat /etc/apt/sources.list").stdout == sources  # the user's, untouched
-    assert ssh(name, "dpkg-query -W -f '${Status}' nvidia-installer-cleanup").stdout == \
+    assert ssh(name, "dpkg-query -W -f '${Status}' nvidia-support").stdout == \
         "install ok installed"
 
 

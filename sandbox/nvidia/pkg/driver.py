@@ -99,10 +99,10 @@ def apt_packages(version: str, distro: str) -> list[DebPackage]:
         DebPackage(f"nvidia-kernel-common-{b}", v,
                    f"Shared files used with the kernel module (simulated, branch {b})",
                    # Debian 12: NVIDIA's guide enables Debian's contrib because its packages
-                   # need contrib packages (in bookworm: nvidia-installer-cleanup,
-                   # nvidia-support, glx-alternative-nvidia ...); which package pulls which is
+                   # need contrib packages (in bookworm: nvidia-support,
+                   # nvidia-installer-cleanup, glx-alternative-nvidia ...); which package pulls which is
                    # not documented: modelled on one of them (sandbox/README.md)
-                   depends=["nvidia-installer-cleanup"] if distro == "debian12" else [],
+                   depends=["nvidia-support"] if distro == "debian12" else [],
                    files={NOUVEAU: (template("nvidia-blacklists-nouveau.conf"), 0o644)},
                    conffiles=[NOUVEAU], provides=["nvidia-kernel-common"],
                    conflicts=["nvidia-kernel-common"], replaces=["nvidia-kernel-common"]),
