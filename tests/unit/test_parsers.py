@@ -47,6 +47,8 @@ def test_smi_xml_v10_no_doctype_two_gpus_no_mig_mode():
     got = p.parse_smi_xml(fx("smi_qx__v10__2x-v100__440.64.00__no-doctype-spaces.xml"))
     assert (got["driver_version"], got["cuda_version"], got["attached_gpus"]) == ("440.64.00", "10.2", 2)
     first, second = got["gpus"]
+    # this fixture prints none of the health fields (tests/unit/test_health_parsers.py)
+    assert set(first.pop("health").values()) == {None}
     assert first == {
         "index": 0, "name": "Tesla V100-SXM2-16GB", "uuid": "GPU-0d6b3f5c-2e1a-4c7b-9f8e-1a2b3c4d5e6f",
         "pci_bus_id": "00000000:1A:00.0", "memory_total_mib": 16160, "persistence_mode": "enabled",
@@ -408,7 +410,7 @@ FUNCTIONS = {  # function -> words every one of its error messages must contain
     "parse_tool_version": "--version", "parse_os_release": "/etc/os-release",
     "parse_lspci_nvidia": "lspci -mm -nn", "parse_rpm_query": "rpm -qa",
     "parse_dpkg_query": "dpkg-query -W", "split_sections": "@@gpuhost@@",
-    "parse_pci_sysfs": "/sys/bus/pci/devices",
+    "parse_pci_sysfs": "/sys/bus/pci/devices", "parse_xid_lines": "Xid",
 }
 
 
