@@ -351,11 +351,12 @@ def test_pci_sysfs():
 
 def test_lspci_nvidia():
     got = p.parse_lspci_nvidia(fx("lspci__2x-h100-sxm5-and-nvswitch.txt"))
-    assert got[0] == {"slot": "0000:18:00.0", "class": "3D controller", "vendor_id": "10de",
-                      "device_id": "2330", "device_name": "GH100 [H100 SXM5 80GB]", "revision": "a1",
-                      "subsystem_vendor_id": "10de", "subsystem_device_id": "16c1"}
-    assert [(d["class"], d["device_id"]) for d in got] == [
-        ("3D controller", "2330"), ("3D controller", "2330"), ("Bridge", "22a3")]
+    assert got[0] == {"slot": "0000:18:00.0", "class": "3D controller", "class_id": "0302",
+                      "vendor_id": "10de", "device_id": "2330", "device_name": "GH100 [H100 SXM5 80GB]",
+                      "revision": "a1", "subsystem_vendor_id": "10de", "subsystem_device_id": "16c1"}
+    assert [(d["class"], d["class_id"], d["device_id"]) for d in got] == [
+        ("3D controller", "0302", "2330"), ("3D controller", "0302", "2330"),
+        ("Bridge", "0680", "22a3")]
     (l4,) = p.parse_lspci_nvidia(fx("lspci__l4-no-domain-vga.txt"))
     assert (l4["slot"], l4["class"], l4["device_name"]) == ("01:00.0", "VGA compatible controller", "AD104GL [L4]")
     assert p.parse_lspci_nvidia("") == []
