@@ -151,7 +151,11 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
 
 
 def _smi_xml(sections: Sections) -> tuple[dict[str, Any] | None, str | None]:
-    """Parsed ``nvidia-smi -q -x`` and the classified error, if nvidia-smi ran at all."""
+    """Parsed ``nvidia-smi -q -x`` and the classified error, if nvidia-smi ran at all.
+
+    The driver, GPU, MIG and health states all read it: the parse is kept in the section's
+    entry (with the text it came from) so a host's XML is parsed once per state. Read only.
+    """
     rc, out = section(sections, "smi_xml")
     if rc in (None, NOT_INSTALLED):
         return None, None
@@ -159,7 +163,11 @@ def _smi_xml(sections: Sections) -> tuple[dict[str, Any] | None, str | None]:
         return None, "timed_out"
     if rc != 0:
         return None, parsers.classify_smi_error(out) or "failed"
-    return parsers.parse_smi_xml(out), None
+    entry = sections["smi_xml"]
+    cached = entry.get("parsed")
+    if cached is None or cached[0] is not out:
+        cached = entry["parsed"] = (out, parsers.parse_smi_xml(out))
+    return cached[1], None
 
 
 def driver_state(sections: Sections) -> dict[str, Any]:
@@ -289,6 +297,7 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
                     "compute_capability": capability,
                     "processes": gpu.get("processes") or [],
                     **classified,
+                    "health": gpu["health"],
                     "source": "nvidia-smi",
                 }
             )
@@ -316,6 +325,7 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
                 "compute_capability": (model or {}).get("compute_capability"),
                 "processes": [],
                 **_classified(device["device_id"]),
+                "health": None,  # seen on the PCI bus only: nothing read from the GPU
                 "source": pci_source,
             }
         )
@@ -467,7 +477,52 @@ def toolkit_state(sections: Sections) -> dict[str, Any]:
     }
 
 
-SCHEMA_VERSION = 1
+_XID_SOURCES = ("journal", "dmesg")
+
+
+def _kernel_xid(sections: Sections) -> tuple[list[dict[str, Any]], str | None]:
+    """(Xid/SXid events of this boot, their source) from the kernel_xid section; ([], None)
+    when no kernel log was readable or the section did not run."""
+    out = ok(sections, "kernel_xid")
+    if out is None:
+        return [], None
+    first, _, rest = out.partition("\n")
+    first = first.strip()
+    source = first.removeprefix("source=")
+    if not first.startswith("source=") or source not in _XID_SOURCES:
+        return [], None
+    return parsers.parse_xid_lines(rest), source
+
+
+def _nvswitch_count(sections: Sections) -> int:
+    """NVIDIA functions of PCI class 0x0680 (other bridge): the NVSwitches of an HGX board."""
+    if section(sections, "pci_sysfs")[0] == 0:
+        devices = parsers.parse_pci_sysfs(ok(sections, "pci_sysfs") or "")
+        return sum(1 for d in devices if (d.get("class") or "").startswith("0680"))
+    lspci = ok(sections, "lspci")
+    devices = parsers.parse_lspci_nvidia(lspci) if lspci else []
+    return sum(1 for d in devices if d.get("class_id") == "0680")
+
+
+def health_state(sections: Sections) -> dict[str, Any]:
+    """The host-wide health facts (``state["health"]`` of ``facts.host.GpuHostState``); the
+    per-GPU ones are each GPU's ``health``."""
+    events, source = _kernel_xid(sections)
+    smi, smi_error = _smi_xml(sections)
+    missing = None
+    # nvidia-smi answered with its list, or said it found no device although the driver
+    # runs: every NVIDIA GPU on the bus that it does not list is missing (fallen off the
+    # bus, failed to initialise). Without an answer (no driver, timeout) nobody is missing:
+    # the driver's state says what is wrong.
+    if smi is not None or smi_error == "no_devices":
+        listed = {_slot(gpu["pci_bus_id"]) for gpu in (smi or {}).get("gpus", [])}
+        pci, _source = _pci_gpus(sections)
+        missing = [d["slot"] for d in pci if _slot(d["slot"]) not in listed]
+    return {"xid_events": events, "xid_source": source, "gpus_missing": missing,
+            "nvswitch_count": _nvswitch_count(sections)}
+
+
+SCHEMA_VERSION = 2  # 2: state["health"] and each GPU's "health" (issue 15)
 
 
 def host_state(sections: Sections) -> dict[str, Any]:
@@ -481,4 +536,5 @@ def host_state(sections: Sections) -> dict[str, Any]:
         "mig": mig_state(sections),
         "docker": docker_state(sections),
         "toolkit": toolkit_state(sections),
+        "health": health_state(sections),
     }

@@ -17,16 +17,33 @@ class GpuHostState(SectionFact):
 
     .. code:: python
 
-        {"schema": 1,
+        {"schema": 2,
          "os": {"id": "debian", "version_id": "12", "pretty_name": ..., "kernel_release": ...,
                 "arch": "x86_64", "family": "debian" | "rhel" | None,
                 "distro_tag": "debian12" | ... | None, "supported": bool, "error": str | None},
          "kernel": <facts.kernel.KernelHeaders>,
          "driver": <facts.nvidia.NvidiaDriver>,
-         "gpus": <facts.nvidia.NvidiaGpus>,
+         "gpus": <facts.nvidia.NvidiaGpus>,        # each with its "health" dict (or None)
          "mig": <facts.mig.MigState>,
          "docker": <facts.container.DockerDaemonConfig>,
-         "toolkit": <facts.container.ContainerToolkit>}
+         "toolkit": <facts.container.ContainerToolkit>,
+         "health": {
+             "xid_events": [{"pci_bus_id": "0000:3b:00", "xid": 79, "gpu_instance_id": None,
+                             "text": "..."},
+                            {"pci_bus_id": "0000:c4:00.0", "sxid": 12028, "text": "..."}],
+             "xid_source": "journal" | "dmesg" | None,  # None: no kernel log readable
+             "gpus_missing": ["0000:09:00.0"] | None,   # see below
+             "nvswitch_count": 0}}
+
+    Schema 2 (issue 15) added ``health`` and each GPU's ``health``; nothing was removed.
+
+    ``health.xid_events`` are ``facts.parsers.parse_xid_lines`` entries of this boot's kernel
+    log (section ``kernel_xid``: ``journalctl -k -b``, else ``dmesg``; only the Xid/SXid
+    lines, the newest 200). ``gpus_missing``: NVIDIA GPUs (PCI class 0x0300/0x0302) that the
+    PCI bus shows (sysfs, else lspci; the slot as they print it) and ``nvidia-smi`` does not
+    list; ``None`` when nvidia-smi gave no answer (no driver, error, timeout), ``[]`` when
+    every GPU is listed; when nvidia-smi says "No devices were found" every GPU on the bus is
+    missing. ``nvswitch_count``: NVIDIA functions of PCI class 0x0680 (NVSwitch bridges).
     """
 
     sections = ALL_SECTIONS

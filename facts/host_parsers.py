@@ -84,7 +84,8 @@ def _name_and_id(field):
 
 @contract("`lspci -mm -nn -d 10de:` output")
 def parse_lspci_nvidia(text):
-    """NVIDIA (10de) functions; also ``revision`` and ``subsystem_{vendor,device}_id``."""
+    """NVIDIA (10de) functions; also ``class_id`` ("0302", "0680"; None when lspci printed
+    no id), ``revision`` and ``subsystem_{vendor,device}_id``."""
     devices = []
     for raw in text.split("\n"):
         if not raw.strip():
@@ -102,7 +103,8 @@ def parse_lspci_nvidia(text):
                 fields[1][1], fields[2][1]):
             raise error
         if fields[1][1] == "10de":
-            devices.append({"slot": slot, "class": fields[0][0], "vendor_id": fields[1][1],
+            devices.append({"slot": slot, "class": fields[0][0], "class_id": fields[0][1],
+                            "vendor_id": fields[1][1],
                             "device_id": fields[2][1], "device_name": fields[2][0],
                             "revision": next((o[2:] for o in options if o.startswith("-r")), None),
                             "subsystem_vendor_id": fields[3][1],

@@ -72,7 +72,17 @@ class NvidiaGpus(SectionFact):
           "generation": "turing-or-newer" | "pre-turing" | None,  # None: unknown GPU
           "legacy_branch": "470" | None,  # NVIDIA's supported-gpus.json legacybranch
           "classified_by": "gpu_models" | "supported-gpus" | None,
+          "health": {...} | None,  # see below; None for a GPU seen on the PCI bus only
           "source": "nvidia-smi" | "sysfs" | "lspci"}]
+
+    ``health`` is ``facts.parsers.parse_smi_xml``'s per-GPU dict (parser-contract.md,
+    "Health fields"): ``ecc_mode_current``, ``ecc_volatile_uncorrectable``,
+    ``ecc_aggregate_uncorrectable``, ``retired_pages_double_bit``, ``retired_pages_pending``,
+    ``remapped_rows_uncorrectable``, ``remapped_rows_pending``, ``remapped_rows_failure``,
+    ``pcie_gen_current``, ``pcie_gen_max``, ``pcie_width_current``, ``pcie_width_max``,
+    ``throttle_reasons_active`` (sorted names, e.g. ``["hw_slowdown"]``) and
+    ``fabric_state`` (``"In Progress"``, ``"Completed"``, ... as printed); each ``None`` where
+    the driver prints N/A or nothing.
     """
 
     sections = ("smi_xml", "lspci", "pci_sysfs")

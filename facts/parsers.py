@@ -1,6 +1,7 @@
 """Pure parsers for what the NVIDIA tools print: /proc/driver/nvidia/version, nvidia-smi
-(``-q -x``, ``-L``, ``--query-*``, ``mig -lgi/-lci/-lgip``, its error messages) and the
-Container Toolkit's ``--version`` lines.
+(``-q -x`` with its health fields, ``-L``, ``--query-*``, ``mig -lgi/-lci/-lgip``, its error
+messages), the driver's Xid/SXid lines in the kernel log and the Container Toolkit's
+``--version`` lines.
 
 Text in, plain data out. No pyinfra, no I/O. Every public function raises only
 ``ValueError`` (its message names the format it expected), whatever the input
@@ -40,6 +41,7 @@ __all__ = [
     "parse_smi_list",
     "parse_smi_xml",
     "parse_tool_version",
+    "parse_xid_lines",
     "split_sections",
 ]
 
@@ -134,6 +136,98 @@ def _xml_process(node):
             "compute_instance_id": _int(_xtext(node, "compute_instance_id"))}
 
 
+# Health fields (parser-contract.md, "Health fields"). The layouts differ by GPU generation
+# and driver: what the real XML of drivers 384-595 (dtd v9-v13) prints.
+
+def _yes_no(value):
+    value = (na(value) or "").lower()
+    return True if value == "yes" else False if value == "no" else None
+
+
+def _count_sum(block, names):
+    """Sum of the named children that are numbers; None when none is."""
+    counts = [_int(_xtext(block, name)) for name in names]
+    counts = [count for count in counts if count is not None]
+    return sum(counts) if counts else None
+
+
+def _ecc_uncorrectable(block):
+    """Uncorrectable ECC count of <ecc_errors><volatile> or <aggregate>, in its layout:
+    <double_bit><total> (Kepler..Volta; its siblings are parts of that total), the
+    split-SRAM counters (Ampere+ on r570+) or <sram_uncorrectable> (Turing+, r418+), each
+    with <dram_uncorrectable>."""
+    if block is None:
+        return None
+    if block.find("double_bit") is not None:
+        return _int(_xtext(block, "double_bit/total"))
+    if (block.find("sram_uncorrectable_parity") is not None
+            or block.find("sram_uncorrectable_secded") is not None):
+        return _count_sum(block, ("sram_uncorrectable_parity", "sram_uncorrectable_secded",
+                                  "dram_uncorrectable"))
+    return _count_sum(block, ("sram_uncorrectable", "dram_uncorrectable"))
+
+
+def _retirement_pending(gpu):
+    """<pending_retirement> (r384-r418), <pending_blacklist> (r430) or both (r460+)."""
+    answers = [_yes_no(_xtext(gpu, f"retired_pages/{name}"))
+               for name in ("pending_retirement", "pending_blacklist")]
+    if True in answers:
+        return True
+    return False if False in answers else None
+
+
+def _link_width(value):
+    match = re.fullmatch(r"(\d+)\s*x?", na(value) or "", re.IGNORECASE)
+    return int(match.group(1)) if match else None
+
+
+_REASON_PREFIXES = ("clocks_event_reason_", "clocks_throttle_reason_")
+
+
+def _throttle_reasons(gpu):
+    """Active clock event (r535+) / throttle (up to r530) reasons, sorted; None without
+    a block of reasons (absent, or a bare N/A on vGPU)."""
+    block = gpu.find("clocks_event_reasons")
+    if block is None:
+        block = gpu.find("clocks_throttle_reasons")
+    if block is None or len(block) == 0:
+        return None
+    active = []
+    for child in block:
+        if (child.text or "").strip().lower() == "active":
+            name = child.tag
+            for prefix in _REASON_PREFIXES:
+                name = name.removeprefix(prefix)
+            active.append(name)
+    return sorted(active)
+
+
+def _xml_health(gpu):
+    link = "pci/pci_gpu_link_info"
+    remapped = gpu.find("remapped_rows")  # absent up to r430; bare N/A before Ampere
+    has_remap = remapped is not None and len(remapped) > 0
+    return {
+        "ecc_mode_current": _mode(_xtext(gpu, "ecc_mode/current_ecc")),
+        "ecc_volatile_uncorrectable": _ecc_uncorrectable(gpu.find("ecc_errors/volatile")),
+        "ecc_aggregate_uncorrectable": _ecc_uncorrectable(gpu.find("ecc_errors/aggregate")),
+        "retired_pages_double_bit": _int(
+            _xtext(gpu, "retired_pages/double_bit_retirement/retired_count")),
+        "retired_pages_pending": _retirement_pending(gpu),
+        "remapped_rows_uncorrectable": _int(_xtext(remapped, "remapped_row_unc"))
+        if has_remap else None,
+        "remapped_rows_pending": _yes_no(_xtext(remapped, "remapped_row_pending"))
+        if has_remap else None,
+        "remapped_rows_failure": _yes_no(_xtext(remapped, "remapped_row_failure"))
+        if has_remap else None,
+        "pcie_gen_current": _int(_xtext(gpu, f"{link}/pcie_gen/current_link_gen")),
+        "pcie_gen_max": _int(_xtext(gpu, f"{link}/pcie_gen/max_link_gen")),
+        "pcie_width_current": _link_width(_xtext(gpu, f"{link}/link_widths/current_link_width")),
+        "pcie_width_max": _link_width(_xtext(gpu, f"{link}/link_widths/max_link_width")),
+        "throttle_reasons_active": _throttle_reasons(gpu),
+        "fabric_state": _xtext(gpu, "fabric/state"),
+    }
+
+
 def _xml_gpu(index, gpu):
     mig_mode = gpu.find("mig_mode")
     current = _xtext(gpu, "mig_mode/current_mig")
@@ -155,7 +249,8 @@ def _xml_gpu(index, gpu):
             "compute_capability": _xtext(gpu, "compute_cap"),
             "architecture": _xtext(gpu, "product_architecture"),
             "mig_devices": mig_devices,
-            "processes": [p for p in processes if p is not None]}
+            "processes": [p for p in processes if p is not None],
+            "health": _xml_health(gpu)}
 
 
 @contract("`nvidia-smi -q -x` XML")
@@ -320,3 +415,44 @@ def parse_tool_version(text):
         if match:
             return match.group(1)
     return None
+
+
+# --- kernel log: Xid / SXid lines ------------------------------------------------------------
+
+# The driver prints "NVRM: Xid (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, ..." (or without
+# pid/name) and, with MIG, " GPU-I:%02u" and " GPU-CI:%02u" inside the parenthesis (NVIDIA
+# open-gpu-kernel-modules, src/nvidia/src/kernel/gpu/rc/kernel_rc.c, XID_PRINT_WITH_ATTR;
+# read 2026-04). Some old drivers print the bus without "PCI:".
+_XID = re.compile(
+    r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"
+    r"(?:\s+GPU-I:(?P<gi>\d+))?(?:\s+GPU-CI:\d+)?\):\s*(?P<number>\d+)\s*(?:,(?P<text>.*))?$")
+# NVSwitch: "<device name>: SXid (PCI:<bus with function>): %05d, ..." (the nvswitch driver's
+# SXid print macro), the name being nvidia-nvswitchN; one event can be several lines with the
+# same number, each its own entry.
+_SXID = re.compile(
+    r"nvidia-nvswitch\d*: SXid \((?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
+    r"(?:\.[0-7])?)\):\s*(?P<number>\d+)\s*(?:,(?P<text>.*))?$")
+
+
+@contract("kernel log text (dmesg / journalctl -k / syslog) with NVRM Xid or SXid lines")
+def parse_xid_lines(text):
+    """One dict per Xid / SXid line, in input order; every other line is ignored, whatever
+    precedes ``NVRM:`` / ``nvidia-nvswitch`` (timestamps, host, facility) too:
+    ``{"pci_bus_id", "xid", "gpu_instance_id", "text"}`` or ``{"pci_bus_id", "sxid", "text"}``.
+    Only a value that is not text is a ``ValueError``."""
+    events = []
+    for line in text.split("\n"):
+        if "Xid (" not in line:
+            continue
+        match = _XID.search(line)
+        if match:
+            gi = match.group("gi")
+            events.append({"pci_bus_id": match.group("bus"), "xid": int(match.group("number")),
+                           "gpu_instance_id": int(gi) if gi is not None else None,
+                           "text": (match.group("text") or "").strip()})
+            continue
+        match = _SXID.search(line)
+        if match:
+            events.append({"pci_bus_id": match.group("bus"), "sxid": int(match.group("number")),
+                           "text": (match.group("text") or "").strip()})
+    return events

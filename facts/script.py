@@ -34,6 +34,10 @@ def _file(path: str) -> str:
 # otherwise, so a host without MIG costs one nvidia-smi call.
 _IF_MIG = 'case "$_gh_smi_xml" in *"<current_mig>Enabled"*) ;; *) exit 4;; esac; '
 
+# Kernel log lines gpuhost reads (facts.parsers.parse_xid_lines), newest last.
+_XID_LINES = 200
+_XID_FILTER = f"grep -E 'NVRM: Xid|SXid' | tail -n {_XID_LINES}"
+
 SECTIONS: dict[str, str] = {
     "os_release": _file("/etc/os-release"),
     "kernel": "uname -r -m",
@@ -52,6 +56,16 @@ SECTIONS: dict[str, str] = {
     'd=${v%/vendor}; printf %s "${d##*/}"; '
     "for f in device class subsystem_vendor subsystem_device revision; do "
     'x=$(cat "$d/$f" 2>/dev/null) || x=-; printf " %s" "${x:--}"; done; echo; done; true',
+    # The driver's Xid (and NVSwitch SXid) lines of this boot: systemd's journal first; when it
+    # has no kernel message this boot (a container, journald without the kernel transport),
+    # the kernel ring buffer through dmesg. Only those lines travel back, the last
+    # _XID_LINES of them (a long-running host's kernel log can be large); the first line
+    # names the source. Neither readable (dmesg_restrict as non-root): exit 3, no source.
+    "kernel_xid": "if command -v journalctl >/dev/null 2>&1 && timeout 10 journalctl -k -b -n 1 -q"
+    " --no-pager 2>/dev/null | grep -qv '^-- '; then echo source=journal; "
+    f"timeout 20 journalctl -k -b -q --no-pager 2>/dev/null | {_XID_FILTER}; "
+    "elif command -v dmesg >/dev/null 2>&1 && _k=$(timeout 10 dmesg 2>/dev/null); then "
+    f"echo source=dmesg; printf '%s\\n' \"$_k\" | {_XID_FILTER}; else exit 3; fi",
     "dpkg": _tool(
         "dpkg-query",
         "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' 2>/dev/null"

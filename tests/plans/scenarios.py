@@ -46,6 +46,10 @@ def _section(name: str, rc: int, out: str = "") -> str:
     return f"@@gpuhost@@ {name} rc={rc}\n{out.rstrip(chr(10))}\n"
 
 
+# A healthy host's kernel log: the journal has this boot's kernel messages, no Xid among them.
+KERNEL_XID = _section("kernel_xid", 0, "source=journal")
+
+
 def bare_output(name: str, pci: dict | None = None) -> str:
     """``pci`` (plan data ``plan_pci``): {"lspci": [rc, text], "pci_sysfs": [rc, text]}
     replaces the A100 that lspci shows by default (the sysfs section is absent then)."""
@@ -68,6 +72,7 @@ def bare_output(name: str, pci: dict | None = None) -> str:
         _section("secure_boot", 127), _section("daemon_json", 3),
         _section("docker_version", 127), _section("docker_info", 127),
         _section("nvidia_ctk", 127), _section("nvidia_container_cli", 127),
+        KERNEL_XID,
     ])
 
 
@@ -109,6 +114,7 @@ def converged_output(name: str, toolkit: bool = True) -> str:
         _section("docker_version", 0, "Docker version 27.5.1, build 9f9e405"),
         _section("docker_info", 0, '{"nvidia":{},"runc":{}}\trunc\t27.5.1'),
         _section("nvidia_ctk", 0, f"NVIDIA Container Toolkit CLI version {TOOLKIT}"),
+        KERNEL_XID,
     ])
 
 

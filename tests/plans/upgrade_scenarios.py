@@ -68,6 +68,7 @@ def running_output(name: str, version: str = FROM, busy: bool = False) -> str:
         _section("rpm", 0 if rpm else 127, rpm_rows),
         _section("daemon_json", 0, '{"runtimes": {"nvidia": {"args": [], "path": '
                                    '"nvidia-container-runtime"}}}'),
+        scenarios.KERNEL_XID,
     ])
 
 

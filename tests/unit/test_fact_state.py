@@ -268,3 +268,181 @@ def test_the_composite_fact_is_one_shell_command_that_always_succeeds(tmp_path):
     assert set(sections) == set(ALL_SECTIONS)
     value = assemble.host_state(sections)
     assert value["driver"]["state"] == "not_installed"
+
+
+# --- health (issue 15): state["health"], each GPU's "health", section kernel_xid ---------------
+
+HEALTH_KEYS = {"ecc_mode_current", "ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable",
+               "retired_pages_double_bit", "retired_pages_pending", "remapped_rows_uncorrectable",
+               "remapped_rows_pending", "remapped_rows_failure", "pcie_gen_current", "pcie_gen_max",
+               "pcie_width_current", "pcie_width_max", "throttle_reasons_active", "fabric_state"}
+# An HGX-like bus: three A100s (nvidia-smi lists 07 and 08 only), two NVSwitches, an audio
+# function; sysfs prints the domain, nvidia-smi its 8-digit form.
+SYSFS_3_GPUS = (
+    "0000:07:00.0 0x20b0 0x030200 0x10de 0x134f 0xa1\n"
+    "0000:08:00.0 0x20b0 0x030200 0x10de 0x134f 0xa1\n"
+    "0000:09:00.0 0x20b0 0x030200 0x10de 0x134f 0xa1\n"
+    "0000:c4:00.0 0x1af1 0x068000 0x10de 0x1652 0xa1\n"
+    "0000:c5:00.0 0x1af1 0x068000 0x10de 0x1652 0xa1\n"
+    "0000:09:00.1 0x10f0 0x040300 0x10de 0x0000 -\n"
+)
+JOURNAL_XIDS = (
+    "source=journal\n"
+    "Jul 14 02:11:47 gpu-01 kernel: NVRM: Xid (PCI:0000:08:00): 79, pid='<unknown>', "
+    "name=<unknown>, GPU has fallen off the bus.\n"
+    "Jul 14 02:11:48 gpu-01 kernel: nvidia-nvswitch0: SXid (PCI:0000:c4:00.0): 12028, "
+    "Non-fatal, Link 32 egress non-posted PRIV error (First)\n"
+)
+
+
+def test_schema_2_has_host_health_and_a_health_dict_per_gpu():
+    sections = dict(LOADED, pci_sysfs={"rc": 0, "out": SYSFS_3_GPUS},
+                    kernel_xid={"rc": 0, "out": JOURNAL_XIDS})
+    value = assemble.host_state(sections)
+    assert value["schema"] == 2
+    assert value["health"] == {
+        "xid_events": [
+            {"pci_bus_id": "0000:08:00", "xid": 79, "gpu_instance_id": None,
+             "text": "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."},
+            {"pci_bus_id": "0000:c4:00.0", "sxid": 12028,
+             "text": "Non-fatal, Link 32 egress non-posted PRIV error (First)"}],
+        "xid_source": "journal",
+        "gpus_missing": ["0000:09:00.0"],  # on the bus, not in nvidia-smi's list
+        "nvswitch_count": 2,
+    }
+    assert [gpu["source"] for gpu in value["gpus"]] == ["nvidia-smi"] * 2
+    for gpu in value["gpus"]:
+        assert set(gpu["health"]) == HEALTH_KEYS
+
+
+def test_gpu_health_values_come_from_the_xml():
+    xml = smi_xml([("NVIDIA A100-SXM4-40GB", "Disabled")]).replace(
+        "<processes></processes>",
+        "<ecc_mode><current_ecc>Enabled</current_ecc></ecc_mode><ecc_errors><volatile>"
+        "<sram_uncorrectable>0</sram_uncorrectable><dram_uncorrectable>3</dram_uncorrectable>"
+        "</volatile></ecc_errors><remapped_rows><remapped_row_unc>3</remapped_row_unc>"
+        "<remapped_row_pending>Yes</remapped_row_pending><remapped_row_failure>No"
+        "</remapped_row_failure></remapped_rows><processes></processes>")
+    (gpu,) = assemble.gpus_state(host(smi_xml=(0, xml)))
+    assert gpu["health"]["ecc_volatile_uncorrectable"] == 3
+    assert (gpu["health"]["remapped_rows_pending"], gpu["health"]["remapped_rows_failure"]) == (
+        True, False)
+
+
+def test_bare_host_health_is_empty_not_missing():
+    assert assemble.host_state(BARE)["health"] == {
+        "xid_events": [], "xid_source": None, "gpus_missing": None, "nvswitch_count": 0}
+
+
+@pytest.mark.parametrize(("smi", "missing"), [
+    ((127, ""), None),  # no nvidia-smi: no driver, nobody "missing"
+    ((9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."), None),
+    ((124, ""), None),  # timed out: the driver state says it
+    ((6, "No devices were found"), ["0000:07:00.0", "0000:08:00.0", "0000:09:00.0"]),
+])
+def test_gpus_missing_needs_an_answer_from_nvidia_smi(smi, missing):
+    sections = host(smi_xml=smi, pci_sysfs=(0, SYSFS_3_GPUS), dkms=(0, ""))
+    value = assemble.host_state(sections)
+    assert value["health"]["gpus_missing"] == missing
+    assert value["health"]["nvswitch_count"] == 2
+    assert [gpu["health"] for gpu in value["gpus"]] == [None] * 3  # seen on the PCI bus only
+
+
+def test_lspci_without_sysfs_slot_as_printed_and_nvswitches_by_class_id():
+    lspci = (
+        '07:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" "GA100 [A100 SXM4 40GB] [20b0]"'
+        ' -ra1 "NVIDIA Corporation [10de]" "Device [134f]"\n'
+        '08:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" "GA100 [A100 SXM4 40GB] [20b0]"'
+        ' -ra1 "NVIDIA Corporation [10de]" "Device [134f]"\n'
+        'c4:00.0 "Bridge [0680]" "NVIDIA Corporation [10de]" "GA100 [NVSwitch] [1af1]"'
+        ' -ra1 "NVIDIA Corporation [10de]" "Device [1652]"\n')
+    sections = host(smi_xml=(0, smi_xml([("NVIDIA A100-SXM4-40GB", "Disabled")])),
+                    lspci=(0, lspci), pci_sysfs=(3, ""))
+    health = assemble.health_state(sections)
+    assert health["gpus_missing"] == ["08:00.0"]
+    assert health["nvswitch_count"] == 1
+
+
+@pytest.mark.parametrize(("section", "events", "source"), [
+    ((0, "source=dmesg\n[ 8123.402293] NVRM: Xid (PCI:0000:07:00): 48, pid=1, name=a, DBE\n"),
+     [(48, "0000:07:00")], "dmesg"),
+    ((0, "source=dmesg\n"), [], "dmesg"),  # a readable log without Xids
+    ((0, "source=journal"), [], "journal"),
+    ((3, ""), [], None),  # neither the journal nor dmesg readable
+    ((127, ""), [], None),
+    ((0, "NVRM: Xid (PCI:0000:07:00): 48, no source line\n"), [], None),
+    ((0, "source=syslog\nNVRM: Xid (PCI:0000:07:00): 48, x\n"), [], None),
+])
+def test_kernel_xid_section(section, events, source):
+    health = assemble.health_state(host(kernel_xid=section))
+    assert [(e["xid"], e["pci_bus_id"]) for e in health["xid_events"]] == events
+    assert health["xid_source"] == source
+
+
+def _fake_tools(tmp_path, journal: str | None, dmesg: str | None) -> dict:
+    """PATH with a journalctl printing ``journal`` (its last line for -n 1; None: not
+    installed) and a dmesg printing ``dmesg`` (None: refused, as under dmesg_restrict)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in ("journalctl", "dmesg"):
+        (tmp_path / name).write_text({"journalctl": journal, "dmesg": dmesg}[name] or "")
+    if journal is not None:
+        (bindir / "journalctl").write_text(
+            "#!/bin/sh\ncase \" $* \" in *' -n 1 '*) tail -n 1 " + str(tmp_path / "journalctl")
+            + ";; *) cat " + str(tmp_path / "journalctl") + ";; esac\n")
+    (bindir / "dmesg").write_text(
+        "#!/bin/sh\n" + (f"cat {tmp_path / 'dmesg'}\n" if dmesg is not None else
+                         "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2\n"
+                         "exit 1\n"))
+    for tool in bindir.iterdir():
+        tool.chmod(0o755)
+    # the system's tools (sh, grep, tail, timeout) but not its journalctl/dmesg
+    system = tmp_path / "system"
+    system.mkdir()
+    for name in ("sh", "grep", "tail", "timeout", "cat", "mktemp", "rm", "printf", "echo"):
+        found = subprocess.run(["sh", "-c", f"command -v {name}"], capture_output=True, text=True)
+        if found.stdout.startswith("/"):
+            (system / name).symlink_to(found.stdout.strip())
+    return {"PATH": f"{bindir}:{system}"}
+
+
+def _run_kernel_xid(env: dict) -> dict:
+    run = subprocess.run(["sh", "-c", build_script(["kernel_xid"])], capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert run.returncode == 0, run.stderr
+    return parsers.split_sections(run.stdout)["kernel_xid"]
+
+
+def test_kernel_xid_reads_the_journal_and_sends_back_only_the_last_200_xid_lines(tmp_path):
+    lines = [f"Jul 14 02:{i // 60:02d}:{i % 60:02d} h kernel: NVRM: Xid (PCI:0000:07:00): 13, "
+             f"pid={i}, name=a, Graphics Exception" for i in range(250)]
+    noise = ["Jul 14 01:00:00 h kernel: Linux version 6.1.0-56-amd64",
+             "Jul 14 01:00:01 h kernel: nvidia-nvswitch0: using MSI"]
+    env = _fake_tools(tmp_path, journal="\n".join(noise[:1] + lines + noise[1:]) + "\n",
+                      dmesg="[1.0] NVRM: Xid (PCI:0000:09:00): 79, from dmesg\n")
+    result = _run_kernel_xid(env)
+    out_lines = result["out"].splitlines()
+    assert result["rc"] == 0 and out_lines[0] == "source=journal"
+    assert len(out_lines) == 1 + 200  # the newest 200 Xid lines, no other kernel line
+    assert "pid=50," in out_lines[1] and "pid=249," in out_lines[-1]
+    health = assemble.health_state({"kernel_xid": result})
+    assert health["xid_source"] == "journal" and len(health["xid_events"]) == 200
+
+
+@pytest.mark.parametrize("journal", [None, "", "-- No entries --\n"])
+def test_kernel_xid_falls_back_to_dmesg_when_the_journal_has_no_kernel_message(tmp_path, journal):
+    env = _fake_tools(tmp_path, journal=journal,
+                      dmesg="[    0.000000] Linux version 6.1.0-56-amd64\n"
+                            "[ 8123.402293] NVRM: Xid (PCI:0000:09:00): 79, pid='<unknown>', "
+                            "name=<unknown>, GPU has fallen off the bus.\n")
+    result = _run_kernel_xid(env)
+    assert result["rc"] == 0
+    health = assemble.health_state({"kernel_xid": result})
+    assert health["xid_source"] == "dmesg"
+    assert [(e["xid"], e["pci_bus_id"]) for e in health["xid_events"]] == [(79, "0000:09:00")]
+
+
+def test_kernel_xid_without_a_readable_log_is_an_empty_result_not_a_failure(tmp_path):
+    result = _run_kernel_xid(_fake_tools(tmp_path, journal="", dmesg=None))
+    assert (result["rc"], result["out"].strip()) == (3, "")
+    assert assemble.health_state({"kernel_xid": result})["xid_source"] is None

@@ -47,6 +47,8 @@ def test_smi_xml_v10_no_doctype_two_gpus_no_mig_mode():
     got = p.parse_smi_xml(fx("smi_qx__v10__2x-v100__440.64.00__no-doctype-spaces.xml"))
     assert (got["driver_version"], got["cuda_version"], got["attached_gpus"]) == ("440.64.00", "10.2", 2)
     first, second = got["gpus"]
+    # this fixture prints none of the health fields (tests/unit/test_health_parsers.py)
+    assert set(first.pop("health").values()) == {None}
     assert first == {
         "index": 0, "name": "Tesla V100-SXM2-16GB", "uuid": "GPU-0d6b3f5c-2e1a-4c7b-9f8e-1a2b3c4d5e6f",
         "pci_bus_id": "00000000:1A:00.0", "memory_total_mib": 16160, "persistence_mode": "enabled",
@@ -349,11 +351,12 @@ def test_pci_sysfs():
 
 def test_lspci_nvidia():
     got = p.parse_lspci_nvidia(fx("lspci__2x-h100-sxm5-and-nvswitch.txt"))
-    assert got[0] == {"slot": "0000:18:00.0", "class": "3D controller", "vendor_id": "10de",
-                      "device_id": "2330", "device_name": "GH100 [H100 SXM5 80GB]", "revision": "a1",
-                      "subsystem_vendor_id": "10de", "subsystem_device_id": "16c1"}
-    assert [(d["class"], d["device_id"]) for d in got] == [
-        ("3D controller", "2330"), ("3D controller", "2330"), ("Bridge", "22a3")]
+    assert got[0] == {"slot": "0000:18:00.0", "class": "3D controller", "class_id": "0302",
+                      "vendor_id": "10de", "device_id": "2330", "device_name": "GH100 [H100 SXM5 80GB]",
+                      "revision": "a1", "subsystem_vendor_id": "10de", "subsystem_device_id": "16c1"}
+    assert [(d["class"], d["class_id"], d["device_id"]) for d in got] == [
+        ("3D controller", "0302", "2330"), ("3D controller", "0302", "2330"),
+        ("Bridge", "0680", "22a3")]
     (l4,) = p.parse_lspci_nvidia(fx("lspci__l4-no-domain-vga.txt"))
     assert (l4["slot"], l4["class"], l4["device_name"]) == ("01:00.0", "VGA compatible controller", "AD104GL [L4]")
     assert p.parse_lspci_nvidia("") == []
@@ -408,7 +411,7 @@ FUNCTIONS = {  # function -> words every one of its error messages must contain
     "parse_tool_version": "--version", "parse_os_release": "/etc/os-release",
     "parse_lspci_nvidia": "lspci -mm -nn", "parse_rpm_query": "rpm -qa",
     "parse_dpkg_query": "dpkg-query -W", "split_sections": "@@gpuhost@@",
-    "parse_pci_sysfs": "/sys/bus/pci/devices",
+    "parse_pci_sysfs": "/sys/bus/pci/devices", "parse_xid_lines": "Xid",
 }
 
 
