@@ -26,7 +26,8 @@ KERN_ERR, KERN_WARNING, KERN_INFO = 3, 4, 6
 THROTTLE_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
                     "hw_thermal_slowdown", "hw_power_brake_slowdown", "sync_boost",
                     "sw_thermal_slowdown", "display_clocks_setting")
-# NVML: HW thermal and power brake slowdowns are "a subset of HwSlowdown".
+# NVML: HW Slowdown "is an indicator of: temperature being too high, External Power Brake
+# Assertion ..."; nvidia-smi -q prints the two under it (L4 550.90.07 capture).
 HW_SLOWDOWN_PARTS = ("hw_thermal_slowdown", "hw_power_brake_slowdown")
 
 # name -> (value kind, default, one line of help)

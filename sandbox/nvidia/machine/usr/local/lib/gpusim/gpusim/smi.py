@@ -2,8 +2,8 @@
 
 Exit codes follow nvidia-smi's (NVML's) numbering: 0 ok, 2 invalid argument, 3 not
 supported, 6 not found / no devices, 9 driver not loaded, 12 NVML library missing,
-18 driver/library version mismatch, 19 in use, 23 insufficient resources, 255 other
-(a refused --gpu-reset). See sandbox/nvidia/README.md for which ones are guesses.
+15 GPU is lost, 18 driver/library version mismatch, 19 in use, 23 insufficient resources,
+255 other (a refused --gpu-reset). See sandbox/nvidia/README.md for which ones are guesses.
 """
 
 import sys
