@@ -1204,3 +1204,23 @@ def test_the_fact_parser_reads_every_simulated_fault_as_the_contract_says(hgx, p
         pytest.skip("facts/parsers.py does not read the health fields yet (issue 15, H1)")
     want = smi_health.healths(xml)
     assert {g["pci_bus_id"]: g["health"] for g in gpus} == want
+
+
+def test_spec_faults_are_set_in_the_host_at_its_creation(tmp_path):
+    from sandbox import hosts, spec
+    from sandbox.util import SandboxError
+    with pytest.raises(SandboxError, match="faults must be a list of gpusim commands"):
+        spec.load_overrides('{"gpu-01": {"faults": ["rm -rf /"]}}')
+    overrides = spec.load_overrides(json.dumps({"gpu-01": {
+        "gpu_model": "H100-80GB-HBM3", "gpu_count": 8,
+        "faults": ["fault set row_remap_failure --gpu 6", "xid 79 --gpu 1 --next-load"]}}))
+    h = spec.plan(1, 0, 0, overrides, KR)[0]
+    upper = tmp_path / "upper"
+    shutil.copytree(TREE, upper, symlinks=True)
+    (upper / "etc/gpusim").mkdir(parents=True)
+    (upper / "etc/gpusim/machine.json").write_text(json.dumps(spec.machine_json(h)))
+    hosts._apply_faults(h, upper)
+    assert json.loads((upper / "etc/gpusim/faults.json").read_text()) == {
+        "gpus": {"6": {"row_remap_failure": True}}, "next_load": [["xid", "79", "--gpu", "1"]]}
+    with pytest.raises(SandboxError, match="gpu-01: fault 'xid 79 --gpu 1': .*is not loaded"):
+        hosts._apply_faults({**h, "faults": ["xid 79 --gpu 1"]}, upper)
