@@ -14,6 +14,7 @@ import json
 import os
 import resource
 import shutil
+import shlex
 import signal
 import socket
 import subprocess
@@ -135,11 +136,28 @@ def create(h: dict, pubkey: str) -> None:
     # The fake-driver helper's machine scripts (lspci, gpusim-boot, ...), when present.
     if paths.NVIDIA_MACHINE_DIR.is_dir():
         shutil.copytree(paths.NVIDIA_MACHINE_DIR, upper, symlinks=True, dirs_exist_ok=True)
+    # GPU faults of the spec (`faults`: gpusim commands), set as gpusim sets them at run time.
+    if h.get("faults"):
+        _apply_faults(h, upper)
     # Host traits (sandbox/traits): last, so a trait can change any file written above.
     traits.apply_create(h, upper)
     # /sys/bus/pci/devices of the host (bound read-only by boot.sh; sandbox/pci.py).
     if paths.NVIDIA_MACHINE_DIR.is_dir():
         pci.write_tree(h, d / "pci")
+
+
+def _apply_faults(h: dict, upper: Path) -> None:
+    """Run each `faults` entry of the spec as `gpusim ARGS` against the host's upper dir
+    (GPUSIM_ROOT): faults that need a loaded driver (an Xid, gpu_lost) must carry
+    --next-load, and are injected at the host's first driver load."""
+    shim = upper / "usr/local/bin/gpusim"
+    for entry in h["faults"]:
+        res = subprocess.run([sys.executable, str(shim), *shlex.split(entry)],
+                             env={"GPUSIM_ROOT": str(upper), "PATH": os.environ.get("PATH", "")},
+                             capture_output=True, text=True, timeout=60)
+        if res.returncode != 0:
+            raise SandboxError(f"--spec {h['name']}: fault {entry!r}: "
+                               f"{(res.stderr or res.stdout).strip()}")
 
 
 def ssh_runner(h: dict):

@@ -6,7 +6,8 @@ Host N (1-based) is `gpu-NN` (Debian 12) for the first `hosts - ol` indexes, the
 GPU model cycles A100-SXM4-40GB, H100-80GB-HBM3, L4 and the count cycles 1..8 with the
 index; an 8-GPU A100/H100 host has NVSwitch. The first `docker_hosts` Debian hosts are the
 docker hosts. Each host gets the default traits (sandbox/traits) unless its override names
-`traits`. `overrides` (from --spec) change any of this per host name or index.
+`traits`. `overrides` (from --spec) change any of this per host name or index; `faults`
+(a list of `gpusim` fault/xid/sxid commands) are set in the host at its creation.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ OL_KERNELS = {
     "ol9": "6.12.0-100.28.2.2.el9uek.x86_64",
 }
 OVERRIDABLE = {"gpu_model": str, "gpu_count": int, "nvswitch": bool, "kernel_release": str,
-               "docker": bool, "traits": list}
+               "docker": bool, "traits": list, "faults": list}
 
 
 def load_overrides(text: str | None) -> dict[str, dict]:
@@ -59,6 +60,12 @@ def load_overrides(text: str | None) -> dict[str, dict]:
                                f"of {', '.join(GPU_MODELS)}")
         if "traits" in settings and not all(isinstance(t, str) for t in settings["traits"]):
             raise SandboxError(f"--spec {host}: traits must be a list of trait names")
+        if "faults" in settings and not all(
+                isinstance(f, str) and f.split()[:1] in (["fault"], ["xid"], ["sxid"])
+                for f in settings["faults"]):
+            raise SandboxError(f"--spec {host}: faults must be a list of gpusim commands, e.g. "
+                               '["fault set row_remap_pending --gpu 1", '
+                               '"xid 79 --gpu 0 --next-load"] (sandbox/nvidia/README.md)')
         if "gpu_count" in settings and not 0 <= settings["gpu_count"] <= 16:
             raise SandboxError(f"--spec {host}: gpu_count must be 0..16")
     return data

@@ -2,16 +2,25 @@
 
   gpusim process add --gpu 0 --pid 4242 --name python3 [--mem 1024] [--gi 9 --ci 0]
   gpusim process remove --pid 4242 | process clear | process list
-  gpusim fault set dkms_build_fail|smi_hang|gpu_reset_unsupported [VALUE]
-  gpusim fault clear [NAME] | fault list | fault check NAME (exit 0 when active)
+  gpusim fault set dkms_build_fail|smi_hang|gpu_reset_unsupported|scriptlet_ignores_dkms [VALUE]
+  gpusim fault set GPU_FAULT [VALUE] [--gpu N|all] [--next-load]
+  gpusim fault clear [NAME] [--gpu N|all] | fault list | fault check NAME [--gpu N]
+  gpusim xid NUMBER [--gpu N] [--gi G [--ci C]] [--pid P --name NAME] [--text TEXT] [--next-load]
+  gpusim sxid NUMBER [--switch N] [--text TEXT] [--next-load]
+  gpusim kmsg TEXT [--level err|warn|info]
   gpusim state        dump machine, driver status and state as JSON
   gpusim boot         same as gpusim-boot
+
+GPU faults: ecc_volatile_uncorrectable [N], ecc_aggregate_uncorrectable [N], retired_pages [N],
+retired_pages_pending [N], row_remap_pending [N], row_remap_failure, pcie_degraded [WIDTH],
+throttle [REASON,...], fabric_in_progress, gpu_missing, gpu_lost. --next-load arms a fault
+or an Xid for the next load of the nvidia module (the next boot, or modprobe nvidia).
 """
 
 import os
 import sys
 
-from . import host, jsonlite, mig, models
+from . import health, host, jsonlite, mig, models
 
 
 def _mount_proc_driver():
@@ -57,6 +66,10 @@ def boot():
     with host.Session() as s:
         state, machine = s.state, s.machine
         info = models.model(machine["gpu_model"])
+        health.kmsg_clear()  # a new boot, a new kernel ring buffer
+        faults = host.load_faults()
+        if health.on_boot(faults):
+            health.save_faults(faults)
         state["boots"] += 1
         state["processes"] = []
         state["modules"] = []
@@ -94,6 +107,11 @@ def process_add(args):
                                 f"{machine['gpu_count'] - 1}.", 2)
         if any(p["gpu"] == args.gpu and p["pid"] == args.pid for p in state["processes"]):
             raise host.SimError(f"gpusim: pid {args.pid} already runs on GPU {args.gpu}.", 2)
+        gf = health.gpu_faults(host.load_faults(), args.gpu)
+        if gf.get("gpu_missing") or gf.get("gpu_lost"):
+            raise host.SimError(f"gpusim: GPU {args.gpu} is not usable (fault "
+                                f"{'gpu_missing' if gf.get('gpu_missing') else 'gpu_lost'}): "
+                                "CUDA cannot see it.", 1)
         gpu = state["gpus"][args.gpu]
         proc = {"gpu": args.gpu, "pid": args.pid, "name": args.name, "mem": args.mem,
                 "type": args.type, "gi": None, "ci": None}
@@ -136,12 +154,57 @@ def process_cmd(args):
     return 0
 
 
-def fault_cmd(args):
+def _gpu_indexes(machine, spec):
+    if spec in (None, ""):
+        return [0]
+    if spec == "all":
+        return list(range(machine["gpu_count"]))
+    try:
+        indexes = [int(x) for x in spec.split(",")]
+    except ValueError:
+        raise host.SimError(f"gpusim: --gpu takes a GPU index, a comma list or 'all', not "
+                            f"{spec!r}.", 2) from None
+    bad = [i for i in indexes if not 0 <= i < machine["gpu_count"]]
+    if bad:
+        raise host.SimError(f"gpusim: --gpu {spec}: this machine has GPUs 0.."
+                            f"{machine['gpu_count'] - 1}.", 2)
+    return indexes
+
+
+def inject(state, machine, args):
+    """The injections that need the simulated machine: GPU faults, Xid, SXid."""
+    if args.cmd == "xid":
+        for index in _gpu_indexes(machine, args.gpu_spec):
+            health.inject_xid(state, machine, args.number, index, args.text, args.pid,
+                              args.name, args.gi, args.ci)
+    elif args.cmd == "sxid":
+        health.inject_sxid(machine, state, args.number, args.switch or 0, args.text)
+    else:
+        health.set_gpu_fault(state, machine, args.name,
+                             health.parse_value(args.name, args.value),
+                             _gpu_indexes(machine, args.gpu_spec))
+
+
+def _arm(argv):
+    """--next-load: keep the command (without the flag) for the next driver load."""
     faults = host.load_faults()
-    if args.name and args.name not in host.KNOWN_FAULTS:
+    faults.setdefault("next_load", []).append([a for a in argv if a != "--next-load"])
+    health.save_faults(faults)
+    return 0
+
+
+def fault_cmd(args, argv):
+    faults = host.load_faults()
+    known = host.KNOWN_FAULTS + tuple(health.GPU_FAULTS)
+    if args.name and args.name not in known:
         raise host.SimError(f"gpusim: unknown fault {args.name!r} (known: "
-                            f"{', '.join(host.KNOWN_FAULTS)}).", 2)
+                            f"{', '.join(known)}).", 2)
+    per_gpu = args.name in health.GPU_FAULTS
     if args.action == "check":
+        if per_gpu:
+            with host.Session(write=False) as s:
+                indexes = _gpu_indexes(s.machine, args.gpu_spec)
+            return 0 if all(health.gpu_faults(faults, i).get(args.name) for i in indexes) else 1
         return 0 if faults.get(args.name) else 1
     if args.action == "list":
         print(jsonlite.dumps(faults))
@@ -149,6 +212,15 @@ def fault_cmd(args):
     if args.action == "set":
         if not args.name:
             raise host.SimError("gpusim: fault set needs a NAME.", 2)
+        if per_gpu:
+            if args.next_load:
+                health.parse_value(args.name, args.value)  # refuse a bad value now
+                return _arm(argv)
+            with host.Session() as s:
+                inject(s.state, s.machine, args)
+            return 0
+        if args.next_load or args.gpu_spec is not None:
+            raise host.SimError(f"gpusim: {args.name} is a host fault: no --gpu/--next-load.", 2)
         value = True
         if args.value is not None:
             try:
@@ -156,11 +228,33 @@ def fault_cmd(args):
             except ValueError:
                 value = args.value
         faults[args.name] = value
+    elif args.name and per_gpu:
+        with host.Session(write=False) as s:
+            indexes = _gpu_indexes(s.machine, args.gpu_spec) if args.gpu_spec else \
+                range(s.machine["gpu_count"])
+        for index in indexes:
+            (faults.get("gpus") or {}).get(str(index), {}).pop(args.name, None)
     elif args.name:
         faults.pop(args.name, None)
     else:
         faults = {}
-    host.write_text(host.FAULTS, jsonlite.dumps(faults) + "\n")
+    health.save_faults(faults)
+    return 0
+
+
+def xid_cmd(args, argv):
+    if args.next_load:
+        return _arm(argv)
+    with host.Session() as s:
+        inject(s.state, s.machine, args)
+    return 0
+
+
+def kmsg_cmd(args):
+    if args.level not in health.LEVELS:
+        raise host.SimError(f"gpusim: --level is one of {', '.join(health.LEVELS)}.", 2)
+    with host.Session():
+        health.kmsg_append([args.text], health.LEVELS.index(args.level))
     return 0
 
 
@@ -179,25 +273,51 @@ def state_cmd(_args):
 USAGE = __doc__.split("\n\n", 1)[0].strip() + "\n"
 PROCESS_OPTS = {"--gpu": int, "--pid": int, "--name": str, "--mem": int, "--type": str,
                 "--gi": int, "--ci": int}
+INJECT_OPTS = {"fault": {"--gpu": ("gpu_spec", str)},
+               "xid": {"--gpu": ("gpu_spec", str), "--gi": ("gi", int), "--ci": ("ci", int),
+                       "--pid": ("pid", int), "--name": ("name", str), "--text": ("text", str)},
+               "sxid": {"--switch": ("switch", int), "--text": ("text", str)},
+               "kmsg": {"--level": ("level", str)}}
 
 
-class _Args:
+class Args:
     """Parsed command line (argparse needs gettext/shutil, which python3-minimal lacks)."""
 
     def __init__(self, argv):
         if not argv or argv[0] in ("-h", "--help"):
             raise host.SimError(USAGE, 0 if argv else 2)
         self.cmd, rest = argv[0], list(argv[1:])
-        self.action = rest.pop(0) if rest and not rest[0].startswith("-") else None
         self.gpu, self.pid, self.name, self.mem, self.type = 0, None, "python3", 1024, "C"
-        self.gi = self.ci = self.value = None
+        self.gi = self.ci = self.value = self.gpu_spec = self.text = self.switch = None
+        self.number, self.level, self.next_load = None, "err", False
+        if "--next-load" in rest and self.cmd in ("fault", "xid", "sxid"):
+            rest.remove("--next-load")
+            self.next_load = True
+        if self.cmd in ("xid", "sxid", "kmsg"):
+            self.action, self.name = None, None
+            positional = self._options(rest, INJECT_OPTS[self.cmd])
+            if len(positional) != 1:
+                raise host.SimError(f"gpusim: {self.cmd} takes one "
+                                    f"{'TEXT' if self.cmd == 'kmsg' else 'NUMBER'}.\n{USAGE}", 2)
+            if self.cmd == "kmsg":
+                self.text = positional[0]
+            elif positional[0].isdigit():
+                self.number = int(positional[0])
+            else:
+                raise host.SimError(f"gpusim: {self.cmd} NUMBER, not {positional[0]!r}.", 2)
+            if self.ci is not None and self.gi is None:
+                raise host.SimError("gpusim: --ci needs --gi.", 2)
+            return
+        self.action = rest.pop(0) if rest and not rest[0].startswith("-") else None
         choices = {"process": ("add", "remove", "clear", "list"),
                    "fault": ("set", "clear", "list", "check"), "state": (None,), "boot": (None,)}
         if self.cmd not in choices or self.action not in choices[self.cmd]:
             raise host.SimError(f"gpusim: unknown command {' '.join(argv[:2])!r}.\n{USAGE}", 2)
         if self.cmd == "fault":
-            self.name = rest.pop(0) if rest else None
-            self.value = rest.pop(0) if rest else None
+            positional = self._options(rest, INJECT_OPTS["fault"])
+            self.name = positional.pop(0) if positional else None
+            self.value = positional.pop(0) if positional else None
+            rest = positional
         while self.cmd == "process" and rest:
             opt, eq, value = rest.pop(0).partition("=")
             if opt not in PROCESS_OPTS or (not eq and not rest):
@@ -212,16 +332,47 @@ class _Args:
         if self.type not in ("C", "G", "C+G"):
             raise host.SimError("gpusim: --type is C, G or C+G.", 2)
 
+    def _options(self, rest, opts):
+        """Take `--opt VALUE` / `--opt=VALUE` of `opts` out of `rest`; return the others."""
+        positional = []
+        while rest:
+            arg = rest.pop(0)
+            opt, eq, value = arg.partition("=")
+            if opt in opts:
+                if not eq:
+                    if not rest:
+                        raise host.SimError(f"gpusim: {opt} needs a value.", 2)
+                    value = rest.pop(0)
+                attr, kind = opts[opt]
+                try:
+                    setattr(self, attr, kind(value))
+                except ValueError:
+                    raise host.SimError(f"gpusim: {opt} needs a number, not {value!r}.",
+                                        2) from None
+            elif arg.startswith("--"):
+                raise host.SimError(f"gpusim: unknown option {arg!r} for {self.cmd}.\n{USAGE}", 2)
+            else:
+                positional.append(arg)
+        return positional
+
+
+_Args = Args
+
 
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = _Args(sys.argv[1:] if argv is None else argv)
+        args = Args(argv)
         if args.cmd == "process":
             if args.action in ("add", "remove") and args.pid is None:
                 raise host.SimError(f"gpusim: process {args.action} needs --pid.", 2)
             return process_cmd(args)
         if args.cmd == "fault":
-            return fault_cmd(args)
+            return fault_cmd(args, argv)
+        if args.cmd in ("xid", "sxid"):
+            return xid_cmd(args, argv)
+        if args.cmd == "kmsg":
+            return kmsg_cmd(args)
         if args.cmd == "state":
             return state_cmd(args)
         return boot()

@@ -342,6 +342,8 @@ def load_driver(state, machine):
         if gpu["mig_pending"] is not None:  # the GPU initialises: pending mode takes effect
             gpu["mig_current"] = gpu["mig_pending"]
     write_proc(state, machine)
+    from . import health  # the load's kernel lines, the faults a load clears or arms
+    health.on_driver_load(state, machine)
     return None
 
 

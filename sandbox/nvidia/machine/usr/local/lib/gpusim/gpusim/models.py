@@ -64,6 +64,7 @@ GPU_MODELS = {
         "part": "20B0-884-A1", "mig": True, "nvswitch": ("1af1", "GA100 [A100 NVSwitch]", 6),
         "bus_ids": ("07:00", "0F:00", "47:00", "4E:00", "87:00", "90:00", "B7:00", "BD:00"),
         "clocks": (1410, 1215), "profiles": _profiles(_A100_40GB_PROFILES),
+        "remap_banks": 640,
     },
     "H100-80GB-HBM3": {
         "name": "NVIDIA H100 80GB HBM3", "brand": "NVIDIA", "arch": "Hopper",
@@ -74,6 +75,7 @@ GPU_MODELS = {
         "part": "2330-885-A1", "mig": True, "nvswitch": ("22a3", "GH100 [H100 NVSwitch]", 4),
         "bus_ids": ("18:00", "2A:00", "3A:00", "5D:00", "9A:00", "AB:00", "BA:00", "DB:00"),
         "clocks": (1980, 2619), "profiles": _profiles(_H100_80GB_PROFILES),
+        "remap_banks": 3072,
     },
     "L4": {
         "name": "NVIDIA L4", "brand": "NVIDIA", "arch": "Ada Lovelace",
@@ -82,7 +84,7 @@ GPU_MODELS = {
         "class": "0302", "power_limit": 72, "power_idle": 16, "max_link_gen": 4,
         "vbios": "95.04.29.00.06", "part": "27B8-895-A1", "mig": False, "nvswitch": None,
         "bus_ids": ("01:00", "21:00", "41:00", "61:00", "81:00", "A1:00", "C1:00", "E1:00"),
-        "clocks": (2040, 6251), "profiles": [],
+        "clocks": (2040, 6251), "profiles": [], "remap_banks": 96,
     },
     "T4": {
         "name": "Tesla T4", "brand": "NVIDIA", "arch": "Turing",
@@ -133,7 +135,7 @@ GPU_MODELS = {
         "class": "0302", "power_limit": 1000, "power_idle": 140, "max_link_gen": 5,
         "vbios": "97.00.4B.00.01", "part": "2901-886-A1", "mig": False, "nvswitch": None,
         "bus_ids": ("1B:00", "43:00", "52:00", "61:00", "9D:00", "C3:00", "D1:00", "DF:00"),
-        "clocks": (1965, 3996), "profiles": [],
+        "clocks": (1965, 3996), "profiles": [], "remap_banks": 3072,
     },
 }
 
@@ -143,6 +145,21 @@ OPEN_MODULE_ARCHS = ("Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell")
 OPEN_ONLY_ARCHS = ("Blackwell",)
 # MIG mode survives a reboot only on Ampere (InfoROM bit); Hopper+ forgets it at unload.
 MIG_MODE_PERSISTS = ("Ampere",)
+
+# Health layouts of `nvidia-smi -q -x` / `-q` (sandbox/README.md, "gpusim health fields",
+# names the real file each follows). Dynamic page retirement: Kepler to Turing (NVIDIA,
+# "Dynamic Page Retirement", availability: "K20 and newer Tesla products, including the
+# Tesla V100 and T4"); row remapping: GA100, GA10x, AD10x, GH100, GB10x (NVIDIA, "GPU Memory
+# Error Management", supported GPUs). Row remapper histogram sizes (`remap_banks`): L4 96
+# (L4 550.90.07 capture), A100 640 (A100-SXM4-80GB 555.42.02 capture, approx for the 40GB),
+# H100 3072 (H100 NVL 550.54.14 capture, approx for the SXM5), B200 approx.
+PAGE_RETIREMENT_ARCHS = ("Pascal", "Volta", "Turing")
+# ECC counters as single_bit/double_bit blocks (parser contract: Kepler to Volta); Turing
+# and newer print SRAM/DRAM counters.
+ECC_BIT_LAYOUT_ARCHS = ("Pascal", "Volta")
+# NVML's GPU fabric info (nvmlDeviceGetGpuFabricInfo): "For Hopper or newer fully supported
+# devices"; an A100 HGX prints N/A (A100-SXM4-80GB 535.54.03 capture).
+FABRIC_ARCHS = ("Hopper", "Blackwell")
 
 # Newest CUDA a driver branch supports, as nvidia-smi prints it.
 CUDA_BY_BRANCH = {

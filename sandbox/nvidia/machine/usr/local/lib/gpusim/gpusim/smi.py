@@ -2,14 +2,14 @@
 
 Exit codes follow nvidia-smi's (NVML's) numbering: 0 ok, 2 invalid argument, 3 not
 supported, 6 not found / no devices, 9 driver not loaded, 12 NVML library missing,
-18 driver/library version mismatch, 19 in use, 23 insufficient resources, 255 other
-(a refused --gpu-reset). See sandbox/nvidia/README.md for which ones are guesses.
+15 GPU is lost, 18 driver/library version mismatch, 19 in use, 23 insufficient resources,
+255 other (a refused --gpu-reset). See sandbox/nvidia/README.md for which ones are guesses.
 """
 
 import sys
 import time
 
-from . import host, mig_cli, models, query, textout, view, xmlout
+from . import health, host, mig_cli, models, query, textout, view, xmlout
 
 NOT_LOADED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
               "Make sure that the latest NVIDIA driver is installed and running.\n\n")
@@ -78,21 +78,37 @@ def parse(argv):
     return opts
 
 
-def select(machine, spec):
+def select(machine, spec, faults=None):
+    """Machine GPU indexes for `-i` (nvidia-smi's index, UUID or bus id), in its order.
+
+    nvidia-smi numbers only the GPUs the driver initialised: with one missing, the
+    indexes after it shift down (NVML enumerates the GPUs it attached)."""
+    shown = view.visible(machine, host.load_faults() if faults is None else faults)
+    if not shown:
+        raise host.SimError("No devices were found\n", 6)
     if spec is None:
-        return list(range(machine["gpu_count"]))
+        return shown
     chosen = []
     for token in spec.split(","):
         token = token.strip()
         found = None
-        for i in range(machine["gpu_count"]):
+        for number, i in enumerate(shown):
             bus = host.bus_id(machine, i)
-            if token in (str(i), host.gpu_uuid(machine, i), bus, bus[4:], bus[9:]):
+            if token in (str(number), host.gpu_uuid(machine, i), bus, bus[4:], bus[9:]):
                 found = i
         if found is None:
             raise host.SimError("No devices were found\n", 6)
         chosen.append(found)
     return chosen
+
+
+def lost_check(machine, faults, indexes):
+    """A GPU that fell off the bus: NVML cannot get its handle, nvidia-smi stops there."""
+    for i in indexes:
+        if health.gpu_faults(faults, i).get("gpu_lost"):
+            raise host.SimError(f"Unable to determine the device handle for GPU"
+                                f"{host.bus_id(machine, i)[4:]}: GPU is lost. Reboot the "
+                                "system to recover this GPU\n", 15)
 
 
 def ids(spec):
@@ -126,12 +142,16 @@ def run(argv, out):
             raise host.SimError("Failed to initialize NVML: Driver/library version mismatch\n"
                                 f"NVML library version: "
                                 f"{models.nvml_version(userspace['version'])}\n", 18)
-        indexes = select(s.machine, opts.get("id"))
-        return dispatch(s, opts, indexes, out)
+        faults = host.load_faults()
+        indexes = select(s.machine, opts.get("id"), faults)
+        if not opts.get("version"):
+            lost_check(s.machine, faults, indexes)
+        return dispatch(s, opts, indexes, out, faults)
 
 
-def dispatch(s, opts, indexes, out):
+def dispatch(s, opts, indexes, out, faults):
     machine, state = s.machine, s.state
+    attached = len(view.visible(machine, faults))
     version, cuda = view.driver_info(state)
     if opts["mig_cmd"]:
         return mig_command(s, opts, indexes, out)
@@ -144,10 +164,10 @@ def dispatch(s, opts, indexes, out):
         return mig_mode(s, opts["mig"], indexes, out)
     if opts.get("reset"):
         return gpu_reset(s, indexes, out)
-    views = view.all_views(machine, state, indexes)
+    views = view.all_views(machine, state, indexes, faults)
     if opts.get("query_gpu") is not None:
         out.write(query.render(opts["query_gpu"], opts.get("format"),
-                               query.gpu_rows(views, version, machine["gpu_count"]),
+                               query.gpu_rows(views, version, attached),
                                query.GPU_FIELDS,
                                query.GPU_ALIASES))
     elif opts.get("query_apps") is not None:
@@ -156,9 +176,9 @@ def dispatch(s, opts, indexes, out):
     elif opts.get("L"):
         out.write(textout.list_gpus(views))
     elif opts.get("q") and opts.get("x"):
-        out.write(xmlout.render(views, machine["gpu_count"], version, cuda, view.timestamp()))
+        out.write(xmlout.render(views, attached, version, cuda, view.timestamp()))
     elif opts.get("q"):
-        out.write(textout.query(views, machine["gpu_count"], version, cuda, view.timestamp()))
+        out.write(textout.query(views, attached, version, cuda, view.timestamp()))
     elif len(opts) == 1 or set(opts) == {"mig_cmd", "id"}:
         out.write(textout.table(views, version, cuda, view.timestamp()))
     else:
@@ -240,6 +260,7 @@ def gpu_reset(s, indexes, out):
             out.write(f"Resetting GPU {host.bus_id(s.machine, i)} is not supported.\n")
         return 3
     busy = [i for i in indexes if host.holders(s.state, i)]
+    reset_faults = []
     for i in indexes:
         if i in busy:
             continue
@@ -247,7 +268,13 @@ def gpu_reset(s, indexes, out):
         gpu["gis"] = []
         if gpu["mig_pending"] is not None:
             gpu["mig_current"] = gpu["mig_pending"]
+        reset_faults.append(i)
         out.write(f"GPU {host.bus_id(s.machine, i)} was successfully reset.\n")
+    if reset_faults:  # pending row remappings take effect at the reset
+        faults = host.load_faults()
+        for i in reset_faults:
+            health.settle_at_reset((faults.get("gpus") or {}).get(str(i), {}))
+        health.save_faults(faults)
     if not busy:
         return 0
     out.write("The following GPUs could not be reset:\n")

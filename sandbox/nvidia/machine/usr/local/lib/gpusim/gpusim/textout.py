@@ -38,7 +38,7 @@ def table(views, driver_version, cuda_version, timestamp):
     for v in views:
         name = v["name"] if len(v["name"]) <= 27 else v["name"][:24] + "..."
         pm = "On  " if v["persistence"] == "Enabled" else "Off "
-        ecc = "On" if v["mig_enabled"] else "0"
+        ecc = "On" if v["mig_enabled"] else str(v["health"]["ecc_volatile_unc"])
         util = "N/A" if v["util_gpu"] is None else f"{v['util_gpu']}%"
         out.append(f"|{v['index']:>4}  {name:<31}{pm}|   {v['bus_id']} Off |{ecc:>21} |")
         out.append(f"| N/A {v['temp']:>4}C {v['pstate']:>5}{v['power_draw']:>15}W / "
@@ -137,7 +137,99 @@ def query(views, attached, driver_version, cuda_version, timestamp):
     return "\n".join(q.lines) + "\n"
 
 
+REASON_KEYS = (("gpu_idle", "Idle", 2), ("applications_clocks_setting",
+                                        "Applications Clocks Setting", 2),
+               ("sw_power_cap", "SW Power Cap", 2), ("hw_slowdown", "HW Slowdown", 2),
+               ("hw_thermal_slowdown", "HW Thermal Slowdown", 3),
+               ("hw_power_brake_slowdown", "HW Power Brake Slowdown", 3),
+               ("sync_boost", "Sync Boost", 2), ("sw_thermal_slowdown", "SW Thermal Slowdown", 2),
+               ("display_clocks_setting", "Display Clock Setting", 2))
+BIT_UNITS = (("Device Memory", "device_memory"), ("Register File", 0), ("L1 Cache", 0),
+             ("L2 Cache", 0), ("Texture Memory", 0), ("Texture Shared", "N/A"), ("CBU", "N/A"),
+             ("Total", "total"))
+
+
+def _yes(flag):
+    return "Yes" if flag else "No"
+
+
+def _query_link(q, h, br):
+    q.kv(2, "GPU Link Info")
+    q.kv(3, "PCIe Generation")
+    q.kv(4, "Max", h["gen_max"])
+    q.kv(4, "Current", h["gen_current"])
+    if br >= 525:
+        q.kv(4, "Device Current", h["gen_current"])
+        q.kv(4, "Device Max", h["gen_max"])
+        q.kv(4, "Host Max", h["gen_max"])
+    q.kv(3, "Link Width")
+    q.kv(4, "Max", f"{h['width_max']}x")
+    q.kv(4, "Current", f"{h['width_current']}x")
+
+
+def _query_ecc(q, h, br):
+    q.kv(1, "ECC Errors")
+    for kind, n in (("Volatile", h["ecc_volatile_unc"]), ("Aggregate", h["ecc_aggregate_unc"])):
+        q.kv(2, kind)
+        if h["ecc_layout"] == "bits":
+            for bits, count in (("Single Bit", 0), ("Double Bit", n)):
+                q.kv(3, bits)
+                for key, val in BIT_UNITS:
+                    q.kv(4, key, count if val in ("device_memory", "total") else val)
+            continue
+        if h["ecc_layout"] == "sram_dram":
+            rows = (("SRAM Correctable", 0), ("SRAM Uncorrectable", 0))
+        else:
+            rows = (("SRAM Correctable", 0), ("SRAM Uncorrectable Parity", 0),
+                    ("SRAM Uncorrectable SEC-DED", 0))
+        for key, val in rows + (("DRAM Correctable", 0), ("DRAM Uncorrectable", n)):
+            q.kv(3, key, val)
+        if h["ecc_layout"] == "split" and kind == "Aggregate":
+            q.kv(3, "SRAM Threshold Exceeded", "No")
+    if h["ecc_layout"] == "split":
+        q.kv(2, "Aggregate Uncorrectable SRAM Sources")
+        for key in ("SRAM L2", "SRAM SM", "SRAM Microcontroller", "SRAM PCIE", "SRAM Other"):
+            q.kv(3, key, 0)
+        if br >= 590:
+            for key in ("Channel Repair Pending", "TPC Repair Pending", "Unrepairable Memory"):
+                q.kv(2, key, "No")
+    q.kv(1, "Retired Pages")
+    r = h["retired"]
+    q.kv(2, "Single Bit ECC", "N/A" if r is None else r["single_bit"])
+    q.kv(2, "Double Bit ECC", "N/A" if r is None else r["double_bit"])
+    q.kv(2, "Pending Page Blacklist", "N/A" if r is None else _yes(r["pending"]))
+    m = h["remap"]
+    if m is None:
+        q.kv(1, "Remapped Rows", "N/A")
+        return
+    q.kv(1, "Remapped Rows")
+    q.kv(2, "Correctable Error", m["corr"])
+    q.kv(2, "Uncorrectable Error", m["unc"])
+    q.kv(2, "Pending", _yes(m["pending"]))
+    q.kv(2, "Remapping Failure Occurred", _yes(m["failure"]))
+    q.kv(2, "Bank Remap Availability Histogram")
+    for key, count in zip(("Max", "High", "Partial", "Low", "None"), m["hist"], strict=True):
+        q.kv(3, key, f"{count} bank(s)")
+
+
+def _query_fabric(q, h, br):
+    done = h["fabric"] == "Completed"
+    q.kv(1, "Fabric")
+    q.kv(2, "State", h["fabric"] or "N/A")
+    q.kv(2, "Status", "Success" if done else "N/A")
+    if br < 550:
+        return
+    q.kv(2, "CliqueId", 0 if done else "N/A")
+    q.kv(2, "ClusterUUID", "00000000-0000-0000-0000-000000000000" if done else "N/A")
+    q.kv(2, "Health")
+    keys = ("Summary", "Bandwidth", "Route Recovery in progress", "Route Unhealthy",
+            "Access Timeout Recovery", "Incorrect Configuration") if br >= 590 else ("Bandwidth",)
+    for key in keys:
+        q.kv(3, key, "N/A")
+
+
 def _query_gpu(q, v, driver_version):
+    h, br = v["health"], models.branch(driver_version)
     q.kv(0, f"GPU {v['bus_id']}")
     for key, val in (("Product Name", v["name"]), ("Product Brand", v["brand"]),
                      ("Product Architecture", v["arch"]), ("Display Mode", "Disabled"),
@@ -184,8 +276,12 @@ def _query_gpu(q, v, driver_version):
                      ("Domain", "0x0000"), ("Device Id", "0x" + v["pci_device_id"]),
                      ("Bus Id", v["bus_id"]), ("Sub System Id", "0x" + v["pci_subsys_id"])):
         q.kv(2, key, val)
+    _query_link(q, h, br)
     q.kv(1, "Fan Speed", "N/A")
     q.kv(1, "Performance State", v["pstate"])
+    q.kv(1, "Clocks Event Reasons" if br >= 535 else "Clocks Throttle Reasons")
+    for key, label, level in REASON_KEYS:
+        q.kv(level, label, "Active" if key in h["throttle"] else "Not Active")
     q.kv(1, "FB Memory Usage")
     for key, val in (("Total", v["mem_total"]), ("Reserved", v["mem_reserved"]),
                      ("Used", v["mem_used"]), ("Free", v["mem_free"])):
@@ -202,6 +298,7 @@ def _query_gpu(q, v, driver_version):
     q.kv(1, "ECC Mode")
     q.kv(2, "Current", "Enabled")
     q.kv(2, "Pending", "Enabled")
+    _query_ecc(q, h, br)
     q.kv(1, "Temperature")
     q.kv(2, "GPU Current Temp", f"{v['temp']} C")
     q.kv(1, "GPU Power Readings")
@@ -210,6 +307,8 @@ def _query_gpu(q, v, driver_version):
     q.kv(1, "Clocks")
     q.kv(2, "Graphics", f"{v['clock_cur']} MHz")
     q.kv(2, "Memory", f"{v['clock_mem']} MHz")
+    if br >= 525:
+        _query_fabric(q, h, br)
     if not v["processes"]:
         q.kv(1, "Processes", "None")
     else:

@@ -6,7 +6,7 @@ modelled simply: idle values per model, higher while simulated processes run.
 
 import time
 
-from . import host, mig, models
+from . import health, host, mig, models
 
 
 def onoff(flag):
@@ -15,7 +15,16 @@ def onoff(flag):
     return "Enabled" if flag else "Disabled"
 
 
-def gpu_view(machine, state, index):
+def visible(machine, faults):
+    """The GPUs nvidia-smi lists: all but those the driver failed to initialise."""
+    return [i for i in range(machine["gpu_count"])
+            if not health.gpu_faults(faults, i).get("gpu_missing")]
+
+
+def gpu_view(machine, state, index, faults=None):
+    """GPU `index` of the machine; view["index"] is nvidia-smi's number for it."""
+    faults = host.load_faults() if faults is None else faults
+    shown = visible(machine, faults)
     info = models.model(machine["gpu_model"])
     gpu = state["gpus"][index]
     procs = host.gpu_processes(state, index)
@@ -23,7 +32,7 @@ def gpu_view(machine, state, index):
     mig_on = bool(gpu["mig_current"])
     bus = host.bus_id(machine, index)
     view = {
-        "index": index, "info": info, "name": info["name"], "brand": info["brand"],
+        "index": shown.index(index) if index in shown else index, "info": info, "name": info["name"], "brand": info["brand"],
         "arch": info["arch"], "uuid": host.gpu_uuid(machine, index),
         "serial": host.gpu_serial(machine, index), "bus_id": bus,
         "pci_bus": bus[9:11], "pci_device": bus[12:14], "pci_domain": "0000",
@@ -75,11 +84,15 @@ def gpu_view(machine, state, index):
     view["processes"] = [{
         "pid": p["pid"], "name": p["name"], "mem": p["mem"], "type": p.get("type", "C"),
         "gi": p.get("gi"), "ci": p.get("ci")} for p in procs]
+    view["health"] = health.gpu_health(machine, state, index, faults,
+                                       (state.get("driver") or {}).get("version", ""),
+                                       idle=view["pstate"] == "P8")
     return view
 
 
-def all_views(machine, state, indexes):
-    return [gpu_view(machine, state, i) for i in indexes]
+def all_views(machine, state, indexes, faults=None):
+    faults = host.load_faults() if faults is None else faults
+    return [gpu_view(machine, state, i, faults) for i in indexes]
 
 
 def timestamp():

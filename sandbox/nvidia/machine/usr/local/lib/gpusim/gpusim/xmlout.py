@@ -1,8 +1,13 @@
 """`nvidia-smi -q -x`: the XML log of the 550/570 era (DTD v12, tab indentation).
 
 Element names and their order follow real 535-590 outputs; a subset of the leaves is
-emitted (enough for every fact gpuhost reads, and then some).
+emitted (enough for every fact gpuhost reads, and then some). The health elements (ECC
+counters, retired pages, remapped rows, PCIe link, clock event reasons, fabric) change
+with the GPU generation and the driver branch: sandbox/README.md ("gpusim health
+fields") names the real output each layout follows.
 """
+
+from . import models
 
 NA = "N/A"
 
@@ -64,14 +69,111 @@ def _pct(value):
     return NA if value is None else f"{value} %"
 
 
+def _yes(flag):
+    return "Yes" if flag else "No"
+
+
+def _ecc_errors(h, br):
+    vol, agg = h["ecc_volatile_unc"], h["ecc_aggregate_unc"]
+    if h["ecc_layout"] == "bits":  # Kepler..Volta: per-unit single/double-bit blocks
+        def unit(total):
+            return [("device_memory", total), ("register_file", 0), ("l1_cache", 0),
+                    ("l2_cache", 0), ("texture_memory", 0), ("texture_shm", NA), ("cbu", NA),
+                    ("total", total)]
+        return [("volatile", [("single_bit", unit(0)), ("double_bit", unit(vol))]),
+                ("aggregate", [("single_bit", unit(0)), ("double_bit", unit(agg))])]
+    if h["ecc_layout"] == "sram_dram":
+        return [(kind, [("sram_correctable", 0), ("sram_uncorrectable", 0),
+                        ("dram_correctable", 0), ("dram_uncorrectable", n)])
+                for kind, n in (("volatile", vol), ("aggregate", agg))]
+    split = [(kind, [("sram_correctable", 0), ("sram_uncorrectable_parity", 0),
+                     ("sram_uncorrectable_secded", 0), ("dram_correctable", 0),
+                     ("dram_uncorrectable", n)]) for kind, n in (("volatile", vol), ("aggregate", agg))]
+    split[1][1].append(("sram_threshold_exceeded", "No"))
+    split.append(("aggregate_uncorrectable_sram_sources", [
+        (k, 0) for k in ("sram_l2", "sram_sm", "sram_microcontroller", "sram_pcie", "sram_other")]))
+    if br >= 590:
+        split += [("channel_repair_pending", "No"), ("tpc_repair_pending", "No"),
+                  ("unrepairable_memory", "No")]
+    return split
+
+
+def _page_list(count, base):
+    if not count:
+        return None  # an empty element on two lines, as real outputs print it
+    return [("retired_page", [("retired_page_address", f"0x{base + n:016x}")])
+            for n in range(count)]
+
+
+def _retired_pages(h):
+    r = h["retired"]
+    if r is None:  # GPUs that remap rows instead
+        return [("multiple_single_bit_retirement", [("retired_count", NA),
+                                                    ("retired_pagelist", NA)]),
+                ("double_bit_retirement", [("retired_count", NA), ("retired_pagelist", NA)]),
+                ("pending_blacklist", NA), ("pending_retirement", NA)]
+    return [("multiple_single_bit_retirement", [("retired_count", r["single_bit"]),
+                                                ("retired_pagelist", _page_list(0, 0))]),
+            ("double_bit_retirement", [("retired_count", r["double_bit"]),
+                                       ("retired_pagelist", _page_list(r["double_bit"],
+                                                                       0x2ce8a4))]),
+            ("pending_blacklist", _yes(r["pending"])), ("pending_retirement", _yes(r["pending"]))]
+
+
+def _remapped_rows(h):
+    r = h["remap"]
+    if r is None:
+        return NA
+    names = ("max", "high", "partial", "low", "none")
+    return [("remapped_row_corr", r["corr"]), ("remapped_row_unc", r["unc"]),
+            ("remapped_row_pending", _yes(r["pending"])),
+            ("remapped_row_failure", _yes(r["failure"])),
+            ("row_remapper_histogram", [(f"row_remapper_histogram_{n}", f"{c} bank(s)")
+                                        for n, c in zip(names, r["hist"], strict=True)])]
+
+
+def _fabric(h, br):
+    done = h["fabric"] == "Completed"
+    body = [("state", h["fabric"] or NA), ("status", "Success" if done else NA)]
+    if br >= 550:
+        body += [("cliqueId", 0 if done else NA),
+                 ("clusterUuid", "00000000-0000-0000-0000-000000000000" if done else NA)]
+        keys = ("summary", "bandwidth", "route_recovery_in_progress", "route_unhealthy",
+                "access_timeout_recovery", "incorrect_configuration") if br >= 590 else \
+            ("bandwidth",)
+        body.append(("health", [(k, NA) for k in keys]))
+    return ("fabric", body)
+
+
+def _link_info(h, br):
+    gen = [("max_link_gen", h["gen_max"]), ("current_link_gen", h["gen_current"])]
+    if br >= 525:
+        gen += [("device_current_link_gen", h["gen_current"]),
+                ("max_device_link_gen", h["gen_max"]), ("max_host_link_gen", h["gen_max"])]
+    return ("pci_gpu_link_info", [
+        ("pcie_gen", gen),
+        ("link_widths", [("max_link_width", f"{h['width_max']}x"),
+                         ("current_link_width", f"{h['width_current']}x")])])
+
+
+def _event_reasons(h, br):
+    word = "event" if br >= 535 else "throttle"
+    return (f"clocks_{word}_reasons", [
+        (f"clocks_{word}_reason_{r}", "Active" if r in h["throttle"] else "Not Active")
+        for r in REASONS])
+
+
+REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+           "hw_thermal_slowdown", "hw_power_brake_slowdown", "sync_boost",
+           "sw_thermal_slowdown", "display_clocks_setting")
+
+
 def _gpu(v, driver_version):
+    h, br = v["health"], models.branch(driver_version)
     na2 = lambda a, b: [(a, NA), (b, NA)]  # noqa: E731
     mig_devices = [_mig_device(d) for d in v["mig_devices"]] or ("None",)
     clocks = [("graphics_clock", f"{v['clock_cur']} MHz"), ("sm_clock", f"{v['clock_cur']} MHz"),
               ("mem_clock", f"{v['clock_mem']} MHz"), ("video_clock", f"{v['clock_cur']} MHz")]
-    reasons = ["gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
-               "hw_thermal_slowdown", "hw_power_brake_slowdown", "sync_boost",
-               "sw_thermal_slowdown", "display_clocks_setting"]
     power = [("power_state", v["pstate"]), ("power_draw", f"{v['power_draw']:.2f} W")] + [
         (k, f"{v['power_limit']:.2f} W") for k in
         ("current_power_limit", "requested_power_limit", "default_power_limit")] + [
@@ -104,18 +206,13 @@ def _gpu(v, driver_version):
             ("pci_bus", v["pci_bus"]), ("pci_device", v["pci_device"]),
             ("pci_domain", v["pci_domain"]), ("pci_device_id", v["pci_device_id"]),
             ("pci_bus_id", v["bus_id"]), ("pci_sub_system_id", v["pci_subsys_id"]),
-            ("pci_gpu_link_info", [
-                ("pcie_gen", [("max_link_gen", v["info"]["max_link_gen"])] + [
-                    (k, v["info"]["max_link_gen"]) for k in
-                    ("current_link_gen", "device_current_link_gen", "max_device_link_gen",
-                     "max_host_link_gen")]),
-                ("link_widths", [("max_link_width", "16x"), ("current_link_width", "16x")])]),
+            _link_info(h, br),
             ("pci_bridge_chip", na2("bridge_chip_type", "bridge_chip_fw")),
             ("replay_counter", 0), ("replay_rollover_counter", 0),
             ("tx_util", "0 KB/s"), ("rx_util", "0 KB/s"),
             ("atomic_caps_inbound", NA), ("atomic_caps_outbound", NA)]),
         ("fan_speed", NA), ("performance_state", v["pstate"]),
-        ("clocks_event_reasons", [(f"clocks_event_reason_{r}", "Not Active") for r in reasons]),
+        _event_reasons(h, br),
         ("fb_memory_usage", [("total", _mib(v["mem_total"])),
                              ("reserved", _mib(v["mem_reserved"])),
                              ("used", _mib(v["mem_used"])), ("free", _mib(v["mem_free"]))]),
@@ -132,6 +229,9 @@ def _gpu(v, driver_version):
         ("encoder_stats", [("session_count", 0), ("average_fps", 0), ("average_latency", 0)]),
         ("fbc_stats", [("session_count", 0), ("average_fps", 0), ("average_latency", 0)]),
         ("ecc_mode", [("current_ecc", "Enabled"), ("pending_ecc", "Enabled")]),
+        ("ecc_errors", _ecc_errors(h, br)),
+        ("retired_pages", _retired_pages(h)),
+        ("remapped_rows", _remapped_rows(h)),
         ("temperature", [("gpu_temp", f"{v['temp']} C"), ("gpu_temp_tlimit", NA),
                          ("gpu_temp_max_threshold", "92 C"), ("gpu_temp_slow_threshold", "89 C"),
                          ("gpu_temp_max_gpu_threshold", "85 C"),
@@ -144,7 +244,7 @@ def _gpu(v, driver_version):
                         ("mem_clock", f"{v['clock_mem']} MHz"),
                         ("video_clock", f"{v['clock_max']} MHz")]),
         ("clock_policy", na2("auto_boost", "auto_boost_default")),
-        ("fabric", [("state", NA), ("status", NA)]),
+    ] + ([_fabric(h, br)] if br >= 525 else []) + [
         ("processes", [_process(p) for p in v["processes"]] or None),
         ("accounted_processes", None),
         ("capabilities", [("egm", "disabled")]),
