@@ -80,7 +80,10 @@ def test_debian_needs_contrib_and_gets_it_in_gpuhost_own_file(local_runs, ssh):
 
 
 def test_local_toolkit_files_converge_and_the_second_run_changes_nothing(local_runs, ssh):
-    for name, (first, second) in local_runs.items():
+    for name, runs in local_runs.items():
+        if name == "no_contrib":  # the contrib test's own run
+            continue
+        first, second = runs
         assert first.returncode == 0, f"{name}:\n{first.stdout[-4000:]}\n{first.stderr[-3000:]}"
         assert second.returncode == 0, second.stdout[-3000:]
         assert totals(second.stdout + second.stderr)["changed"] == 0, (
