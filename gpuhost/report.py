@@ -137,16 +137,33 @@ def summary_line(document: Mapping[str, Any]) -> str:
 
 
 def finding_lines(document: Mapping[str, Any], colour: bool = False) -> list[str]:
-    """One line per health finding: host, severity, GPU and what to do."""
-    rows = [(h["name"], f) for h in document["hosts"] for f in h["health"]["findings"]]
-    if not rows:
+    """One line per critical or warning finding (host, severity, id, GPU, what to do), then
+    one line per info id: its host, or on how many hosts and one example."""
+    rows = [(h["name"], f) for h in document["hosts"] for f in h["health"]["findings"]
+            if f["severity"] != "info"]
+    infos: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for h in document["hosts"]:
+        for f in h["health"]["findings"]:
+            if f["severity"] == "info":
+                infos.setdefault(f["id"], []).append((h["name"], f))
+    if not rows and not infos:
         return []
-    width = max(len(name) for name, _ in rows)
+    width = max([len(name) for name, _ in rows] + [len(h["name"]) for h in document["hosts"]])
     lines = []
     for name, f in rows:
         tag = _paint(f["severity"].upper().ljust(8), SEVERITY_COLOUR[f["severity"]], colour)
         gpu = f"GPU {f['gpu']}: " if f["gpu"] else ""
         lines.append(f"  {name.ljust(width)}  {tag} [{f['id']}] {gpu}{f['message']}")
+    for ident, found in sorted(infos.items()):
+        tag = _paint("INFO".ljust(8), SEVERITY_COLOUR["info"], colour)
+        name, f = found[0]
+        gpu = f"GPU {f['gpu']}: " if f["gpu"] else ""
+        if len(found) == 1:
+            lines.append(f"  {name.ljust(width)}  {tag} [{ident}] {gpu}{f['message']}")
+        else:
+            hosts = len({n for n, _ in found})
+            lines.append(f"  {f'({hosts} hosts)'.ljust(width)}  {tag} [{ident}] e.g. {name}: "
+                         f"{gpu}{f['message']}")
     return lines
 
 

@@ -25,6 +25,7 @@ td.status{font-weight:600}ul{margin:4px 0 0 18px;padding:0}code{font-size:12px}
 .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
 td.health.healthy,.sev-info{color:#57606a}td.health.warning,.sev-warning{color:#9a6700}
 td.health.critical,.sev-critical{color:#cf222e;font-weight:600}td.health{font-weight:600}
+td:first-child{white-space:nowrap}summary{margin:8px 0;cursor:pointer}
 """
 BAR_COLOURS = {"match": "#2da44e", "other": "#d4a72c", "none": "#8c959f", "down": "#cf222e"}
 HEALTH_COLOURS = {"healthy": "#2da44e", "warning": "#d4a72c", "critical": "#cf222e",
@@ -198,18 +199,26 @@ def _health_legend() -> str:
 
 
 def _health_section(document: Mapping[str, Any]) -> str:
-    rows = []
+    rows: dict[bool, list[str]] = {True: [], False: []}  # info or not
     for host in document["hosts"]:
         for f in host["health"]["findings"]:
-            rows.append(f'<tr data-finding="{_e(f["id"])}"><td>{_e(host["name"])}</td>'
-                        f'<td class="sev-{_e(f["severity"])}">{_e(f["severity"])}</td>'
-                        f'<td><code>{_e(f["id"])}</code></td><td>{_e(f["gpu"])}</td>'
-                        f'<td>{_e(f["message"])}</td></tr>')
-    table = ('<table><thead><tr><th>host</th><th>severity</th><th>id</th><th>GPU</th>'
-             '<th>what is wrong, what to do</th></tr></thead><tbody>' + "".join(rows)
-             + "</tbody></table>") if rows else "<p>No health finding on any host.</p>"
+            rows[f["severity"] == "info"].append(
+                f'<tr data-finding="{_e(f["id"])}"><td>{_e(host["name"])}</td>'
+                f'<td class="sev-{_e(f["severity"])}">{_e(f["severity"])}</td>'
+                f'<td><code>{_e(f["id"])}</code></td><td>{_e(f["gpu"])}</td>'
+                f'<td>{_e(f["message"])}</td></tr>')
+
+    def table(body: list[str]) -> str:
+        return ('<table><thead><tr><th>host</th><th>severity</th><th>id</th><th>GPU</th>'
+                '<th>what is wrong, what to do</th></tr></thead><tbody>' + "".join(body)
+                + "</tbody></table>")
+
+    text = table(rows[False]) if rows[False] else "<p>No critical or warning finding.</p>"
+    if rows[True]:
+        text += (f'<details id="info-findings"><summary>{len(rows[True])} info finding(s)'
+                 f"</summary>{table(rows[True])}</details>")
     return (f'<section id="health"><h2>Health</h2>{health_chart(document)}{_health_legend()}'
-            f"{table}</section>")
+            f"{text}</section>")
 
 
 def _baseline_section(document: Mapping[str, Any]) -> str:

@@ -120,6 +120,11 @@ def test_table_health_column_and_findings(fleet):
                      r"fallen off the bus\)", text, re.M)
     assert text.rstrip().endswith("health: 2 healthy, 1 warning, 1 critical -> exit 4 "
                                   "(unhealthy hosts)")
+    # info findings: one line per id, not one per host
+    assert re.search(r"^  \(4 hosts\) +INFO +\[lifecycle-supported\] e\.g\. a-healthy: driver "
+                     r"580\.95\.05: R580 \(long-term support branch\) is supported until June "
+                     r"2028", text, re.M)
+    assert text.count("[lifecycle-supported]") == 1
     painted = report.render_table(fleet(), colour=True)
     assert "\033[31mCRITICAL: xid-79" in painted and "\033[33mwarning: pcie" in painted
 
@@ -132,6 +137,7 @@ def test_html_health_chart_and_findings(fleet):
     bars = re.findall(r'<g class="bar" data-finding="([^"]+)">', page)
     assert bars == ["lifecycle-supported", "pcie-width-degraded", "xid-79"]
     assert '<tr data-finding="xid-79"><td>c-critical</td><td class="sev-critical">' in page
+    assert '<details id="info-findings"><summary>4 info finding(s)</summary>' in page
     assert 'class="health critical">CRITICAL: xid-79</td>' in page
     widths = dict(re.findall(r'data-finding="([^"]+)">.*?<rect [^>]*width="(\d+)"',
                              report_html.health_chart(fleet())))
