@@ -180,7 +180,7 @@ def health_chart(document: Mapping[str, Any]) -> str:
         y = 52 + i * row_h
         width = max(2, round(bar_w * count / top))
         colour = HEALTH_COLOURS.get(worst.get(ident, "info"), "#8c959f")
-        parts.append(f'<g class="bar" data-finding="{_e(ident)}"><title>{_e(ident)}: {count} '
+        parts.append(f'<g class="finding" data-finding="{_e(ident)}"><title>{_e(ident)}: {count} '
                      f'host(s)</title><text x="{label_w - 8}" y="{y + 14}" text-anchor="end" '
                      f'font-size="12">{_e(ident)}</text><rect x="{label_w}" y="{y + 2}" '
                      f'width="{width}" height="{row_h - 6}" rx="2" fill="{colour}"/>'

@@ -134,7 +134,7 @@ def test_html_health_chart_and_findings(fleet):
     assert '<svg id="health-chart"' in page and "<script" not in page.lower()
     segments = dict(re.findall(r'data-health="(\w+)"><title>(\d+) host', page))
     assert segments == {"healthy": "2", "warning": "1", "critical": "1"}
-    bars = re.findall(r'<g class="bar" data-finding="([^"]+)">', page)
+    bars = re.findall(r'<g class="finding" data-finding="([^"]+)">', page)
     assert bars == ["lifecycle-supported", "pcie-width-degraded", "xid-79"]
     assert '<tr data-finding="xid-79"><td>c-critical</td><td class="sev-critical">' in page
     assert '<details id="info-findings"><summary>4 info finding(s)</summary>' in page
