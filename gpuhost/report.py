@@ -252,9 +252,23 @@ def render_table(document: Mapping[str, Any], colour: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+INDENTED_UP_TO = 1000  # hosts; larger documents are written one host per line
+
+
 def render_json(document: Mapping[str, Any]) -> str:
-    """The document as JSON (stable key order, newline-terminated)."""
-    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+    """The document as JSON (stable key order, newline-terminated). Up to INDENTED_UP_TO
+    hosts it is indented throughout; a larger one (a merged fleet) keeps the indented
+    head and writes each host compactly on its own line, ``"hosts"`` last: the same data,
+    several times faster to write (the json module's C encoder does not indent) and
+    smaller, and still one host per line for grep."""
+    hosts = document["hosts"]
+    if len(hosts) <= INDENTED_UP_TO:
+        return json.dumps(document, indent=2, sort_keys=True) + "\n"
+    head = json.dumps({k: v for k, v in document.items() if k != "hosts"}, indent=2,
+                      sort_keys=True)
+    lines = ",\n".join("    " + json.dumps(h, sort_keys=True, separators=(",", ":"))
+                       for h in hosts)
+    return head[:-2] + ',\n  "hosts": [\n' + lines + "\n  ]\n}\n"
 
 
 def render_html(document: Mapping[str, Any]) -> str:

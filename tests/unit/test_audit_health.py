@@ -262,3 +262,16 @@ def test_report_merge_command(fleet, host, tmp_path, capsys):
     assert cli.main(["report", "merge", str(one), "--baseline", str(bad)]) == 1
     err = capsys.readouterr().err
     assert f"--baseline {bad}: schema 'other'" in err
+
+
+def test_large_documents_are_written_one_host_per_line(fleet, monkeypatch):
+    document = fleet()
+    indented = report.render_json(document)
+    monkeypatch.setattr(report, "INDENTED_UP_TO", 3)  # 4 hosts: the large layout
+    compact = report.render_json(document)
+    assert json.loads(compact) == json.loads(indented) and len(compact) < len(indented)
+    lines = compact.splitlines()
+    start = lines.index('  "hosts": [')
+    assert [json.loads(line.strip().rstrip(","))["name"] for line in lines[start + 1:-2]] == [
+        "a-healthy", "b-warning", "c-critical", "d-drift"]
+    assert lines[-2:] == ["  ]", "}"] and errors(json.loads(compact)) == []
