@@ -167,7 +167,7 @@ def finding_lines(document: Mapping[str, Any], colour: bool = False) -> list[str
     return lines
 
 
-def _change_lines(change: Mapping[str, Any]) -> list[str]:
+def change_lines(change: Mapping[str, Any]) -> list[str]:
     lines = []
     for key, sign in (("status", "status"), ("health_status", "health")):
         if change[key]:
@@ -195,7 +195,7 @@ def baseline_lines(document: Mapping[str, Any]) -> list[str]:
     lines += [f"  + new host {name}" for name in base["hosts_new"]]
     lines += [f"  - host gone {name}" for name in base["hosts_gone"]]
     for change in base["hosts"]:
-        lines += [f"  {change['name']}:"] + _change_lines(change)
+        lines += [f"  {change['name']}:"] + change_lines(change)
     if len(lines) == 1:
         lines.append("  nothing changed")
     return lines

@@ -222,12 +222,19 @@ def _health_section(document: Mapping[str, Any]) -> str:
 
 
 def _baseline_section(document: Mapping[str, Any]) -> str:
-    lines = report.baseline_lines(document)
-    if not lines:
+    base = document.get("baseline")
+    if not base:
         return ""
-    items = "".join(f"<li><code>{_e(line.strip())}</code></li>" for line in lines[1:])
-    return (f'<section id="baseline"><h2>{_e(lines[0].rstrip(":"))}</h2><ul>{items}</ul>'
-            "</section>")
+    title = report.baseline_lines(document)[0].rstrip(":")
+    items = [f"<li>new host <b>{_e(name)}</b></li>" for name in base["hosts_new"]]
+    items += [f"<li>host gone <b>{_e(name)}</b></li>" for name in base["hosts_gone"]]
+    for change in base["hosts"]:
+        inner = "".join(f"<li><code>{_e(line.strip())}</code></li>"
+                        for line in report.change_lines(change))
+        items.append(f'<li data-host="{_e(change["name"])}"><b>{_e(change["name"])}</b>'
+                     f"<ul>{inner}</ul></li>")
+    body = f"<ul>{''.join(items)}</ul>" if items else "<p>Nothing changed.</p>"
+    return f'<section id="baseline"><h2>{_e(title)}</h2>{body}</section>'
 
 
 def _host_table(document: Mapping[str, Any]) -> str:

@@ -183,7 +183,10 @@ def test_baseline_shows_what_changed(fleet, host):
                  "    - drift resolved: driver 580.82.07, want 580.95.05",
                  "    + new Xid 79 (0000:07:00): x", "    status: drift -> ok"):
         assert line in text.splitlines(), line
-    assert '<section id="baseline">' in report.render_html(after)
+    page = report.render_html(after)
+    assert '<section id="baseline">' in page and "<li>new host <b>f-new</b></li>" in page
+    assert ('<li data-host="a-healthy"><b>a-healthy</b><ul><li><code>health: healthy -&gt; '
+            "critical</code></li>") in page
     assert baseline.compare(after, after)["hosts"] == []
 
 
