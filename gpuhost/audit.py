@@ -326,22 +326,12 @@ def masked(value: Any) -> Any:
     return value
 
 
-def health_entry(found: list[dict[str, Any]] | None) -> dict[str, Any]:
-    """A host's ``health`` block: its findings, their counts and its status (None: the host
-    produced no state, nothing was judged)."""
-    if found is None:
-        return {"status": None, "counts": {s: 0 for s in health.SEVERITIES}, "findings": []}
-    counts = Counter(f["severity"] for f in found)
-    return {"status": health.status(found),
-            "counts": {s: counts.get(s, 0) for s in health.SEVERITIES}, "findings": found}
-
-
 def host_entry(name: str, result: Mapping[str, Any] | HostError, desired: Mapping[str, Any],
                cuda: str | None = None, today: _dt.date | None = None) -> dict[str, Any]:
     """One host of the document; ``result`` is its GpuHostState or a HostError. ``today``
     is the date the driver branch lifecycle is judged on."""
     entry: dict[str, Any] = {"name": name, "status": "ok", "error": None, "desired": dict(desired),
-                             "observed": None, "drift": [], "health": health_entry(None),
+                             "observed": None, "drift": [], "health": health.block(None),
                              "cuda": None, "facts": None}
     if isinstance(result, HostError):
         entry.update(status=result.status, error=result.message)
@@ -350,29 +340,9 @@ def host_entry(name: str, result: Mapping[str, Any] | HostError, desired: Mappin
     found = health.findings(result, today=today,
                             module_signing_cert=desired.get("nvidia_module_signing_cert"))
     entry.update(status="drift" if drift else "ok", observed=observed(result), drift=drift,
-                 health=health_entry(found), cuda=cuda_answer(result, cuda) if cuda else None,
+                 health=health.block(found), cuda=cuda_answer(result, cuda) if cuda else None,
                  facts=masked(result))
     return entry
-
-
-def unhealthy(host: Mapping[str, Any], fail_on: str) -> bool:
-    """Whether ``host`` counts as unhealthy for the exit status (``fail_on`` in FAIL_ON)."""
-    status = host["health"]["status"]
-    if fail_on == "never" or status is None:
-        return False
-    return status == "critical" or (fail_on == "warning" and status == "warning")
-
-
-def health_summary(hosts: list[Mapping[str, Any]], fail_on: str) -> dict[str, Any]:
-    """Hosts per health status (``not_read``: failed or unreachable) and, per finding id, on
-    how many hosts it was found."""
-    statuses = Counter(h["health"]["status"] or "not_read" for h in hosts)
-    ids = Counter(i for h in hosts for i in {f["id"] for f in h["health"]["findings"]})
-    severities = Counter(f["severity"] for h in hosts for f in h["health"]["findings"])
-    return {**{s: statuses.get(s, 0) for s in (*health.HEALTH_STATUSES, "not_read")},
-            "fail_on": fail_on, "unhealthy": sum(unhealthy(h, fail_on) for h in hosts),
-            "findings": {s: severities.get(s, 0) for s in health.SEVERITIES},
-            "finding_ids": dict(sorted(ids.items()))}
 
 
 def summarise(hosts: list[Mapping[str, Any]], cuda: str | None,
@@ -393,7 +363,7 @@ def summarise(hosts: list[Mapping[str, Any]], cuda: str | None,
                 by_verdict[h["cuda"]["verdict"]].append(h["name"])
         summary["cuda"] = {"version": cuda, "driver_needed": policy.min_driver_for_cuda(cuda),
                            "hosts": by_verdict}
-    summary["health"] = health_summary(hosts, fail_on)
+    summary["health"] = health.fleet_summary(hosts, fail_on)
     summary["exit_code"] = (
         EXIT_UNREACHABLE if counts.get("failed") or counts.get("unreachable")
         else EXIT_UNHEALTHY if summary["health"]["unhealthy"]

@@ -15,6 +15,7 @@ PCI bus) gives no finding for what it lacks. Also used by the upgrade's health g
 from __future__ import annotations
 
 import datetime as _dt
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -266,3 +267,36 @@ def new_findings(before: Iterable[Mapping[str, Any]], after: Iterable[Mapping[st
     seen = {key(f) for f in before}
     wanted = set(severities)
     return [dict(f) for f in after if f["severity"] in wanted and key(f) not in seen]
+
+
+# --- the audit document's health blocks (gpuhost.audit) --------------------------------------
+
+def block(found: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """A host's ``health`` block: its findings, their counts and its status (None: the host
+    produced no state, nothing was judged)."""
+    if found is None:
+        return {"status": None, "counts": {s: 0 for s in SEVERITIES}, "findings": []}
+    counts = Counter(f["severity"] for f in found)
+    return {"status": status(found),
+            "counts": {s: counts.get(s, 0) for s in SEVERITIES}, "findings": found}
+
+
+def unhealthy(host: Mapping[str, Any], fail_on: str) -> bool:
+    """Whether an audit document's ``host`` counts as unhealthy for the exit status
+    (``fail_on``: critical, warning or never)."""
+    worst = host["health"]["status"]
+    if fail_on == "never" or worst is None:
+        return False
+    return worst == "critical" or (fail_on == "warning" and worst == "warning")
+
+
+def fleet_summary(hosts: list[Mapping[str, Any]], fail_on: str) -> dict[str, Any]:
+    """Hosts per health status (``not_read``: failed or unreachable) and, per finding id, on
+    how many hosts it was found."""
+    statuses = Counter(h["health"]["status"] or "not_read" for h in hosts)
+    ids = Counter(i for h in hosts for i in {f["id"] for f in h["health"]["findings"]})
+    severities = Counter(f["severity"] for h in hosts for f in h["health"]["findings"])
+    return {**{s: statuses.get(s, 0) for s in (*HEALTH_STATUSES, "not_read")},
+            "fail_on": fail_on, "unhealthy": sum(unhealthy(h, fail_on) for h in hosts),
+            "findings": {s: severities.get(s, 0) for s in SEVERITIES},
+            "finding_ids": dict(sorted(ids.items()))}
