@@ -2,19 +2,20 @@
 
     pyinfra -y INVENTORY deploys/audit.py [--data cuda=12.4]
 
-For the fleet report (table, JSON, HTML, exit status 0 ok / 2 drift / 3 failed or
-unreachable) use ``gpuhost audit INVENTORY [--json OUT] [--html OUT] [--cuda 12.4]``: it
-runs this file and builds the report from what every host wrote.
+For the fleet report (table, JSON, HTML, exit status 0 ok / 2 drift / 4 unhealthy / 3
+failed or unreachable) use ``gpuhost audit INVENTORY [--json OUT] [--html OUT] [--cuda 12.4]``:
+it runs this file and builds the report from what every host wrote.
 
 Every host runs ONE remote command (the script of ``facts.host.GpuHostState``, read with
 pyinfra's ``server.Command`` fact and processed by ``GpuHostState.process``, so output that
 cannot be parsed is reported with the parser's message), no other command and no upload.
 Then, as each host's facts arrive:
 
-* under pyinfra alone: its row is printed (and, with ``--data cuda=12.4``, its CUDA
-  answer); a host that drifts from its inventory settings (``nvidia_driver_version``,
-  ``container_toolkit_version``, ``nvidia_default_runtime``, ``mig_mode``, ``mig_layout``) or
-  whose output cannot be read gets one operation that fails on the controller
+* under pyinfra alone: its row and its health findings are printed (and, with ``--data
+  cuda=12.4``, its CUDA answer); a host that drifts from its inventory settings
+  (``nvidia_driver_version``, ``container_toolkit_version``, ``nvidia_default_runtime``,
+  ``mig_mode``, ``mig_layout``), has a critical health finding (docs/health.md) or whose
+  output cannot be read gets one operation that fails on the controller
   (``python.raise_exception``, no remote command) with the reason, so pyinfra's exit status
   is non-zero. Unreachable hosts fail as pyinfra fails them. ``--dry`` shows the failing
   operations without running them (exit 0). Invalid settings or options stop the run
@@ -81,6 +82,8 @@ def row_lines(entry: dict) -> list[str]:
              + "  ".join(f"{label} {cell}" for label, cell in zip(labels, cells[1:-1],
                                                                   strict=True))]
     lines += [f"    {item['message']}" for item in entry["drift"]]
+    lines += [f"    {f['severity']} [{f['id']}]{' GPU ' + f['gpu'] if f['gpu'] else ''}: "
+              f"{f['message']}" for f in entry["health"]["findings"]]
     if entry["error"]:
         lines.append(f"    {entry['error']}")
     if entry["cuda"]:
@@ -110,11 +113,14 @@ def audit_host() -> None:
     result = state if error is None else audit.HostError("failed", error)
     entry = audit.host_entry(host.name, result, desired, cuda)
     print("\n".join(row_lines(entry)), flush=True)
-    if entry["status"] != "ok":
-        reasons = [item["message"] for item in entry["drift"]] or [entry["error"]]
+    critical = [f"{f['id']}: {f['message']}" for f in entry["health"]["findings"]
+                if f["severity"] == "critical"]
+    if entry["status"] != "ok" or critical:
+        status = entry["status"] if entry["status"] != "ok" else "unhealthy"
+        reasons = [item["message"] for item in entry["drift"]] + critical or [entry["error"]]
         python.raise_exception(
-            AuditProblem, f"{host.name} {entry['status']}: " + "; ".join(reasons),
-            name=f"gpuhost audit: {entry['status']} (see `gpuhost audit` for the fleet report)")
+            AuditProblem, f"{host.name} {status}: " + "; ".join(reasons),
+            name=f"gpuhost audit: {status} (see `gpuhost audit` for the fleet report)")
 
 
 audit_host()

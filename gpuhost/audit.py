@@ -1,13 +1,19 @@
-"""The fleet audit as data: drift against the desired settings, CUDA answers, the document.
+"""The fleet audit as data: drift against the desired settings, health findings, CUDA
+answers, the document.
 
-Pure (no pyinfra, no I/O). ``deploys/audit.py`` gathers one ``facts.host.GpuHostState`` per
-host and hands {host name: state or ``HostError``} plus each host's inventory data to
-``build()``; ``gpuhost.report`` renders the resulting document (schema ``gpuhost.audit/1``,
-docs/audit-schema.md) as a terminal table, JSON or HTML.
+Pure (no pyinfra; the only I/O is reading a module signing certificate named in the
+inventory). ``deploys/audit.py`` gathers one ``facts.host.GpuHostState`` per host and hands
+{host name: state or ``HostError``} plus each host's inventory data to ``build()``;
+``gpuhost.report`` renders the resulting document (schema ``gpuhost.audit/2``,
+docs/audit-schema.md) as a terminal table, JSON or HTML. Drift (is the stack as wanted) and
+health (``gpuhost.health``: is the host sound, will it survive its next boot, is its driver
+branch supported) are kept apart per host.
 
-Exit codes of an audit run (``exit_code()``): 0 every host matches, 2 at least one host
-drifts, 3 at least one host failed or was unreachable (3 wins over 2). 1 is left to pyinfra
-and to usage errors (invalid ``--data`` or settings), which stop the run before any host.
+Exit codes of an audit run (``exit_code()``): 0 every host matches and is healthy, 2 at
+least one host drifts, 4 at least one host is unhealthy (a finding at or above the
+``fail_on`` severity, critical by default), 3 at least one host failed or was unreachable.
+3 wins over 4, 4 over 2. 1 is left to pyinfra and to usage errors (invalid ``--data`` or
+settings), which stop the run before any host.
 """
 
 from __future__ import annotations
@@ -18,14 +24,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuhost import policy, settings
+from gpuhost import health, policy, settings
 
-SCHEMA = "gpuhost.audit/1"
-EXIT_OK, EXIT_USAGE, EXIT_DRIFT, EXIT_UNREACHABLE = 0, 1, 2, 3
+SCHEMA = "gpuhost.audit/2"
+SCHEMAS_READ = ("gpuhost.audit/1", SCHEMA)  # what --baseline accepts
+EXIT_OK, EXIT_USAGE, EXIT_DRIFT, EXIT_UNREACHABLE, EXIT_UNHEALTHY = 0, 1, 2, 3, 4
+EXIT_MEANING = {EXIT_OK: "all hosts as wanted, none unhealthy", EXIT_DRIFT: "drift",
+                EXIT_UNHEALTHY: "unhealthy hosts", EXIT_UNREACHABLE: "hosts failed or unreachable"}
+FAIL_ON = ("critical", "warning", "never")  # which health findings make the exit status 4
 
-# The settings the audit compares; every other inventory key is ignored here.
+# The settings the audit compares (the signing certificate: for the Secure Boot finding);
+# every other inventory key is ignored here.
 AUDITED = ("nvidia_driver_version", "container_toolkit_version", "nvidia_default_runtime",
-           "mig_mode", "mig_layout")
+           "mig_mode", "mig_layout", "nvidia_module_signing_cert")
 STATUSES = ("ok", "drift", "failed", "unreachable")
 VERDICTS = ("native", "forward-compat", "minor-version-compat", "no", "unknown")
 
@@ -316,20 +327,26 @@ def masked(value: Any) -> Any:
 
 
 def host_entry(name: str, result: Mapping[str, Any] | HostError, desired: Mapping[str, Any],
-               cuda: str | None = None) -> dict[str, Any]:
-    """One host of the document; ``result`` is its GpuHostState or a HostError."""
+               cuda: str | None = None, today: _dt.date | None = None) -> dict[str, Any]:
+    """One host of the document; ``result`` is its GpuHostState or a HostError. ``today``
+    is the date the driver branch lifecycle is judged on."""
     entry: dict[str, Any] = {"name": name, "status": "ok", "error": None, "desired": dict(desired),
-                             "observed": None, "drift": [], "cuda": None, "facts": None}
+                             "observed": None, "drift": [], "health": health.block(None),
+                             "cuda": None, "facts": None}
     if isinstance(result, HostError):
         entry.update(status=result.status, error=result.message)
         return entry
     drift = host_drift(result, desired)
+    found = health.findings(result, today=today,
+                            module_signing_cert=desired.get("nvidia_module_signing_cert"))
     entry.update(status="drift" if drift else "ok", observed=observed(result), drift=drift,
-                 cuda=cuda_answer(result, cuda) if cuda else None, facts=masked(result))
+                 health=health.block(found), cuda=cuda_answer(result, cuda) if cuda else None,
+                 facts=masked(result))
     return entry
 
 
-def summarise(hosts: list[Mapping[str, Any]], cuda: str | None) -> dict[str, Any]:
+def summarise(hosts: list[Mapping[str, Any]], cuda: str | None,
+              fail_on: str = "critical") -> dict[str, Any]:
     counts = Counter(h["status"] for h in hosts)
     drift_items = Counter(item["item"] for h in hosts for item in h["drift"])
     summary: dict[str, Any] = {"hosts": len(hosts), **{s: counts.get(s, 0) for s in STATUSES},
@@ -346,26 +363,47 @@ def summarise(hosts: list[Mapping[str, Any]], cuda: str | None) -> dict[str, Any
                 by_verdict[h["cuda"]["verdict"]].append(h["name"])
         summary["cuda"] = {"version": cuda, "driver_needed": policy.min_driver_for_cuda(cuda),
                            "hosts": by_verdict}
-    summary["exit_code"] = (EXIT_UNREACHABLE if counts.get("failed") or counts.get("unreachable")
-                            else EXIT_DRIFT if counts.get("drift") else EXIT_OK)
+    summary["health"] = health.fleet_summary(hosts, fail_on)
+    summary["exit_code"] = (
+        EXIT_UNREACHABLE if counts.get("failed") or counts.get("unreachable")
+        else EXIT_UNHEALTHY if summary["health"]["unhealthy"]
+        else EXIT_DRIFT if counts.get("drift") else EXIT_OK)
     return summary
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def build(results: Mapping[str, Mapping[str, Any] | HostError],
           desired: Mapping[str, Mapping[str, Any]], cuda: str | None = None,
-          generated_at: str | None = None) -> dict[str, Any]:
-    """The audit document (schema ``gpuhost.audit/1``) of a fleet; hosts sorted by name.
+          generated_at: str | None = None, fail_on: str = "critical") -> dict[str, Any]:
+    """The audit document (schema ``gpuhost.audit/2``) of a fleet; hosts sorted by name.
 
     + results: host name -> GpuHostState (the fact's value) or HostError
     + desired: host name -> ``desired_settings()`` of that host
     + cuda: a CUDA version from ``parse_cuda()`` to answer for every host, or None
+    + generated_at: the document's time (default now); its date judges driver lifecycles
+    + fail_on: which health findings make a host unhealthy for the exit status (FAIL_ON)
     """
-    hosts = [host_entry(name, results[name], desired[name], cuda) for name in sorted(results)]
-    stamp = generated_at or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"schema": SCHEMA, "generated_at": stamp, "cuda": cuda,
-            "summary": summarise(hosts, cuda), "hosts": hosts}
+    if fail_on not in FAIL_ON:
+        raise AuditError(f"fail_on {fail_on!r}: want one of {', '.join(FAIL_ON)}")
+    stamp = generated_at or now()
+    today = _dt.date.fromisoformat(stamp[:10])
+    hosts = [host_entry(name, results[name], desired[name], cuda, today)
+             for name in sorted(results)]
+    return document(hosts, cuda, stamp, fail_on)
+
+
+def document(hosts: list[dict[str, Any]], cuda: str | None, generated_at: str,
+             fail_on: str = "critical", shards: list[dict[str, Any]] | None = None,
+             ) -> dict[str, Any]:
+    """The document around already built host entries (``build`` and ``gpuhost.merge``)."""
+    return {"schema": SCHEMA, "generated_at": generated_at, "cuda": cuda,
+            "summary": summarise(hosts, cuda, fail_on), "hosts": hosts, "baseline": None,
+            "shards": shards}
 
 
 def exit_code(document: Mapping[str, Any]) -> int:
-    """0 ok, 2 drift, 3 failed or unreachable hosts (see the module docstring)."""
+    """0 ok, 2 drift, 4 unhealthy, 3 failed or unreachable hosts (the module docstring)."""
     return int(document["summary"]["exit_code"])

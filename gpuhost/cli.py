@@ -1,9 +1,12 @@
 """gpuhost's front door: one command per job.
 
     gpuhost audit INVENTORY [--json OUT] [--html OUT] [--cuda X.Y] [--limit PATTERN]...
-                            [--data KEY=VALUE]...
+                            [--data KEY=VALUE]... [--baseline PREVIOUS.json]
+                            [--fail-on-health critical|warning|never]
     gpuhost upgrade INVENTORY [--canary N] [--batch N|P%] [--limit PATTERN]...
                               [--data KEY=VALUE]... [--report PATH]
+    gpuhost report merge SHARD.json... [--json OUT] [--html OUT] [--baseline PREVIOUS.json]
+                                       [--fail-on-health critical|warning|never]
 
 (``python -m gpuhost.cli ...`` before ``make setup`` installed the console script.)
 
@@ -13,9 +16,10 @@ data), the ``--json`` results of a deploy run, and JSON files the deploys write 
 controller when ``--data`` asks them to. No pyinfra import here: ``gpuhost/`` stays the pure
 core, and pyinfra's human output is passed through untouched, never parsed.
 
-Exit statuses: ``gpuhost audit`` 0 every host matches, 2 drift, 3 failed or unreachable
-hosts, 1 unusable input or pyinfra error; ``gpuhost upgrade`` 0 done, 1 a batch failed,
-2 refused or unusable input, 130 interrupted.
+Exit statuses: ``gpuhost audit`` and ``gpuhost report merge`` 0 every host healthy and as
+wanted, 2 drift, 4 unhealthy (a critical health finding), 3 failed or unreachable hosts (3
+wins over 4, 4 over 2), 1 unusable input or pyinfra error; ``gpuhost upgrade`` 0 done, 1 a
+batch failed, 2 refused or unusable input, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -149,21 +153,38 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="pyinfra command (default: this Python's `-m pyinfra`)")
 
 
+AUDIT_EXIT = ("Exit 0 every host healthy and as wanted, 2 drift, 4 unhealthy (a health finding "
+              "at or above --fail-on-health, critical by default), 3 failed or unreachable "
+              "hosts (3 wins over 4, 4 over 2), 1 unusable input.")
+
+
+def _report_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", dest="json_out", default=None, metavar="OUT",
+                        help="write the report as JSON (docs/audit-schema.md)")
+    parser.add_argument("--html", dest="html_out", default=None, metavar="OUT",
+                        help="write the report as a self-contained HTML page")
+    parser.add_argument("--baseline", default=None, metavar="PREVIOUS.json",
+                        help="show what changed since that audit's JSON (gpuhost.audit/1 or /2): "
+                             "hosts new and gone, new and resolved drift and findings, new Xids")
+    parser.add_argument("--fail-on-health", default="critical",
+                        choices=("critical", "warning", "never"),
+                        help="which health findings make the exit status 4 (default critical; "
+                             "never: health does not change the exit status)")
+
+
 def parser() -> argparse.ArgumentParser:
     main_parser = argparse.ArgumentParser(
         prog="gpuhost", description="Audit GPU hosts and upgrade their NVIDIA driver with "
                                     "pyinfra (provisioning: pyinfra INVENTORY deploys/gpu_host.py)")
     commands = main_parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     audit = commands.add_parser(
-        "audit", help="read-only fleet report; exit 0 ok, 2 drift, 3 failed/unreachable",
-        description="Read every host's GPU stack (one remote command per host), compare it "
-                    "with the inventory, print the table, write JSON/HTML. Exit 0 every host "
-                    "matches, 2 drift, 3 failed or unreachable hosts, 1 unusable input.")
+        "audit", help="read-only fleet report; exit 0 ok, 2 drift, 4 unhealthy, "
+                      "3 failed/unreachable",
+        description="Read every host's GPU stack and health (one remote command per host), "
+                    "compare it with the inventory, judge its health (docs/health.md), print "
+                    "the table, write JSON/HTML. " + AUDIT_EXIT)
     _common(audit)
-    audit.add_argument("--json", dest="json_out", default=None, metavar="OUT",
-                       help="write the report as JSON (docs/audit-schema.md)")
-    audit.add_argument("--html", dest="html_out", default=None, metavar="OUT",
-                       help="write the report as a self-contained HTML page")
+    _report_options(audit)
     audit.add_argument("--cuda", default=None, metavar="X.Y",
                        help="also answer which hosts can run images built for this CUDA version")
     upgrade = commands.add_parser(
@@ -181,6 +202,19 @@ def parser() -> argparse.ArgumentParser:
     upgrade.add_argument("--report", default=None, metavar="PATH",
                          help="JSON report (default ./gpuhost-upgrade-<UTC time>.json); events "
                               "go to PATH with .events.jsonl")
+    report = commands.add_parser(
+        "report", help="work with audit reports: merge the shards of several controllers",
+        description="Work with the JSON of `gpuhost audit --json` (docs/audit-schema.md).")
+    jobs = report.add_subparsers(dest="report_command", required=True, metavar="JOB")
+    merge = jobs.add_parser(
+        "merge", help="one report and one exit status from several shards' JSON",
+        description="Merge the JSON reports of audits run over parts of a fleet (e.g. one "
+                    "controller per inventory group, `gpuhost audit INVENTORY --limit GROUP "
+                    "--json SHARD.json`) into one report: the table on stdout, --json/--html "
+                    "files. A host in two shards is an error. " + AUDIT_EXIT)
+    merge.add_argument("shards", nargs="+", metavar="SHARD.json",
+                       help="gpuhost.audit/2 documents, one per shard")
+    _report_options(merge)
     return main_parser
 
 
@@ -190,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         from gpuhost import cli_audit
 
         return cli_audit.run(args)
+    if args.command == "report":
+        from gpuhost import cli_audit
+
+        return cli_audit.merge(args)
     from gpuhost import cli_upgrade
 
     return cli_upgrade.run(args)

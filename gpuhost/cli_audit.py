@@ -6,8 +6,12 @@
    it reaches writes ``DIR/<id>.json`` (its ``facts.host.GpuHostState``, one remote command,
    or why it could not be read; only its name if the run stopped before); a host with no
    file was never reached
-3. ``gpuhost.audit.build`` -> table on stdout, ``--json`` / ``--html`` files, exit status
-   ``gpuhost.audit.exit_code`` (0 ok, 2 drift, 3 failed or unreachable; 1 unusable input)
+3. ``gpuhost.audit.build`` -> (``--baseline``: ``gpuhost.baseline.compare``) -> table on
+   stdout, ``--json`` / ``--html`` files, exit status ``gpuhost.audit.exit_code`` (0 ok,
+   2 drift, 4 unhealthy, 3 failed or unreachable; 1 unusable input)
+
+``gpuhost report merge SHARD.json...`` (``merge()``) reads shards' documents instead of
+running pyinfra, then does step 3 the same way (``gpuhost.merge``).
 
 pyinfra's own output (connection errors included) goes to stderr, untouched.
 """
@@ -15,13 +19,17 @@ pyinfra's own output (connection errors included) goes to stderr, untouched.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpuhost import audit, report
+from gpuhost import audit, baseline, report
+from gpuhost import merge as merging
 from gpuhost.cli import (
     CliError,
     data_args,
@@ -95,6 +103,75 @@ def host_results(hosts: list[dict], records: dict[str, dict[str, Any]],
     return results
 
 
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Python's cyclic GC off while millions of (acyclic) JSON objects are built: reading
+    10,000 host records takes a third of the time (bench/merge.py)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def read_document(path: str, option: str) -> dict[str, Any]:
+    """A JSON report from disk; CliError naming the file when it cannot be read."""
+    try:
+        with no_gc():
+            return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise CliError(f"{option} {path}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise CliError(f"{option} {path}: not JSON ({error})") from None
+
+
+def read_baseline(path: str | None) -> dict[str, Any] | None:
+    if not path:
+        return None
+    previous = read_document(path, "--baseline")
+    try:
+        baseline.check(previous, f"--baseline {path}")
+    except audit.AuditError as error:
+        raise CliError(str(error)) from None
+    return previous
+
+
+def finish(document: dict[str, Any], args: argparse.Namespace,
+           previous: dict[str, Any] | None) -> int:
+    """Baseline, files, table, exit status: the common end of audit and merge."""
+    json_out = _output_path(args.json_out, "--json")
+    html_out = _output_path(args.html_out, "--html")
+    if previous is not None:
+        document["baseline"] = baseline.compare(previous, document)
+    for path, text in ((json_out, report.render_json), (html_out, report.render_html)):
+        if path:
+            path.write_text(text(document), encoding="utf-8")
+    out = sys.stdout
+    out.write("\n" + report.render_table(document, colour=report.use_colour(out)))
+    for path in (json_out, html_out):
+        if path:
+            out.write(f"report written to {path}\n")
+    out.flush()
+    return audit.exit_code(document)
+
+
+def merge(args: argparse.Namespace) -> int:
+    """``gpuhost report merge SHARD.json... [--json OUT] [--html OUT] [--baseline PREV]``."""
+    try:
+        _output_path(args.json_out, "--json")
+        _output_path(args.html_out, "--html")
+        previous = read_baseline(args.baseline)
+        shards = [(path, read_document(path, "shard")) for path in args.shards]
+        with no_gc():
+            document = merging.merge(shards, fail_on=args.fail_on_health)
+    except (CliError, merging.MergeError) as error:
+        print(f"gpuhost report merge: {error}", file=sys.stderr)
+        return audit.EXIT_USAGE
+    return finish(document, args, previous)
+
+
 def run(args: argparse.Namespace) -> int:
     err = sys.stderr
     try:
@@ -102,8 +179,9 @@ def run(args: argparse.Namespace) -> int:
             cuda = audit.parse_cuda(args.cuda)
         except audit.AuditError as error:  # its hint names pyinfra's --data cuda=...
             raise CliError(str(error).split(". Pass it as")[0]) from None
-        json_out = _output_path(args.json_out, "--json")
-        html_out = _output_path(args.html_out, "--html")
+        _output_path(args.json_out, "--json")
+        _output_path(args.html_out, "--html")
+        previous = read_baseline(args.baseline)
         pyinfra = pyinfra_command(args.pyinfra)
         inventory = inventory_path(args.inventory)
         extra = data_args(args.data)
@@ -118,14 +196,6 @@ def run(args: argparse.Namespace) -> int:
         run_pyinfra([*pyinfra, "-y", inventory, DEPLOY, *limit_args(args.limit),
                      "--data", f"{DIR_KEY}={directory}", *extra], out=err)
         records = read_results(Path(directory))
-    document = audit.build(host_results(hosts, records), desired, cuda=cuda)
-    for path, text in ((json_out, report.render_json), (html_out, report.render_html)):
-        if path:
-            path.write_text(text(document), encoding="utf-8")
-    out = sys.stdout
-    out.write("\n" + report.render_table(document, colour=report.use_colour(out)))
-    for path in (json_out, html_out):
-        if path:
-            out.write(f"report written to {path}\n")
-    out.flush()
-    return audit.exit_code(document)
+    document = audit.build(host_results(hosts, records), desired, cuda=cuda,
+                           fail_on=args.fail_on_health)
+    return finish(document, args, previous)

@@ -1,5 +1,5 @@
 """The audit report in three forms of one document (``gpuhost.audit.build``): a terminal
-table, JSON (schema ``gpuhost.audit/1``, docs/audit-schema.md) and a self-contained HTML page
+table, JSON (schema ``gpuhost.audit/2``, docs/audit-schema.md) and a self-contained HTML page
 (``gpuhost.report_html``). Pure: the caller decides where the text goes."""
 
 from __future__ import annotations
@@ -10,10 +10,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from gpuhost import audit
+
 _ANSI = {"green": "32", "yellow": "33", "red": "31", "bold": "1", "dim": "2"}
 STATUS_COLOUR = {"ok": "green", "drift": "yellow", "failed": "red", "unreachable": "red"}
+HEALTH_COLOUR = {"healthy": "green", "warning": "yellow", "critical": "red", None: "red"}
+SEVERITY_COLOUR = {"critical": "red", "warning": "yellow", "info": "dim"}
 COLUMNS = ("HOST", "OS", "KERNEL", "DRIVER loaded/pkg", "STATE", "CUDA<=", "GPUS", "MIG",
-           "TOOLKIT", "RUNTIME nv/default", "STATUS")
+           "TOOLKIT", "RUNTIME nv/default", "HEALTH", "STATUS")
+HEALTH_COLUMN = COLUMNS.index("HEALTH")
 
 
 def use_colour(stream: Any) -> bool:
@@ -95,22 +100,105 @@ def status_label(host: Mapping[str, Any]) -> str:
     return host["status"]
 
 
+def health_label(host: Mapping[str, Any]) -> str:
+    """'ok', 'warning: lifecycle-eol' or 'CRITICAL: xid-79,gpu-missing' (the ids of the worst
+    severity, three at most); '?' when nothing was read."""
+    block = host["health"]
+    if block["status"] is None:
+        return "?"
+    if block["status"] == "healthy":
+        return "ok"
+    ids = list(dict.fromkeys(f["id"] for f in block["findings"]
+                             if f["severity"] == block["status"]))
+    shown = ",".join(ids[:3]) + (f",+{len(ids) - 3}" if len(ids) > 3 else "")
+    return f"{'CRITICAL' if block['status'] == 'critical' else 'warning'}: {shown}"
+
+
 def row(host: Mapping[str, Any]) -> list[str]:
     """The table cells of one host (plain text)."""
     obs = host["observed"]
     if obs is None:
-        return [host["name"]] + ["?"] * (len(COLUMNS) - 2) + [status_label(host)]
+        return ([host["name"]] + ["?"] * (len(COLUMNS) - 3) + [health_label(host),
+                                                               status_label(host)])
     return [host["name"], os_label(obs), _dash(obs["kernel_release"]), driver_label(obs),
             obs["driver"]["state"], _dash(obs["driver"]["newest_cuda"]), gpus_label(obs),
-            mig_label(obs), toolkit_label(obs), runtime_label(obs), status_label(host)]
+            mig_label(obs), toolkit_label(obs), runtime_label(obs), health_label(host),
+            status_label(host)]
 
 
 def summary_line(document: Mapping[str, Any]) -> str:
     s = document["summary"]
     parts = [f"{s[k]} {k}" for k in ("ok", "drift", "failed", "unreachable")]
-    meaning = {0: "all hosts match", 2: "drift", 3: "hosts failed or unreachable"}
-    return (f"{s['hosts']} hosts: {', '.join(parts)} -> exit {s['exit_code']} "
-            f"({meaning.get(s['exit_code'], '?')})")
+    h = s["health"]
+    health = [f"{h[k]} {k}" for k in ("healthy", "warning", "critical")]
+    meaning = audit.EXIT_MEANING.get(s["exit_code"], "?")
+    return (f"{s['hosts']} hosts: {', '.join(parts)}; health: {', '.join(health)} "
+            f"-> exit {s['exit_code']} ({meaning})")
+
+
+def finding_lines(document: Mapping[str, Any], colour: bool = False) -> list[str]:
+    """One line per critical or warning finding (host, severity, id, GPU, what to do), then
+    one line per info id: its host, or on how many hosts and one example."""
+    rows = [(h["name"], f) for h in document["hosts"] for f in h["health"]["findings"]
+            if f["severity"] != "info"]
+    infos: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for h in document["hosts"]:
+        for f in h["health"]["findings"]:
+            if f["severity"] == "info":
+                infos.setdefault(f["id"], []).append((h["name"], f))
+    if not rows and not infos:
+        return []
+    width = max([len(name) for name, _ in rows] + [len(h["name"]) for h in document["hosts"]])
+    lines = []
+    for name, f in rows:
+        tag = _paint(f["severity"].upper().ljust(8), SEVERITY_COLOUR[f["severity"]], colour)
+        gpu = f"GPU {f['gpu']}: " if f["gpu"] else ""
+        lines.append(f"  {name.ljust(width)}  {tag} [{f['id']}] {gpu}{f['message']}")
+    for ident, found in sorted(infos.items()):
+        tag = _paint("INFO".ljust(8), SEVERITY_COLOUR["info"], colour)
+        name, f = found[0]
+        gpu = f"GPU {f['gpu']}: " if f["gpu"] else ""
+        if len(found) == 1:
+            lines.append(f"  {name.ljust(width)}  {tag} [{ident}] {gpu}{f['message']}")
+        else:
+            hosts = len({n for n, _ in found})
+            lines.append(f"  {f'({hosts} hosts)'.ljust(width)}  {tag} [{ident}] e.g. {name}: "
+                         f"{gpu}{f['message']}")
+    return lines
+
+
+def change_lines(change: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for key, sign in (("status", "status"), ("health_status", "health")):
+        if change[key]:
+            lines.append(f"    {sign}: {change[key]['was']} -> {change[key]['now']}")
+    lines += [f"    + drift: {i['message']}" for i in change["drift_new"]]
+    lines += [f"    - drift resolved: {i['message']}" for i in change["drift_resolved"]]
+    lines += [f"    + {f['severity']} [{f['id']}] {f['message']}" for f in change["findings_new"]]
+    lines += [f"    - resolved [{f['id']}]{' GPU ' + f['gpu'] if f['gpu'] else ''}"
+              for f in change["findings_resolved"]]
+    for event in change["xids_new"]:
+        kind = "SXid" if "sxid" in event else "Xid"
+        number = event.get("sxid", event.get("xid"))
+        lines.append(f"    + new {kind} {number} ({event.get('pci_bus_id')}): {event.get('text')}")
+    return lines
+
+
+def baseline_lines(document: Mapping[str, Any]) -> list[str]:
+    """What changed since the ``--baseline`` audit (none without one)."""
+    base = document.get("baseline")
+    if not base:
+        return []
+    lines = [f"Since {base['generated_at']} ({base['schema']}"
+             + ("" if base["health_compared"] else ": it has no health, so health and Xids "
+                                                   "are not compared") + "):"]
+    lines += [f"  + new host {name}" for name in base["hosts_new"]]
+    lines += [f"  - host gone {name}" for name in base["hosts_gone"]]
+    for change in base["hosts"]:
+        lines += [f"  {change['name']}:"] + change_lines(change)
+    if len(lines) == 1:
+        lines.append("  nothing changed")
+    return lines
 
 
 def render_table(document: Mapping[str, Any], colour: bool = False) -> str:
@@ -127,6 +215,8 @@ def render_table(document: Mapping[str, Any], colour: bool = False) -> str:
                 text = _paint(text, "bold", colour)
             elif i == len(cells) - 1:
                 text = _paint(text, STATUS_COLOUR[hosts[index - 1]["status"]], colour)
+            elif i == HEALTH_COLUMN:
+                text = _paint(text, HEALTH_COLOUR[hosts[index - 1]["health"]["status"]], colour)
             painted.append(text)
         lines.append("  ".join(painted).rstrip())
     problems = [(h, item["message"]) for h in hosts for item in h["drift"]]
@@ -137,6 +227,12 @@ def render_table(document: Mapping[str, Any], colour: bool = False) -> str:
         for h, message in problems:
             tag = _paint(h["status"].ljust(11), STATUS_COLOUR[h["status"]], colour)
             lines.append(f"  {h['name'].ljust(width)}  {tag} {message}")
+    health = finding_lines(document, colour)
+    if health:
+        lines += ["", _paint("Health:", "bold", colour)] + health
+    changes = baseline_lines(document)
+    if changes:
+        lines += ["", _paint(changes[0], "bold", colour)] + changes[1:]
     cuda = document["summary"].get("cuda")
     if cuda:
         lines += ["", _paint(f"CUDA {cuda['version']} (native needs driver >= "
@@ -151,14 +247,28 @@ def render_table(document: Mapping[str, Any], colour: bool = False) -> str:
         if not_answered:
             lines.append(f"  {'not audited':<21} {', '.join(not_answered)}")
     colour_of = STATUS_COLOUR["ok"] if document["summary"]["exit_code"] == 0 else (
-        "yellow" if document["summary"]["exit_code"] == 2 else "red")
+        "yellow" if document["summary"]["exit_code"] == audit.EXIT_DRIFT else "red")
     lines += ["", _paint(summary_line(document), colour_of, colour)]
     return "\n".join(lines) + "\n"
 
 
+INDENTED_UP_TO = 1000  # hosts; larger documents are written one host per line
+
+
 def render_json(document: Mapping[str, Any]) -> str:
-    """The document as JSON (stable key order, newline-terminated)."""
-    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+    """The document as JSON (stable key order, newline-terminated). Up to INDENTED_UP_TO
+    hosts it is indented throughout; a larger one (a merged fleet) keeps the indented
+    head and writes each host compactly on its own line, ``"hosts"`` last: the same data,
+    several times faster to write (the json module's C encoder does not indent) and
+    smaller, and still one host per line for grep."""
+    hosts = document["hosts"]
+    if len(hosts) <= INDENTED_UP_TO:
+        return json.dumps(document, indent=2, sort_keys=True) + "\n"
+    head = json.dumps({k: v for k, v in document.items() if k != "hosts"}, indent=2,
+                      sort_keys=True)
+    lines = ",\n".join("    " + json.dumps(h, sort_keys=True, separators=(",", ":"))
+                       for h in hosts)
+    return head[:-2] + ',\n  "hosts": [\n' + lines + "\n  ]\n}\n"
 
 
 def render_html(document: Mapping[str, Any]) -> str:

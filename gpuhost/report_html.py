@@ -1,6 +1,7 @@
-"""The audit report as one self-contained HTML page: inline CSS, an inline SVG bar chart of
-the driver versions across the fleet, the drift summary and a per-host table. No script, no
-external resource: the file opens the same from a mail attachment or an air-gapped host."""
+"""The audit report as one self-contained HTML page: inline CSS, inline SVG charts (the
+fleet's health, the driver versions), the health findings, the drift summary, what changed
+since a baseline audit and a per-host table. No script, no external resource: the file opens
+the same from a mail attachment or an air-gapped host."""
 
 from __future__ import annotations
 
@@ -22,8 +23,16 @@ th{background:#f3f5f8}tr.ok td.status{color:#1a7f37}tr.drift td.status{color:#9a
 tr.failed td.status,tr.unreachable td.status{color:#cf222e}
 td.status{font-weight:600}ul{margin:4px 0 0 18px;padding:0}code{font-size:12px}
 .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
+td.health.healthy,.sev-info{color:#57606a}td.health.warning,.sev-warning{color:#9a6700}
+td.health.critical,.sev-critical{color:#cf222e;font-weight:600}td.health{font-weight:600}
+td:first-child{white-space:nowrap}summary{margin:8px 0;cursor:pointer}
 """
 BAR_COLOURS = {"match": "#2da44e", "other": "#d4a72c", "none": "#8c959f", "down": "#cf222e"}
+HEALTH_COLOURS = {"healthy": "#2da44e", "warning": "#d4a72c", "critical": "#cf222e",
+                  "not_read": "#8c959f"}
+_SEVERITY = {"critical": 0, "warning": 1, "info": 2}
+HEALTH_LABELS = {"healthy": "healthy", "warning": "warning", "critical": "critical",
+                 "not_read": "not read (failed / unreachable)"}
 
 
 def _e(value: Any) -> str:
@@ -135,12 +144,107 @@ def _cuda_section(document: Mapping[str, Any]) -> str:
             "<th>why</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>")
 
 
+def health_chart(document: Mapping[str, Any]) -> str:
+    """Inline SVG: the fleet's hosts as one stacked bar by health status (healthy, warning,
+    critical, not read), then one bar per finding id with the number of hosts that have it."""
+    summary = document["summary"]["health"]
+    total = max(len(document["hosts"]), 1)
+    ids = sorted(summary["finding_ids"].items(), key=lambda kv: (-kv[1], kv[0]))[:12]
+    label_w, bar_w, row_h = 190, 420, 22
+    height = 64 + row_h * len(ids) + 24
+    parts = [f'<svg id="health-chart" xmlns="http://www.w3.org/2000/svg" role="img" '
+             f'width="{label_w + bar_w + 60}" height="{height}" '
+             f'viewBox="0 0 {label_w + bar_w + 60} {height}" aria-labelledby="health-title">',
+             '<title id="health-title">Health of the fleet: hosts by status and by finding'
+             '</title>']
+    x = label_w
+    for status in ("healthy", "warning", "critical", "not_read"):
+        count = summary[status]
+        if not count:
+            continue
+        width = max(2, round(bar_w * count / total))
+        parts.append(f'<g class="segment" data-health="{status}"><title>{count} host(s) '
+                     f'{_e(HEALTH_LABELS[status])}</title><rect x="{x}" y="8" width="{width}" '
+                     f'height="26" fill="{HEALTH_COLOURS[status]}"/>'
+                     f'<text x="{x + 4}" y="26" font-size="12" fill="#fff">{count}</text></g>')
+        x += width
+    parts.append(f'<text x="{label_w - 8}" y="26" text-anchor="end" font-size="12">'
+                 f'hosts ({len(document["hosts"])})</text>')
+    worst: dict[str, str] = {}  # colour of a finding id: its worst severity
+    for host in document["hosts"]:
+        for f in host["health"]["findings"]:
+            if f["id"] not in worst or _SEVERITY[f["severity"]] < _SEVERITY[worst[f["id"]]]:
+                worst[f["id"]] = f["severity"]
+    top = max([count for _, count in ids] + [1])
+    for i, (ident, count) in enumerate(ids):
+        y = 52 + i * row_h
+        width = max(2, round(bar_w * count / top))
+        colour = HEALTH_COLOURS.get(worst.get(ident, "info"), "#8c959f")
+        parts.append(f'<g class="finding" data-finding="{_e(ident)}"><title>{_e(ident)}: {count} '
+                     f'host(s)</title><text x="{label_w - 8}" y="{y + 14}" text-anchor="end" '
+                     f'font-size="12">{_e(ident)}</text><rect x="{label_w}" y="{y + 2}" '
+                     f'width="{width}" height="{row_h - 6}" rx="2" fill="{colour}"/>'
+                     f'<text x="{label_w + width + 6}" y="{y + 14}" font-size="12">{count}</text>'
+                     "</g>")
+    parts.append(f'<text x="{label_w}" y="{height - 6}" font-size="11" fill="#57606a">'
+                 "hosts per health status; hosts per finding id (the 12 most frequent)</text>"
+                 "</svg>")
+    return "".join(parts)
+
+
+def _health_legend() -> str:
+    return '<p class="legend">' + "".join(
+        f'<span style="background:{HEALTH_COLOURS[k]}"></span>{_e(v)}'
+        for k, v in HEALTH_LABELS.items()) + "</p>"
+
+
+def _health_section(document: Mapping[str, Any]) -> str:
+    rows: dict[bool, list[str]] = {True: [], False: []}  # info or not
+    for host in document["hosts"]:
+        for f in host["health"]["findings"]:
+            rows[f["severity"] == "info"].append(
+                f'<tr data-finding="{_e(f["id"])}"><td>{_e(host["name"])}</td>'
+                f'<td class="sev-{_e(f["severity"])}">{_e(f["severity"])}</td>'
+                f'<td><code>{_e(f["id"])}</code></td><td>{_e(f["gpu"])}</td>'
+                f'<td>{_e(f["message"])}</td></tr>')
+
+    def table(body: list[str]) -> str:
+        return ('<table><thead><tr><th>host</th><th>severity</th><th>id</th><th>GPU</th>'
+                '<th>what is wrong, what to do</th></tr></thead><tbody>' + "".join(body)
+                + "</tbody></table>")
+
+    text = table(rows[False]) if rows[False] else "<p>No critical or warning finding.</p>"
+    if rows[True]:
+        text += (f'<details id="info-findings"><summary>{len(rows[True])} info finding(s)'
+                 f"</summary>{table(rows[True])}</details>")
+    return (f'<section id="health"><h2>Health</h2>{health_chart(document)}{_health_legend()}'
+            f"{text}</section>")
+
+
+def _baseline_section(document: Mapping[str, Any]) -> str:
+    base = document.get("baseline")
+    if not base:
+        return ""
+    title = report.baseline_lines(document)[0].rstrip(":")
+    items = [f"<li>new host <b>{_e(name)}</b></li>" for name in base["hosts_new"]]
+    items += [f"<li>host gone <b>{_e(name)}</b></li>" for name in base["hosts_gone"]]
+    for change in base["hosts"]:
+        inner = "".join(f"<li><code>{_e(line.strip())}</code></li>"
+                        for line in report.change_lines(change))
+        items.append(f'<li data-host="{_e(change["name"])}"><b>{_e(change["name"])}</b>'
+                     f"<ul>{inner}</ul></li>")
+    body = f"<ul>{''.join(items)}</ul>" if items else "<p>Nothing changed.</p>"
+    return f'<section id="baseline"><h2>{_e(title)}</h2>{body}</section>'
+
+
 def _host_table(document: Mapping[str, Any]) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in report.COLUMNS)
     rows = []
     for host in document["hosts"]:
         cells = report.row(host)
-        tds = "".join(f"<td>{_e(c)}</td>" for c in cells[:-1])
+        health = host["health"]["status"] or "not_read"
+        tds = "".join(f'<td class="health {health}">{_e(c)}</td>' if i == report.HEALTH_COLUMN
+                      else f"<td>{_e(c)}</td>" for i, c in enumerate(cells[:-1]))
         rows.append(f'<tr class="{_e(host["status"])}" data-host="{_e(host["name"])}">{tds}'
                     f'<td class="status">{_e(cells[-1])}</td></tr>')
     return (f'<section id="hosts"><h2>Hosts</h2><table><thead><tr>{head}</tr></thead><tbody>'
@@ -151,6 +255,8 @@ def render(document: Mapping[str, Any]) -> str:
     summary = document["summary"]
     cards = "".join(f'<div class="card {k}"><b>{summary[k]}</b>{k}</div>'
                     for k in ("hosts", "ok", "drift", "failed", "unreachable"))
+    cards += "".join(f'<div class="card health-{k}"><b>{summary["health"][k]}</b>{k}</div>'
+                     for k in ("healthy", "warning", "critical"))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -158,8 +264,9 @@ def render(document: Mapping[str, Any]) -> str:
         f"<body><h1>gpuhost fleet audit</h1><p class=\"meta\">{_e(document['generated_at'])} "
         f"&middot; schema {_e(document['schema'])} &middot; "
         f"<span id=\"summary-line\">{_e(report.summary_line(document))}</span></p>"
-        f'<div class="cards">{cards}</div>'
+        f'<div class="cards">{cards}</div>{_health_section(document)}'
         f'<section id="drivers"><h2>Driver versions</h2>{driver_chart(document)}{_legend()}'
-        f"</section>{_drift_section(document)}{_cuda_section(document)}{_host_table(document)}"
+        f"</section>{_drift_section(document)}{_baseline_section(document)}"
+        f"{_cuda_section(document)}{_host_table(document)}"
         "</body></html>\n"
     )

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from pyinfra import host
@@ -22,6 +21,7 @@ from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.operations import files, server
 
 from facts.kernel import KernelHeaders
+from gpuhost.boot import cert_der, enrolled, fingerprint, next_boot_module
 from roles.common import GpuhostError, fail_command, host_settings, host_state
 from roles.files import config_file
 
@@ -29,22 +29,6 @@ KEY_DIR = "/etc/gpuhost/mok"
 KEY_PATH = f"{KEY_DIR}/gpuhost-module-signing.key"
 CERT_PATH = f"{KEY_DIR}/gpuhost-module-signing.der"
 DKMS_SIGNING_CONF = "/etc/dkms/framework.conf.d/gpuhost-module-signing.conf"
-
-
-def cert_der(data: bytes) -> bytes:
-    """The DER bytes of a PEM or DER certificate."""
-    if b"-----BEGIN CERTIFICATE-----" in data:
-        import base64
-
-        body = data.split(b"-----BEGIN CERTIFICATE-----", 1)[1].split(b"-----END", 1)[0]
-        return base64.b64decode(b"".join(body.split()))
-    return data
-
-
-def fingerprint(der: bytes) -> str:
-    """SHA1 fingerprint as ``mokutil --list-enrolled`` prints it (lower case here)."""
-    digest = hashlib.sha1(der).hexdigest()  # noqa: S324 - what mokutil shows, not security
-    return ":".join(digest[i:i + 2] for i in range(0, len(digest), 2))
 
 
 def secure_boot_problem(kernel: dict, key: str | None, cert: str | None) -> str | None:
@@ -63,7 +47,7 @@ def secure_boot_problem(kernel: dict, key: str | None, cert: str | None) -> str 
     except OSError as error:
         return f"cannot read the module signing key or certificate: {error}"
     fp = fingerprint(der)
-    if fp not in (kernel.get("mok_enrolled") or []):
+    if not enrolled(kernel, fp):
         return (f"Secure Boot is enabled and the certificate {cert} (SHA1 {fp}) is not enrolled "
                 "on this host (mokutil --list-enrolled): enrol it (mokutil --import, confirmed "
                 "at the console on the next boot) before running gpuhost; nothing was changed")
@@ -118,22 +102,22 @@ def module_for_next_boot(version: str):
     + version: the driver version the host must load after the reboot
     """
     kernel = host.get_fact(KernelHeaders)
-    nxt = kernel["next_boot"]
-    release = nxt["kernel_release"]
-    if version in nxt["nvidia_module"]:
+    answer = next_boot_module(kernel, version)
+    release = answer["release"]
+    if answer["case"] == "installed":
         host.noop(f"DKMS has nvidia {version} installed for kernel {release} (next boot)")
         return
-    if nxt["differs"] and nxt["headers_installed"]:
+    if answer["case"] == "buildable":
         yield StringCommand(
             "dkms install -m nvidia -v", QuoteString(version), "-k", QuoteString(release),
             "|| {", fail_command(
                 f"DKMS could not build nvidia {version} for kernel {release}, which the next "
                 "boot starts; see its make.log under /var/lib/dkms/nvidia; not rebooting"), "; }")
         return
-    if nxt["differs"] and not nxt["headers_installed"]:
+    if answer["case"] == "no_headers":
         yield fail_command(
             f"the next boot starts kernel {release} (not the running {kernel['kernel_release']}), "
-            f"which has no headers ({', '.join(nxt['headers_packages_missing']) or 'none found'} "
+            f"which has no headers ({', '.join(answer['missing_headers']) or 'none found'} "
             "not installable), so the NVIDIA module cannot be built for it: not rebooting. "
             "Make the running kernel the default boot entry or add the repository with those "
             "headers, then run again")

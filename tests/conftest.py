@@ -9,7 +9,7 @@ hand-written section outputs, and what the audit makes of them (factories as fix
     items        items(state, **settings) -> {drift item: entry} against desired(**settings)
     lgi_table    lgi_table([(gpu, profile name, profile id), ...]) -> `nvidia-smi mig -lgi`
     smi_xml      smi_xml([(product, current MIG, pending MIG), ...], driver) -> `nvidia-smi -q -x`
-    audit_fleet  audit_fleet(cuda="12.4") -> a gpuhost.audit/1 document with every kind of
+    audit_fleet  audit_fleet(cuda="12.4") -> a gpuhost.audit/2 document with every kind of
                  host (ok, reboot pending, MIG drift, no driver, failed, unreachable, L4 on 535)
 
 The sandbox fleet fixtures (fleet, pyinfra, ssh, ...) are in the root conftest.py.

@@ -6,12 +6,14 @@
   with its chart and every host.
 * the sandbox fleet (marker ``integration``): one host wants another driver, one inventory
   entry points at 127.77.9.9 where nothing listens; exit status 3 and the report names both.
+  The sandbox hosts have no fault: no health finding but the driver branch's lifecycle.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,6 +114,11 @@ def test_fake_hosts_one_command_each_no_operation(tmp_path):
     assert "XML is malformed" in status["@fake/broken"]["error"]
     assert document["cuda"] == "12.4"
     assert "@fake/broken  failed" in proc.stdout and "-> exit 3" in proc.stdout
+    assert document["schema"] == "gpuhost.audit/2"
+    assert status["@fake/broken"]["health"]["status"] is None  # nothing read, nothing judged
+    # R570: its lifecycle finding is the only one (the fake host has no health fields)
+    assert [f["id"] for f in status["@fake/ok"]["health"]["findings"]] in (
+        ["lifecycle-eol"], ["lifecycle-eol", "xid-log-unreadable"])
 
 
 def test_invalid_options_stop_before_any_host(tmp_path):
@@ -186,8 +193,15 @@ def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
                      pyinfra=f"{PYTHON} {counter} {record} --")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     document = json.loads(out.read_text())
+    assert document["schema"] == "gpuhost.audit/2"
     status = {h["name"]: h for h in document["hosts"]}
     assert status["gpu-down"]["status"] == "unreachable" and DEAD in status["gpu-down"]["error"]
+    assert status["gpu-down"]["health"]["status"] is None
+    for h in fleet["hosts"]:  # no fault in the sandbox: at most the driver branch's lifecycle
+        found = status[h["name"]]["health"]["findings"]
+        assert [f for f in found if not f["id"].startswith("lifecycle-")] == [], h["name"]
+        assert status[h["name"]]["health"]["status"] in ("healthy", "warning"), h["name"]
+    assert re.search(r"^HOST .* HEALTH +STATUS$", proc.stdout, re.M)
     assert status[drift_host]["status"] == "drift"
     assert any(i["item"] == "driver" and i["want"] == "525.60.13"
                for i in status[drift_host]["drift"])
@@ -202,6 +216,7 @@ def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
     for name in [h["name"] for h in fleet["hosts"]] + ["gpu-down"]:
         assert f'data-host="{name}"' in dom, name
     assert 'data-version="unreachable"' in dom
+    assert '<svg id="health-chart"' in dom and 'data-health="not_read"' in dom
     for h in fleet["hosts"]:  # every sandbox host has real facts in the report
         assert status[h["name"]]["observed"]["os"]["distro_tag"] is not None, h["name"]
 

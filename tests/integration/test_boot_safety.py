@@ -127,3 +127,38 @@ def test_a_next_kernel_without_headers_is_never_booted(fleet, ssh, pyinfra, sand
     assert f"the next boot starts kernel {boot.next_kernel(h)}" in out and "not rebooting" in out
     assert sandbox_tools.boots(h["name"]) == boots
     assert ssh(h["name"], "uname -r").stdout.strip() == h["kernel_release"]
+
+
+def test_the_audit_names_the_hosts_that_would_not_survive_their_next_boot(fleet, sandbox_tools,
+                                                                          tmp_path):
+    """After the tests above (they run in file order on this module's fleet): the host whose
+    DKMS build failed silently and the Debian host whose next kernel has no headers have the
+    driver packages but no module for the kernel that boots next. `gpuhost audit` (one
+    command per host, over SSH) says so as a critical finding on exactly those hosts."""
+    import json
+    import os
+    import subprocess
+
+    failed = _host(fleet, "dkms-build-fails")["name"]
+    no_headers = next(h["name"] for h in fleet["hosts"] if h["os"] == "debian12"
+                      and "next-kernel" in h.get("traits", []))
+    out = tmp_path / "audit.json"
+    done = subprocess.run(
+        [str(sandbox_tools.root / ".venv/bin/python"), "-m", "gpuhost.cli", "audit",
+         "inventories/sandbox.py", "--json", str(out)], cwd=sandbox_tools.root, text=True,
+        capture_output=True, timeout=900, env={**os.environ, "NO_COLOR": "1",
+                                               "PYINFRA_PROGRESS": "off"})
+    assert done.returncode == 4, done.stdout + done.stderr[-3000:]  # unhealthy wins over drift
+    hosts = {h["name"]: h for h in json.loads(out.read_text())["hosts"]}
+    for name, says in ((failed, "rebuild it (dkms install -m nvidia -v"),
+                       (no_headers, "that kernel has no headers")):
+        found = [f for f in hosts[name]["health"]["findings"]
+                 if f["id"] == "next-boot-module-missing"]
+        assert len(found) == 1 and found[0]["severity"] == "critical", hosts[name]["health"]
+        assert says in found[0]["message"], found[0]["message"]
+    for name, entry in hosts.items():
+        if name not in (failed, no_headers):  # the converged host and the untouched one
+            assert "next-boot-module-missing" not in [f["id"] for f in
+                                                      entry["health"]["findings"]], name
+    assert re.search(rf"^{re.escape(failed)} .* CRITICAL: next-boot-module-missing", done.stdout,
+                     re.M)

@@ -142,7 +142,7 @@ def test_document_statuses_summary_and_exit_codes(make_state, desired):
     results = {"gpu-01": make_state(), "gpu-02": make_state(driver="550.163.01")}
     wants = {name: desired() for name in results}
     doc = audit.build(results, wants, cuda="12.4", generated_at="2026-01-01T00:00:00Z")
-    assert doc["schema"] == "gpuhost.audit/1"
+    assert doc["schema"] == "gpuhost.audit/2"
     assert [h["status"] for h in doc["hosts"]] == ["ok", "drift"]
     assert doc["summary"]["drift_items"] == {"driver": 1}
     assert doc["summary"]["driver_versions"] == {"550.163.01": 1, "570.172.08": 1}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -389,3 +390,57 @@ def test_pyinfra_entry_point_fails_the_hosts_that_drift(fake_fleet):
     assert rows["@fake/broken"].startswith("@fake/broken: FAILED ")
     assert "want 550.163.01" in done.stdout and "XML is malformed" in done.stdout
     assert "AuditProblem" in done.stderr  # the failing operation on the controller
+
+
+# --- health: exit 4, --fail-on-health, --baseline ------------------------------------------------
+
+# DKMS built the NVIDIA module 550 only, the packages are 570: the next boot has no 570 module
+UNBOOTABLE = sections_output(dpkg=(0, "nvidia-open\t570.172.08-1\tii \n"), proc_version=(0, MODULE),
+                             dkms=(0, "nvidia/550.163.01, 6.1.0-56-amd64, x86_64: installed"))
+STATE_UNBOOTABLE = GpuHostState().process(UNBOOTABLE.splitlines())
+
+
+def test_audit_unhealthy_exit_4_and_fail_on_health(monkeypatch, tmp_path, capsys):
+    records = [{"host": "a", "state": STATE_OK}, {"host": "b", "state": STATE_UNBOOTABLE}]
+    use_fake(monkeypatch, two_hosts(), records)
+    out = tmp_path / "r.json"
+    assert audit(tmp_path, "--json", str(out)) == 4
+    text = capsys.readouterr().out
+    assert re.search(r"^b .* CRITICAL: next-boot-module-missing +ok$", text, re.M)
+    assert "-> exit 4 (unhealthy hosts)" in text
+    document = json.loads(out.read_text())
+    assert document["summary"]["health"]["unhealthy"] == 1
+    use_fake(monkeypatch, two_hosts(), records)
+    assert audit(tmp_path, "--fail-on-health", "never") == 0
+    use_fake(monkeypatch, two_hosts(), records[:1] + [{"host": "b", "state": STATE_OK}])
+    assert audit(tmp_path) == 0  # R570's end-of-life warning does not fail the audit ...
+    use_fake(monkeypatch, two_hosts(), records[:1] + [{"host": "b", "state": STATE_OK}])
+    assert audit(tmp_path, "--fail-on-health", "warning") == 4  # ... unless asked to
+
+
+def test_audit_baseline_from_an_older_audit(monkeypatch, tmp_path, capsys):
+    previous = tmp_path / "before.json"
+    use_fake(monkeypatch, two_hosts(), [{"host": "a", "state": STATE_OK}])
+    assert audit(tmp_path, "--json", str(previous)) == 3  # b unreachable then
+    capsys.readouterr()
+    use_fake(monkeypatch, two_hosts(), [{"host": "a", "state": STATE_OK},
+                                        {"host": "b", "state": STATE_UNBOOTABLE}])
+    assert audit(tmp_path, "--baseline", str(previous)) == 4
+    text = capsys.readouterr().out
+    assert "Since " in text and "    status: unreachable -> ok" in text
+    assert audit(tmp_path, "--baseline", str(tmp_path / "none.json")) == 1
+    assert "--baseline" in capsys.readouterr().err
+
+
+def test_pyinfra_entry_point_fails_unhealthy_hosts(tmp_path):
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text(textwrap.dedent(f"""\
+        hosts = [("@fake/unbootable", {{"fake_delay": 0, "fake_delay_jitter": 0,
+                                        "fake_responses": {{"_gh()": {UNBOOTABLE!r}}}}})]
+    """))
+    done = subprocess.run([PYTHON, "-m", "pyinfra", "-y", str(inventory), "deploys/audit.py"],
+                          cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "@fake/unbootable: OK " in done.stdout  # as wanted (nothing set), but unhealthy:
+    assert "critical [next-boot-module-missing]" in done.stdout
+    assert "AuditProblem" in done.stderr and "unhealthy" in done.stderr

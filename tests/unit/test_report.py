@@ -31,14 +31,14 @@ def test_schema_itself_is_valid_json_schema():
 def test_json_output_matches_the_schema(cuda, audit_fleet):
     document = json.loads(report.render_json(audit_fleet(cuda)))
     assert schema_errors(document) == []
-    assert document["schema"] == "gpuhost.audit/1"
+    assert document["schema"] == "gpuhost.audit/2"
     assert [h["status"] for h in document["hosts"]] == [
         "ok", "drift", "drift", "drift", "failed", "unreachable", "drift"]
     assert document["hosts"][1]["drift"][0]["item"] == "reboot_pending"
 
 
 @pytest.mark.parametrize(("mutate", "expected"), [
-    (lambda d: d.update(schema="gpuhost.audit/2"), ("$.schema", "const")),
+    (lambda d: d.update(schema="gpuhost.audit/1"), ("$.schema", "const")),
     (lambda d: d["hosts"][0].update(status="fine"), ("$.hosts[0].status", "enum")),
     (lambda d: d["hosts"][0].update(drift=[{"item": "driver"}]), ("$.hosts[0].drift[0]", "required")),
     (lambda d: d["hosts"][0].update(status="unreachable"), ("$.hosts[0].error", "type")),
@@ -65,7 +65,13 @@ def test_table_shows_every_host_the_problems_and_a_summary(audit_fleet):
     assert re.search(r"^  forward-compat\s+gpu-<07>$", text, re.M)  # L4: data-center GPU
     assert re.search(r"^  native\s+gpu-01, gpu-02, gpu-03$", text, re.M)
     assert text.rstrip().endswith(
-        "7 hosts: 1 ok, 4 drift, 1 failed, 1 unreachable -> exit 3 (hosts failed or unreachable)")
+        "7 hosts: 1 ok, 4 drift, 1 failed, 1 unreachable; health: 1 healthy, 4 warning, "
+        "0 critical -> exit 3 (hosts failed or unreachable)")
+    # the health column: the lifecycle warning of R570/R550/R535 (2026-11-22), ? unread
+    assert re.search(r"^gpu-01 .* warning: lifecycle-eol  ok$", text, re.M)
+    assert re.search(r"^gpu-04 .* ok +drift: driver$", text, re.M)  # no driver: no lifecycle
+    assert re.search(r"^gpu-06 .* \? +unreachable$", text, re.M)
+    assert "R535 (long-term support branch) reached end of life in June 2026" in text
 
 
 def test_colour_only_on_a_terminal(monkeypatch, audit_fleet):
@@ -109,4 +115,8 @@ def test_chart_bar_lengths_follow_the_host_counts(audit_fleet):
 def test_a_fleet_without_problems(make_state, desired):
     document = audit.build({"a": make_state()}, {"a": desired()}, generated_at="2026-01-01T00:00:00Z")
     assert "Every host matches its settings" in report.render_html(document)
-    assert report.render_table(document).rstrip().endswith("-> exit 0 (all hosts match)")
+    table = report.render_table(document)
+    # on 2026-01-01 R570 ends within 90 days (February 2026): a warning, not an unhealthy host
+    assert table.rstrip().endswith(
+        "health: 0 healthy, 1 warning, 0 critical -> exit 0 (all hosts as wanted, none unhealthy)")
+    assert "R570 (production branch) reaches end of life in February 2026 (31 days" in table
