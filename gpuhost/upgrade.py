@@ -59,6 +59,41 @@ def _before(state: dict[str, Any], probe: dict[str, Any], services: list[str]) -
     }
 
 
+def critical_findings(state: dict[str, Any], module_signing_cert: str | None = None,
+                      ) -> list[dict[str, Any]]:
+    """The host's critical health findings (``gpuhost.health``), kept small for the marker:
+    the upgrade's health gate fails a host that has one afterwards that it did not have
+    before."""
+    from gpuhost import health
+
+    return [{"id": f["id"], "gpu": f["gpu"], "message": f["message"]}
+            for f in health.findings(state, module_signing_cert=module_signing_cert)
+            if f["severity"] == "critical"]
+
+
+def health_gate(before: list[dict[str, Any]] | None, state: dict[str, Any],
+                module_signing_cert: str | None = None) -> tuple[bool, str]:
+    """``(passed, one line)``: the upgraded host has no critical finding it did not have
+    before the upgrade (``before``: ``critical_findings`` then; None: a resume point written
+    by a gpuhost without the gate, nothing to compare with)."""
+    from gpuhost import health
+
+    now = critical_findings(state, module_signing_cert)
+    if before is None:
+        return True, (f"no health recorded before the upgrade (resume point of an older "
+                      f"gpuhost): {len(now)} critical finding(s) now, not gated")
+    new = health.new_findings([{**f, "severity": "critical"} for f in before],
+                              [{**f, "severity": "critical"} for f in now], ("critical",))
+    if new:
+        listed = "; ".join(f"{f['id']}{' on ' + f['gpu'] if f['gpu'] else ''}: {f['message']}"
+                           for f in new)
+        return False, (f"health gate: {len(new)} new critical finding(s) after the upgrade: "
+                       f"{listed}. The rollout stops here: look at this host (gpuhost audit) "
+                       "before going on; a rerun resumes it once the finding is gone")
+    return True, (f"health gate passed: no new critical finding ({len(now)} critical, "
+                  f"{len(before)} before the upgrade)")
+
+
 def pin_matches(tag: str, target: str, flavor: str, probe: dict[str, Any]) -> bool:
     """The branch lock already points at the target (apt pin file / dnf module stream)."""
     if packages.family(tag) == "debian":
@@ -118,6 +153,8 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     action = "none" if at_target else "resume" if marker else "upgrade"
     before = dict(marker["before"]) if marker and isinstance(marker.get("before"), dict) \
         else _before(state, probe, services)
+    if not marker:  # the health gate's reference: what was already wrong before (issue 15)
+        before["critical"] = critical_findings(state, config.get("nvidia_module_signing_cert"))
     busy = [f"{_gpu_label(gpu)} pid {proc.get('pid')} {proc.get('name') or ''}".rstrip()
             for gpu in state["gpus"] for proc in gpu.get("processes") or []]
     busy += [f"container {container['name']}" for container in probe["containers"]]

@@ -73,6 +73,8 @@ def _make_state(driver: str | None = "570.172.08", packages: str | None = None,
     sections.update({name: {"rc": 3, "out": ""} for name in ("proc_version", "daemon_json")})
     sections["os_release"] = {"rc": 0, "out": os_release}
     sections["kernel"] = {"rc": 0, "out": "6.1.0-56-amd64\nx86_64"}
+    # this boot's kernel log, read from the journal, without an Xid
+    sections["kernel_xid"] = {"rc": 0, "out": "source=journal\n"}
     packages = driver if packages is None else packages
     dpkg = f"nvidia-open\t{packages}-1\tii \n" if packages else ""
     if toolkit:

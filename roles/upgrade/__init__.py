@@ -194,6 +194,9 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     ops.restore_mig_instances(name="Put the MIG instances back (gpuhost-mig-layout)",
                               modes=before["mig"], script=mig.BOOT_SCRIPT)
     _verify(plan)
+    ops.health_gate(name="Health gate: no new critical finding since the upgrade started",
+                    before=plan["before"].get("critical"),
+                    module_signing_cert=config.nvidia_module_signing_cert)
     # Start in the reverse order of the GPU's own clients (persistenced, Fabric Manager, DCGM),
     # then the extra services (the workloads) in their configured order.
     own = [name for name in reversed(CLIENT_SERVICES) if name in before["services"]]

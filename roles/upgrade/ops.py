@@ -11,10 +11,11 @@ from typing import Any
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, QuoteString, StringCommand, operation
 
+from facts.host import GpuHostState
 from facts.nvidia import NvidiaDriver, NvidiaGpus
 from facts.upgrade import UpgradeProbe
 from gpuhost import packages
-from gpuhost.upgrade import is_branched, old_packages
+from gpuhost.upgrade import health_gate as health_gate_check, is_branched, old_packages
 from roles.common import executing, fail_command
 from roles.upgrade import record as upgrade_record
 
@@ -357,6 +358,27 @@ def verify(target: str, gpu_count: int, mig: dict[str, str], daemon_json_sha256:
         return
     host.noop(f"verified: driver {target} loaded, user space and packages at {target}, "
               f"{len(gpus)} GPU(s), MIG modes and daemon.json as before")
+
+
+@operation()
+def health_gate(before: list[dict[str, Any]] | None, module_signing_cert: str | None):
+    """
+    Fail the host (and so stop the rollout) when it has a critical health finding it did not
+    have before the upgrade: an Xid that needs a reset, a GPU missing from nvidia-smi, a row
+    remap failure, a fabric not initialised, a module that will not load at the next boot
+    (``gpuhost.health``, docs/health.md).
+
+    + before: the critical findings read before the upgrade (the resume point keeps them)
+    + module_signing_cert: the inventory's ``nvidia_module_signing_cert``
+    """
+    if not executing():
+        host.noop("the health gate reads the host when the upgrade runs")
+        return
+    passed, line = health_gate_check(before, host.get_fact(GpuHostState), module_signing_cert)
+    if not passed:
+        yield fail_command(line)
+        return
+    host.noop(line)
 
 
 @operation()

@@ -357,3 +357,34 @@ def test_the_deploy_changes_nothing_on_a_host_at_the_target(resumed, at_550, san
     total = next(line for line in (done.stdout + done.stderr).splitlines() if "Grand total" in line)
     cells = total.split("Grand total", 1)[1].split()
     assert cells[1] == "-" and cells[2] == "-", total  # no change, no error
+
+
+@pytest.fixture(scope="module")
+def gated(resumed, at_550, tmp_path_factory):
+    """7. The canary gains a critical finding with the new driver (issue 15's health gate):
+    a row remap failure that gpusim arms for the next module load on gpu-01."""
+    report = tmp_path_factory.mktemp("gated") / "report.json"
+    at_550.ssh("gpu-01", "gpusim fault set row_remap_failure --gpu 0 --next-load")
+    before = {name: at_550.marks(name) for name in NAMES}
+    try:
+        done, data = at_550.wrapper("downgrade, canary gains a row remap failure", report, FROM,
+                                    "--canary", "1", "--batch", "100%",
+                                    "--data", "upgrade_allow_downgrade=true",
+                                    "--data", "reboot_policy=never")
+    finally:
+        at_550.ssh("gpu-01", "gpusim fault clear", check=False)
+    return {"done": done, "report": data, "before": before}
+
+
+def test_a_canary_with_a_new_critical_finding_stops_the_rollout(gated, at_550):
+    done, report = gated["done"], gated["report"]
+    assert done.returncode == 1, (done.stdout + done.stderr)[-5000:]
+    hosts = by_host(report)
+    assert hosts["gpu-01"]["result"] == "failed", hosts["gpu-01"]
+    detail = hosts["gpu-01"]["detail"]
+    assert "Health gate" in detail and "row-remap-failure on 0000:" in detail, detail
+    # the driver itself was verified first: the gate is what stopped it
+    assert at_550.state("gpu-01")["driver"]["loaded_version"] == FROM
+    for name in NAMES[1:]:  # the batch after the canary never started
+        assert hosts[name]["result"] == "not started", hosts[name]
+        assert at_550.marks(name) == gated["before"][name], name

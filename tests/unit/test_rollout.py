@@ -217,7 +217,8 @@ def test_a_550_host_is_planned_for_an_upgrade_with_its_before_state():
     assert plan["before"] == {"gpu_count": 2, "mig": {"0": "disabled", "1": "disabled"},
                               "daemon_json_sha256": "ab" * 32,
                               "services": ["nvidia-persistenced", "slurmd"], "hostengine": False,
-                              "containers": [], "modules": ["nvidia_uvm", "nvidia"]}
+                              "containers": [], "modules": ["nvidia_uvm", "nvidia"],
+                              "critical": []}  # the health gate's reference: none before
     assert plan["new_marker"]["before"] == plan["before"] and plan["new_marker"]["from"] == FROM
 
 
@@ -288,3 +289,47 @@ def test_a_half_done_host_resumes_from_its_marker():
     assert plan["before"] == marker["before"]  # not the half-changed host
     damaged = upgrade.assess("h", config(), half, probe(marker_error="x is not valid JSON"))
     assert "it is gpuhost's resume point" in damaged["problems"][0]
+
+
+def _gate_state(**health):
+    """A host state with the health fields (facts schema 2) of one A100."""
+    gpu_health = {"ecc_mode_current": "enabled", "ecc_volatile_uncorrectable": 0,
+                  "ecc_aggregate_uncorrectable": 0, "retired_pages_double_bit": None,
+                  "retired_pages_pending": None, "remapped_rows_uncorrectable": 0,
+                  "remapped_rows_pending": False, "remapped_rows_failure": False,
+                  "pcie_gen_current": 4, "pcie_gen_max": 4, "pcie_width_current": 16,
+                  "pcie_width_max": 16, "throttle_reasons_active": [], "fabric_state": None}
+    gpu_health.update(health)
+    state = host_state()
+    state["gpus"] = [{**state["gpus"][0], "pci_bus_id": "00000000:07:00.0",
+                      "persistence_mode": "enabled", "health": gpu_health}]
+    state["health"] = {"xid_events": [], "xid_source": "journal", "gpus_missing": [],
+                       "nvswitch_count": 0}
+    return state
+
+
+def test_the_health_gate_fails_a_host_with_a_new_critical_finding():
+    before = upgrade.critical_findings(_gate_state())
+    assert before == []
+    passed, line = upgrade.health_gate(before, _gate_state(remapped_rows_failure=True))
+    assert not passed
+    assert line.startswith("health gate: 1 new critical finding(s) after the upgrade: "
+                           "row-remap-failure on 0000:07:00.0")
+    assert "The rollout stops here" in line
+
+
+def test_the_health_gate_passes_what_was_already_wrong_before():
+    broken = _gate_state(remapped_rows_failure=True)
+    before = upgrade.critical_findings(broken)
+    assert [f["id"] for f in before] == ["row-remap-failure"]
+    passed, line = upgrade.health_gate(before, broken)
+    assert passed, line
+    # a resume point written before the gate existed: nothing to compare with
+    assert upgrade.health_gate(None, broken)[0]
+
+
+def test_the_health_gate_reference_is_taken_before_the_host_is_touched():
+    plan = upgrade.assess("gpu-01", config(), _gate_state(remapped_rows_failure=True), probe(),
+                          started="T")
+    assert [f["id"] for f in plan["before"]["critical"]] == ["row-remap-failure"]
+    assert plan["new_marker"]["before"]["critical"] == plan["before"]["critical"]
