@@ -1,0 +1,78 @@
+"""Issue 15, "done when": `gpuhost audit` on a sandbox fleet with one injected fault per host
+names each fault on the right host with the right severity; a host without a fault has no
+health finding (the driver branch's lifecycle aside: the sandbox's 570 branch is past its end
+of life, a fact about the branch, not a fault) — still one remote command per host.
+
+Faults come from gpusim (sandbox/nvidia/README.md, "faults"), on hosts that
+deploys/gpu_host.py converged (the simulated driver must be loaded): a row remap failure,
+a PCIe link narrower than the slot, an Xid 48 (uncorrectable ECC) in this boot's kernel log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else sys.executable
+
+# fault command on the host -> the finding (id, severity) the audit must report for it
+FAULTS = [
+    ("gpusim fault set row_remap_failure --gpu 0", ("row-remap-failure", "critical")),
+    ("gpusim fault set pcie_degraded 8 --gpu 0", ("pcie-width-degraded", "warning")),
+    ("gpusim xid 48 --gpu 0", ("xid-48", "critical")),
+]
+CLEAR = "gpusim fault clear; dmesg -C"  # dmesg -C: the Xid leaves the (simulated) ring buffer
+
+
+@pytest.fixture(scope="module")
+def faulted(fleet, pyinfra, ssh):
+    names = [h["name"] for h in fleet["hosts"]]
+    if len(names) < len(FAULTS) + 1:
+        pytest.skip(f"needs {len(FAULTS) + 1} hosts, the fleet has {len(names)}")
+    pyinfra("-y", "deploys/gpu_host.py", timeout=2400)  # quick when converged
+    injected = dict(zip(names, FAULTS, strict=False))
+    try:
+        for name, (command, _) in injected.items():
+            ssh(name, command)
+        yield injected, names[len(FAULTS):]
+    finally:
+        for name in injected:
+            ssh(name, CLEAR, check=False)
+
+
+def test_each_injected_fault_is_named_on_its_host_with_its_severity(faulted, tmp_path):
+    injected, healthy = faulted
+    out = tmp_path / "audit.json"
+    env = {**os.environ, "PYINFRA_PROGRESS": "off", "NO_COLOR": "1"}
+    proc = subprocess.run([PYTHON, "-m", "gpuhost.cli", "audit", "inventories/sandbox.py",
+                           "--json", str(out)], cwd=ROOT, text=True, capture_output=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # 4: unhealthy
+    hosts = {h["name"]: h for h in json.loads(out.read_text())["hosts"]}
+    for name, (command, (ident, severity)) in injected.items():
+        found = [(f["id"], f["severity"]) for f in hosts[name]["health"]["findings"]
+                 if not f["id"].startswith("lifecycle-")]
+        assert found == [(ident, severity)], (name, command, hosts[name]["health"])
+        assert hosts[name]["health"]["status"] == severity
+        gpu = next(f["gpu"] for f in hosts[name]["health"]["findings"] if f["id"] == ident)
+        assert gpu and gpu.endswith(":00.0"), gpu  # the GPU, not the host
+        assert any(line.startswith(name) and ident in line for line in proc.stdout.splitlines()) \
+            or ident in proc.stdout, proc.stdout
+    for name in healthy:
+        found = hosts[name]["health"]["findings"]
+        assert [f for f in found if not f["id"].startswith("lifecycle-")] == [], (name, found)
+
+
+def test_the_faults_are_gone_after_clearing_them(faulted, ssh):
+    injected, _ = faulted
+    for name in injected:
+        ssh(name, CLEAR)
+        assert "Xid" not in ssh(name, "dmesg").stdout
