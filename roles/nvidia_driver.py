@@ -16,6 +16,7 @@ from pyinfra.api import QuoteString
 from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, dnf, files, server
 
+from facts.kernel import PackageAvailable
 from facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
 from facts.services import ServiceInstalled
 from gpuhost import packages
@@ -94,6 +95,25 @@ def module_stream(stream: str, module: str = "nvidia-driver"):
     if enabled.get("stream"):
         yield StringCommand("dnf -y module reset", QuoteString(module))
     yield StringCommand("dnf -y module enable", QuoteString(f"{module}:{stream}"))
+
+
+@operation()
+def persistenced_package():
+    """
+    apt: ``nvidia-persistenced`` when the driver's packages did not bring the daemon and the
+    local repo carries it as a package of its own (``nvidia_persistenced: true`` did nothing on
+    such hosts: persistence mode stayed off, which the audit reports on data-center GPUs).
+    Read when the run gets here, after the local repo's ``apt-get update``; pinned with the
+    driver (gpuhost/packages.py).
+    """
+    if host.get_fact(ServiceInstalled, service="nvidia-persistenced"):
+        host.noop("nvidia-persistenced is installed")
+        return
+    if not host.get_fact(PackageAvailable, package="nvidia-persistenced", family="debian"):
+        host.noop("no nvidia-persistenced package in the repositories (see the warning below)")
+        return
+    yield ("DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::=--force-confdef "
+           "-o Dpkg::Options::=--force-confold install --no-install-recommends nvidia-persistenced")
 
 
 def _service_exists(service: str) -> bool:
@@ -226,6 +246,8 @@ def install() -> None:
     ):
         if not wanted_service:
             continue
+        if service == "nvidia-persistenced" and family == "debian":
+            persistenced_package(name="nvidia-persistenced (its own package in the local repo)")
         server.service(
             name=f"Enable {label}",
             service=service,

@@ -72,7 +72,9 @@ class PlanConnector(FakeConnector):
                 "argv[]=/usr/bin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock ; }\n"
                 'daemon={"runc":{}}|runc|false|0')
         if ": gpuhost-package-available;" in command:  # facts.kernel.PackageAvailable
-            return True, output("no" if self.host.data.get("plan_no_meta_headers") else "yes")
+            meta = re.search(r"linux-headers|kernel-(uek-)?devel", command)
+            return True, output("no" if meta and self.host.data.get("plan_no_meta_headers")
+                                else "yes")
         if self.installed and "_gh()" in command:
             scenario = self.host.data.get("plan_scenario")
             return True, output(scenarios.converged_output(scenario, toolkit=self.toolkit))

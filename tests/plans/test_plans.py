@@ -236,3 +236,12 @@ def test_the_headers_meta_package_is_asked_for_after_the_package_lists_are_refre
                           if re.search(r"^(dpkg -i|dnf install -y) \S*nvidia-driver-local-repo", line))
         assert local_repo < meta, (scenario, lines)
         assert {"apt-get update -qq", "dnf clean expire-cache"} & set(lines[local_repo:meta])
+
+
+def test_nvidia_persistenced_is_installed_on_apt_hosts_only_when_wanted():
+    # before: nvidia_persistenced: true only enabled a unit the driver packages do not ship
+    # on apt hosts (a separate package): persistence mode stayed off
+    line = ("DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::=--force-confdef "
+            "-o Dpkg::Options::=--force-confold install --no-install-recommends nvidia-persistenced")
+    assert line in run_plan("debian12").stdout.splitlines()
+    assert line not in run_plan("debian12", {"nvidia_persistenced": False}).stdout.splitlines()
