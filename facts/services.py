@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
-from pyinfra.api import FactBase, QuoteString, StringCommand
+import shlex
+
+from pyinfra.api import FactBase
 from typing_extensions import override
 
 
@@ -13,12 +15,13 @@ class ServiceInstalled(FactBase):
     """Whether a systemd unit of this name exists: ``True`` / ``False``."""
 
     @override
-    def command(self, service: str) -> StringCommand:
-        unit = QuoteString(f"{service}.service")
-        return StringCommand(
-            "for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do "
-            'test -e "$d/"', unit, "&& echo yes && exit 0; done; echo no",
-        )
+    def command(self, service: str) -> str:
+        # one shell word: "$d/"'x.service' (StringCommand would join its parts with spaces,
+        # giving `test -e "$d/" 'x.service'`, which is never true: nvidia-persistenced was
+        # never enabled on apt hosts)
+        unit = shlex.quote(f"{service}.service")
+        return ("for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do "
+                f'test -e "$d/"{unit} && echo yes && exit 0; done; echo no')
 
     @override
     def process(self, output: list[str]) -> bool:

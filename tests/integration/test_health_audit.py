@@ -27,7 +27,8 @@ PYTHON = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() 
 FAULTS = [
     ("gpusim fault set row_remap_failure --gpu 0", ("row-remap-failure", "critical")),
     ("gpusim fault set pcie_degraded 8 --gpu 0", ("pcie-width-degraded", "warning")),
-    ("gpusim xid 48 --gpu 0", ("xid-48", "critical")),
+    ("gpusim xid 48 --gpu 0 --text 'An uncorrectable double bit error (DBE) has been detected "
+     "on GPU in the framebuffer at partition 0, subpartition 0.'", ("xid-48", "critical")),
 ]
 CLEAR = "gpusim fault clear; dmesg -C"  # dmesg -C: the Xid leaves the (simulated) ring buffer
 
