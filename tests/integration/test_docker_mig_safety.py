@@ -211,8 +211,8 @@ def test_an_ampere_mig_mode_change_takes_effect_with_persistenced_running(first_
     ("In use by another client") until a reset or reboot; gpuhost stops the holders around
     the change and starts them again."""
     query = "nvidia-smi --query-gpu=mig.mode.current,mig.mode.pending --format=csv,noheader"
-    # a host whose admin runs nvidia-persistenced, as NVIDIA recommends (Debian's driver
-    # packages do not enable it)
+    # nvidia-persistenced runs, as NVIDIA recommends (gpuhost installs and enables it with
+    # nvidia_persistenced: true; the line below makes sure whatever the first run did)
     ssh("gpu-03", "DEBIAN_FRONTEND=noninteractive apt-get install -y -q nvidia-persistenced "
                   ">/dev/null && systemctl enable --now nvidia-persistenced 2>/dev/null")
     assert ssh("gpu-03", "systemctl is-active nvidia-persistenced").stdout.strip() == "active"
