@@ -9,6 +9,9 @@ interleaved round by round so load changes hit every tool alike:
 
 * floor, pyinfra: ``pyinfra -y inventories/sandbox.py exec -- true``;
 * floor, OpenSSH: one ``ssh HOST true`` per host, all started at once;
+* same script: ``pyinfra -y inventories/sandbox.py exec -- SCRIPT`` with the audit's own
+  remote script (``facts.script.build_script(ALL_SECTIONS)``): the same remote work, so
+  audit / same script is gpuhost's own controller overhead (issue 15: <= 1.25);
 * audit: ``pyinfra -y inventories/sandbox.py deploys/audit.py`` (must print an OK or DRIFT
   row for every host; exit 0, or 1 when hosts drift);
 * Ansible: ``ansible-playbook`` with ``gather_facts: true`` plus one ``shell`` task per
@@ -44,6 +47,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import ansible_job, private_sandbox  # noqa: E402
+from facts.script import ALL_SECTIONS, build_script  # noqa: E402
+
+SCRIPT = build_script(ALL_SECTIONS)  # what deploys/audit.py runs on every host
 
 VENV_BIN = ROOT / ".venv/bin"
 PYINFRA = str(VENV_BIN / "pyinfra")
@@ -175,6 +181,7 @@ def jobs(fleet: dict, ansible_dir: Path) -> dict[str, tuple[list[list[str]], dic
         "floor-ssh": ([ssh + ["-p", str(h["port"]), f"root@{h['address']}", "true"]
                        for h in fleet["hosts"]], None),
         "audit": ([[PYINFRA, "-y", INVENTORY, "deploys/audit.py"]], None),
+        "same-script": ([[PYINFRA, "-y", INVENTORY, "exec", "--", SCRIPT]], None),
         "ansible": ([[str(VENV_BIN / "ansible-playbook"), "-i", str(ansible_dir / "inventory.ini"),
                       str(ansible_dir / "audit.yml")]], ansible_job.env(ansible_dir)),
     }
@@ -184,7 +191,8 @@ def count_commands(fleet: dict, ansible_dir: Path, work: Path) -> dict[str, str]
     """Remote commands per host, counted in untimed runs (min-max over the hosts)."""
     counts = {"floor-ssh": "1"}
     counter = str(ROOT / "tests/integration/count_commands.py")
-    for name, args in (("floor-pyinfra", ["exec", "--", "true"]), ("audit", ["deploys/audit.py"])):
+    for name, args in (("floor-pyinfra", ["exec", "--", "true"]), ("audit", ["deploys/audit.py"]),
+                       ("same-script", ["exec", "--", SCRIPT])):
         out = work / f"count-{name}.json"
         proc = subprocess.run([PYTHON, counter, str(out), "--", "-y", INVENTORY, *args], cwd=ROOT,
                               env=ENV, capture_output=True, text=True, timeout=1800)
@@ -230,6 +238,7 @@ def bench_size(sandbox, n: int, runs: int, ansible_runs: int, work: Path) -> dic
 LABELS = {"floor-pyinfra": "floor: `pyinfra exec -- true`",
           "floor-ssh": "floor: `ssh HOST true` x N in parallel",
           "audit": "gpuhost audit (`deploys/audit.py`)",
+          "same-script": "`pyinfra exec` of the audit's own remote script",
           "ansible": "Ansible (`gather_facts` + the same commands)"}
 
 
@@ -280,26 +289,35 @@ def render(sizes: list[dict], runs: int, ansible_runs: int, where: dict) -> str:
         n, walls = size["hosts"], summary(size)
         lines += [f"## {n} hosts (load average before: {size['load_before']:.2f})", "",
                   "| tool | median s | min s | max s | remote commands / host | peak RSS largest "
-                  "process MiB | peak RSS process tree MiB | controller CPU s |",
-                  "|---|---:|---:|---:|---|---:|---:|---:|"]
+                  "process MiB | peak RSS process tree MiB | controller CPU s | controller CPU "
+                  "ms / host |",
+                  "|---|---:|---:|---:|---|---:|---:|---:|---:|"]
         for name, rs in size["results"].items():
             w = [r["wall"] for r in rs]
             lines.append(
                 f"| {LABELS[name]} | {median(w):.2f} | {min(w):.2f} | {max(w):.2f} | "
                 f"{size['counts'][name]} | {max(r['maxrss_kb'] for r in rs) / 1024:.0f} | "
                 f"{max(r['tree_kb'] for r in rs) / 1024:.0f} | "
-                f"{median([r['cpu'] for r in rs]):.2f} |")
+                f"{median([r['cpu'] for r in rs]):.2f} | "
+                f"{median([r['cpu'] for r in rs]) * 1000 / n:.0f} |")
         ratio, speedup = walls["audit"] / walls["floor"], walls["ansible"] / walls["audit"]
         res = size["results"]
         paired = sorted(a["wall"] / min(p["wall"], s["wall"]) for a, p, s in
                         zip(res["audit"], res["floor-pyinfra"], res["floor-ssh"], strict=True))
         loads = [r["load"] for rs in res.values() for r in rs]
+        same = walls["audit"] / walls["same-script"] if "same-script" in walls else None
+        same_paired = sorted(a["wall"] / x["wall"] for a, x in
+                             zip(res["audit"], res.get("same-script", []), strict=False))
         lines += ["", f"audit / floor = {ratio:.2f} (target <= 1.25: "
                       f"{'met' if ratio <= 1.25 else 'MISSED'}); Ansible / audit = {speedup:.1f}x "
                       f"(target >= 10x: {'met' if speedup >= 10 else 'MISSED'})  ",
                   f"audit / floor of the same round: median {median(paired):.2f}, "
                   f"range {paired[0]:.2f}-{paired[-1]:.2f}; 1-minute load average after the "
                   f"runs: {min(loads):.1f}-{max(loads):.1f}  ",
+                  (f"audit / same script = {same:.2f} (gpuhost's own controller overhead; "
+                   f"target <= 1.25: {'met' if same <= 1.25 else 'MISSED'}); same round: median "
+                   f"{median(same_paired):.2f}, range {same_paired[0]:.2f}-{same_paired[-1]:.2f}  "
+                   if same else ""),
                   "rounds (s): " + "; ".join(
                       f"{name} " + " ".join(f"{r['wall']:.2f}" for r in rs)
                       for name, rs in res.items()), ""]
