@@ -193,7 +193,7 @@ def rollout(at_550, tmp_path_factory):
     report = tmp_path_factory.mktemp("rollout") / "report.json"
     before = {name: at_550.marks(name) for name in NAMES}
     # dockerd runs on gpu-01 only: an extra GPU client service that is really stopped and
-    # started again (the fake driver stack has no nvidia-persistenced or DCGM service)
+    # started again, after nvidia-persistenced (the fake driver stack has no DCGM service)
     done, data = at_550.wrapper("rollout 550 -> 570", report, TARGET, *BATCHES,
                                 "--data", 'upgrade_stop_services=["docker"]')
     return {"done": done, "report": data, "before": before}
@@ -220,9 +220,12 @@ def test_rollout_moves_six_hosts_canary_first_then_two_batches(rollout, at_550):
 
 
 def test_the_gpu_client_service_was_stopped_and_runs_again(rollout, at_550):
-    assert "Stop GPU clients (docker)" in rollout["done"].stdout  # named after gpu-01's clients
+    # named after gpu-01's clients: nvidia-persistenced (gpuhost runs it, nvidia_persistenced)
+    # first, then the upgrade_stop_services
+    assert "Stop GPU clients (nvidia-persistenced, docker)" in rollout["done"].stdout
     assert at_550.ssh("gpu-01", "systemctl is-active docker; docker info --format "
                                 "'{{json .Runtimes}}'").count("nvidia") >= 1
+    assert at_550.ssh("gpu-01", "systemctl is-active nvidia-persistenced").strip() == "active"
 
 
 def test_every_host_is_verified_on_the_host_itself(rollout, at_550):
