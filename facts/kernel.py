@@ -46,16 +46,6 @@ class KernelHeaders(SectionFact):
     assemble = staticmethod(kernel_state)
 
 
-def availability_check(package: str, family: str = "debian") -> str:
-    """A shell test that succeeds when the package manager has ``package`` to install."""
-    quoted = shlex.quote(package)
-    if family == "debian":
-        # `apt-cache show` exits 0 for a name apt knows only as referred to by another
-        # package ("has no installation candidate" at install time): ask for the candidate
-        return f"apt-cache policy {quoted} 2>/dev/null | grep -q 'Candidate: [0-9]'"
-    return f"dnf -q repoquery --available {quoted} 2>/dev/null | grep -q ."
-
-
 class PackageAvailable(FactBase):
     """
     Whether the host's package manager has ``package`` to install (a candidate in apt's
@@ -65,7 +55,13 @@ class PackageAvailable(FactBase):
     """
 
     def command(self, package: str, family: str = "debian") -> str:
-        check = availability_check(package, family)
+        quoted = shlex.quote(package)
+        if family == "debian":
+            # `apt-cache show` exits 0 for a name apt knows only as referred to by another
+            # package ("has no installation candidate" at install time): ask for the candidate
+            check = f"apt-cache policy {quoted} 2>/dev/null | grep -q 'Candidate: [0-9]'"
+        else:
+            check = f"dnf -q repoquery --available {quoted} 2>/dev/null | grep -q ."
         return f": gpuhost-package-available; if {check}; then echo yes; else echo no; fi"
 
     def process(self, output: list[str]) -> bool:
