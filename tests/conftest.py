@@ -9,6 +9,9 @@ hand-written section outputs, and what the audit makes of them (factories as fix
     items        items(state, **settings) -> {drift item: entry} against desired(**settings)
     lgi_table    lgi_table([(gpu, profile name, profile id), ...]) -> `nvidia-smi mig -lgi`
     smi_xml      smi_xml([(product, current MIG, pending MIG), ...], driver) -> `nvidia-smi -q -x`
+    with_health  with_health(state, gpu=None, host=None, quiet=QUIET_HEALTH) -> the state with
+                 facts schema 2's health fields: every GPU quiet (``gpu`` overrides fields),
+                 a readable kernel log without Xid (``host`` overrides fields)
     audit_fleet  audit_fleet(cuda="12.4") -> a gpuhost.audit/2 document with every kind of
                  host (ok, reboot pending, MIG drift, no driver, failed, unreachable, L4 on 535)
 
@@ -133,6 +136,30 @@ def _fleet(cuda: str | None = "12.4") -> dict:
 @pytest.fixture
 def make_state():
     return _make_state
+
+
+# A GPU's health dict (facts schema 2, parser-contract.md "Health fields") with nothing wrong
+QUIET_HEALTH = {"ecc_mode_current": "enabled", "ecc_volatile_uncorrectable": 0,
+                "ecc_aggregate_uncorrectable": 0, "retired_pages_double_bit": None,
+                "retired_pages_pending": None, "remapped_rows_uncorrectable": 0,
+                "remapped_rows_pending": False, "remapped_rows_failure": False,
+                "pcie_gen_current": 4, "pcie_gen_max": 4, "pcie_width_current": 16,
+                "pcie_width_max": 16, "throttle_reasons_active": [], "fabric_state": "N/A"}
+
+
+def _with_health(state: dict, gpu: dict | None = None, host: dict | None = None,
+                 quiet: dict = QUIET_HEALTH) -> dict:
+    for entry in state["gpus"]:
+        entry["health"] = {**quiet, **(gpu or {})}
+    state["health"] = {"xid_events": [], "xid_source": "journal", "gpus_missing": [],
+                       "nvswitch_count": 0, **(host or {})}
+    state["schema"] = 2
+    return state
+
+
+@pytest.fixture
+def with_health():
+    return _with_health
 
 
 @pytest.fixture

@@ -17,29 +17,17 @@ from gpuhost import audit, baseline, cli, merge, report, report_html
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs/audit.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 STAMP = "2026-11-24T08:00:00Z"
-QUIET = {"ecc_mode_current": "enabled", "ecc_volatile_uncorrectable": 0,
-         "ecc_aggregate_uncorrectable": 0, "retired_pages_double_bit": None,
-         "retired_pages_pending": None, "remapped_rows_uncorrectable": 0,
-         "remapped_rows_pending": False, "remapped_rows_failure": False,
-         "pcie_gen_current": 4, "pcie_gen_max": 4, "pcie_width_current": 16,
-         "pcie_width_max": 16, "throttle_reasons_active": [], "fabric_state": "N/A"}
-
 
 def errors(document: dict) -> list[tuple[str, str]]:
     return sorted((e.json_path, e.validator) for e in VALIDATOR.iter_errors(document))
 
 
 @pytest.fixture
-def host(make_state):
+def host(make_state, with_health):
     """host(gpu={...}, xids=[...], driver=...) -> a schema-2 host state on R580."""
     def make(gpu=None, xids=(), driver="580.95.05"):
-        state = make_state(driver=driver)
-        for entry in state["gpus"]:
-            entry["health"] = {**QUIET, **(gpu or {})}
-        state["health"] = {"xid_events": [dict(e) for e in xids], "xid_source": "journal",
-                           "gpus_missing": [], "nvswitch_count": 0}
-        state["schema"] = 2
-        return state
+        return with_health(make_state(driver=driver), gpu=gpu,
+                           host={"xid_events": [dict(e) for e in xids]})
     return make
 
 

@@ -17,26 +17,16 @@ from gpuhost import boot, health, lifecycle, xid
 
 TODAY = datetime.date(2026, 11, 24)
 GPU = "0000:07:00.0"  # the first GPU of make_state's nvidia-smi XML (00000000:07:00.0)
-QUIET = {"ecc_mode_current": "enabled", "ecc_volatile_uncorrectable": 0,
-         "ecc_aggregate_uncorrectable": 0, "retired_pages_double_bit": None,
-         "retired_pages_pending": None, "remapped_rows_uncorrectable": 0,
-         "remapped_rows_pending": False, "remapped_rows_failure": False,
-         "pcie_gen_current": 1, "pcie_gen_max": 4, "pcie_width_current": 16,
-         "pcie_width_max": 16, "throttle_reasons_active": ["gpu_idle"], "fabric_state": "N/A"}
+IDLE = {"pcie_gen_current": 1, "throttle_reasons_active": ["gpu_idle"]}  # an idle GPU: quiet
 
 
 @pytest.fixture
-def state(make_state):
+def state(make_state, with_health):
     """A host on a supported branch (580) whose one A100 and kernel log are quiet; ``sick``
     changes its fields."""
     def make(driver="580.95.05", gpu=None, host=None, gpus=None):
-        value = make_state(driver=driver, gpus=gpus)
-        for entry in value["gpus"]:
-            entry["health"] = {**QUIET, **(gpu or {})}
-        value["health"] = {"xid_events": [], "xid_source": "journal", "gpus_missing": [],
-                           "nvswitch_count": 0, **(host or {})}
-        value["schema"] = 2
-        return value
+        return with_health(make_state(driver=driver, gpus=gpus), gpu={**IDLE, **(gpu or {})},
+                           host=host)
     return make
 
 

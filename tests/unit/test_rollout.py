@@ -291,35 +291,30 @@ def test_a_half_done_host_resumes_from_its_marker():
     assert "it is gpuhost's resume point" in damaged["problems"][0]
 
 
-def _gate_state(**health):
-    """A host state with the health fields (facts schema 2) of one A100."""
-    gpu_health = {"ecc_mode_current": "enabled", "ecc_volatile_uncorrectable": 0,
-                  "ecc_aggregate_uncorrectable": 0, "retired_pages_double_bit": None,
-                  "retired_pages_pending": None, "remapped_rows_uncorrectable": 0,
-                  "remapped_rows_pending": False, "remapped_rows_failure": False,
-                  "pcie_gen_current": 4, "pcie_gen_max": 4, "pcie_width_current": 16,
-                  "pcie_width_max": 16, "throttle_reasons_active": [], "fabric_state": None}
-    gpu_health.update(health)
-    state = host_state()
-    state["gpus"] = [{**state["gpus"][0], "pci_bus_id": "00000000:07:00.0",
-                      "persistence_mode": "enabled", "health": gpu_health}]
-    state["health"] = {"xid_events": [], "xid_source": "journal", "gpus_missing": [],
-                       "nvswitch_count": 0}
-    return state
+@pytest.fixture
+def gate_state(with_health):
+    """gate_state(**gpu health fields) -> a host state with the health fields (facts schema
+    2) of one A100."""
+    def make(**health):
+        state = host_state()
+        state["gpus"] = [{**state["gpus"][0], "pci_bus_id": "00000000:07:00.0",
+                          "persistence_mode": "enabled"}]
+        return with_health(state, gpu=health)
+    return make
 
 
-def test_the_health_gate_fails_a_host_with_a_new_critical_finding():
-    before = upgrade.critical_findings(_gate_state())
+def test_the_health_gate_fails_a_host_with_a_new_critical_finding(gate_state):
+    before = upgrade.critical_findings(gate_state())
     assert before == []
-    passed, line = upgrade.health_gate(before, _gate_state(remapped_rows_failure=True))
+    passed, line = upgrade.health_gate(before, gate_state(remapped_rows_failure=True))
     assert not passed
     assert line.startswith("health gate: 1 new critical finding(s) after the upgrade: "
                            "row-remap-failure on 0000:07:00.0")
     assert "The rollout stops here" in line
 
 
-def test_the_health_gate_passes_what_was_already_wrong_before():
-    broken = _gate_state(remapped_rows_failure=True)
+def test_the_health_gate_passes_what_was_already_wrong_before(gate_state):
+    broken = gate_state(remapped_rows_failure=True)
     before = upgrade.critical_findings(broken)
     assert [f["id"] for f in before] == ["row-remap-failure"]
     passed, line = upgrade.health_gate(before, broken)
@@ -328,8 +323,8 @@ def test_the_health_gate_passes_what_was_already_wrong_before():
     assert upgrade.health_gate(None, broken)[0]
 
 
-def test_the_health_gate_reference_is_taken_before_the_host_is_touched():
-    plan = upgrade.assess("gpu-01", config(), _gate_state(remapped_rows_failure=True), probe(),
+def test_the_health_gate_reference_is_taken_before_the_host_is_touched(gate_state):
+    plan = upgrade.assess("gpu-01", config(), gate_state(remapped_rows_failure=True), probe(),
                           started="T")
     assert [f["id"] for f in plan["before"]["critical"]] == ["row-remap-failure"]
     assert plan["new_marker"]["before"]["critical"] == plan["before"]["critical"]
