@@ -261,6 +261,68 @@ def _classified(device_id: str | None) -> dict[str, Any]:
             "legacy_branch": info["legacy_branch"], "classified_by": info["known_by"]}
 
 
+def _nvlink_counts(links: dict[int, dict[str, Any]]) -> dict[str, int]:
+    """Replay, recovery and CRC error counts summed over a GPU's links (the counter names of
+    every NVLink generation: "Replay Errors", "Recovery Errors", "CRC Errors", "CRC FLIT/Data
+    Errors", NVLink 5's "Link recovery failed events")."""
+    totals = {"replay_errors": 0, "recovery_errors": 0, "crc_errors": 0}
+    for counters in links.values():
+        for name, value in counters.items():
+            low = name.lower()
+            if not isinstance(value, int):
+                continue
+            if "replay" in low:
+                totals["replay_errors"] += value
+            elif "recovery" in low and ("error" in low or "failed" in low):
+                totals["recovery_errors"] += value
+            elif "crc" in low:
+                totals["crc_errors"] += value
+    return totals
+
+
+def nvlink_state(sections: Sections) -> dict[str, dict[str, Any]]:
+    """Each GPU's NVLink summary by UUID (else ``#INDEX``) from ``nvidia-smi nvlink -s/-e``:
+    ``links_total``, ``links_active``, ``links_inactive`` (link numbers), ``all_inactive``
+    (NVML's "all links are inActive"), and the error counts (None when -e did not run).
+    GPUs that print no link and no note (no NVLink) are left out."""
+    status = ok(sections, "nvlink_status")
+    if status is None:
+        return {}
+    errors_out = ok(sections, "nvlink_errors")
+    try:
+        gpus = parsers.parse_nvlink_status(status)
+        errors = parsers.parse_nvlink_errors(errors_out) if errors_out is not None else []
+    except ValueError:
+        return {}
+    by_key = {(e["uuid"] or f"#{e['index']}"): e["links"] for e in errors}
+    result = {}
+    for gpu in gpus:
+        if not gpu["links"] and gpu["note"] != "all_inactive":
+            continue
+        key = gpu["uuid"] or f"#{gpu['index']}"
+        links = gpu["links"]
+        counts = _nvlink_counts(by_key[key]) if key in by_key else {
+            "replay_errors": None, "recovery_errors": None, "crc_errors": None}
+        result[key] = {
+            "links_total": len(links),
+            "links_active": sum(1 for link in links if link["state"] == "active"),
+            "links_inactive": [link["link"] for link in links if link["state"] == "inactive"],
+            "all_inactive": gpu["note"] == "all_inactive" or bool(links) and all(
+                link["state"] == "inactive" for link in links),
+            **counts,
+        }
+    return result
+
+
+def _with_nvlink(health: dict[str, Any] | None, nvlink: dict[str, dict[str, Any]],
+                 gpu: dict[str, Any]) -> dict[str, Any] | None:
+    """The GPU's health dict with its ``nvlink`` summary (None: no NVLink seen)."""
+    if health is None:
+        return None
+    found = nvlink.get(gpu.get("uuid") or "") or nvlink.get(f"#{gpu['index']}")
+    return {**health, "nvlink": found}
+
+
 def gpus_state(sections: Sections) -> list[dict[str, Any]]:
     """See ``facts.nvidia.NvidiaGpus``."""
     smi, _error = _smi_xml(sections)
@@ -268,6 +330,7 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
     pci, pci_source = _pci_gpus(sections)
     ids_by_slot = {_slot(d["slot"]): d["device_id"] for d in pci}
     if smi and smi["gpus"]:
+        nvlink = nvlink_state(sections)
         for gpu in smi["gpus"]:
             model = policy.lookup_model(name=gpu["name"])
             capability = gpu.get("compute_capability") or (model or {}).get("compute_capability")
@@ -297,7 +360,7 @@ def gpus_state(sections: Sections) -> list[dict[str, Any]]:
                     "compute_capability": capability,
                     "processes": gpu.get("processes") or [],
                     **classified,
-                    "health": gpu["health"],
+                    "health": _with_nvlink(gpu["health"], nvlink, gpu),
                     "source": "nvidia-smi",
                 }
             )

@@ -1,7 +1,7 @@
 """Pure parsers for what the NVIDIA tools print: /proc/driver/nvidia/version, nvidia-smi
 (``-q -x`` with its health fields, ``-L``, ``--query-*``, ``mig -lgi/-lci/-lgip``, its error
-messages), the driver's Xid/SXid lines in the kernel log and the Container Toolkit's
-``--version`` lines.
+messages, ``nvlink -s/-e``), the driver's Xid/SXid lines in the kernel log and the
+Container Toolkit's ``--version`` lines.
 
 Text in, plain data out. No pyinfra, no I/O. Every public function raises only
 ``ValueError`` (its message names the format it expected), whatever the input
@@ -35,6 +35,8 @@ __all__ = [
     "parse_mig_compute_instances",
     "parse_mig_gpu_instance_profiles",
     "parse_mig_gpu_instances",
+    "parse_nvlink_errors",
+    "parse_nvlink_status",
     "parse_os_release",
     "parse_query_csv",
     "parse_rpm_query",
@@ -456,3 +458,101 @@ def parse_xid_lines(text):
             events.append({"pci_bus_id": match.group("bus"), "sxid": int(match.group("number")),
                            "text": (match.group("text") or "").strip()})
     return events
+
+
+# --- nvidia-smi nvlink -s / -e ---------------------------------------------------------------
+#
+# One "GPU N: NAME (UUID: GPU-...)" header per GPU (old drivers print no UUID), then one line
+# per link behind a tab: "Link 0: 25 GB/s" / "Link 0: <inactive>" for -s, "Link 0: Replay
+# Errors: 0" (one line per counter, an empty line between links) for -e. A GPU without NVLink
+# prints its header alone, or with "Device does not have or support Nvlink"; NVML's "Unable
+# to retrieve NVLink information as all links are inActive" follows the header of a GPU whose
+# links are all down (a PCIe card without a bridge, a GPU cut off from its NVSwitches).
+
+_NVLINK_GPU = re.compile(r"GPU (\d+):\s*(.*)")
+_NVLINK_UUID = re.compile(r"\(UUID:\s*([^)\s]+)\)")
+_NVLINK_LINK = re.compile(r"Link (\d+):\s*(.*)")
+_NVLINK_SPEED = re.compile(r"(\d+(?:\.\d+)?)\s*GB/s")
+
+
+def _nvlink_blocks(text):
+    """[(header dict, [lines after it])] of the GPU blocks."""
+    blocks = []
+    for raw in text.split("\n"):
+        line = raw.strip()
+        if not line:
+            continue
+        match = _NVLINK_GPU.fullmatch(line)
+        if match:
+            rest = match[2]
+            uuid = _NVLINK_UUID.search(rest)
+            name, note = (rest[:uuid.start()], rest[uuid.end():]) if uuid else (rest, "")
+            blocks.append(({"index": int(match[1]), "name": name.strip() or None,
+                            "uuid": uuid[1] if uuid else None, "note": note.strip()}, []))
+        elif blocks:
+            blocks[-1][1].append(line)
+    return blocks
+
+
+def _nvlink_note(texts):
+    text = " ".join(texts).lower()
+    if "all links are inactive" in text:
+        return "all_inactive"
+    if "not have or support" in text or "not supported" in text:
+        return "not_supported"
+    return None
+
+
+@contract("`nvidia-smi nvlink -s` output")
+def parse_nvlink_status(text):
+    """Per GPU: index, name, uuid, ``links`` ([{link, state: active|inactive|unknown,
+    speed_gbps}]) and ``note`` (``all_inactive``, ``not_supported`` or None)."""
+    gpus = []
+    for head, lines in _nvlink_blocks(text):
+        links, other = [], [head["note"]]
+        for line in lines:
+            match = _NVLINK_LINK.fullmatch(line)
+            if not match:
+                other.append(line)
+                continue
+            value = match[2].strip()
+            speed = _NVLINK_SPEED.fullmatch(value)
+            state = ("active" if speed else "inactive" if value.lower() in ("<inactive>",
+                     "inactive") else "unknown")
+            links.append({"link": int(match[1]), "state": state,
+                          "speed_gbps": float(speed[1]) if speed else None})
+        gpus.append({"index": head["index"], "name": head["name"], "uuid": head["uuid"],
+                     "links": links, "note": _nvlink_note(other)})
+    return gpus
+
+
+def _counter(value):
+    value = na(value)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return float(value)
+        except ValueError:
+            return None
+
+
+@contract("`nvidia-smi nvlink -e` output")
+def parse_nvlink_errors(text):
+    """Per GPU: index, name, uuid and ``links``: {link number: {counter name as printed:
+    value}} (int, a float for rates such as a BER, None for N/A)."""
+    gpus = []
+    for head, lines in _nvlink_blocks(text):
+        links = {}
+        for line in lines:
+            match = _NVLINK_LINK.fullmatch(line)
+            if not match:
+                continue
+            name, sep, value = match[2].rpartition(":")
+            if sep and name.strip():
+                links.setdefault(int(match[1]), {})[name.strip()] = _counter(value)
+        gpus.append({"index": head["index"], "name": head["name"], "uuid": head["uuid"],
+                     "links": links})
+    return gpus

@@ -46,6 +46,12 @@ SECTIONS: dict[str, str] = {
     "smi_list": _IF_MIG + _tool("nvidia-smi", f"{_SMI} -L"),
     "mig_lgi": _IF_MIG + _tool("nvidia-smi", f"{_SMI} mig -lgi"),
     "mig_lci": _IF_MIG + _tool("nvidia-smi", f"{_SMI} mig -lci"),
+    # NVLink: link state of every GPU nvidia-smi listed, and the error counters only when a
+    # link is up (a host without NVLink pays one short nvidia-smi call)
+    "nvlink_status": 'case "$_gh_smi_xml" in *"<gpu id="*) ;; *) exit 4;; esac; '
+    + _tool("nvidia-smi", f"{_SMI} nvlink -s"),
+    "nvlink_errors": 'case "$_gh_nvlink_status" in *" GB/s"*) ;; *) exit 4;; esac; '
+    + _tool("nvidia-smi", f"{_SMI} nvlink -e"),
     "lspci": _tool("lspci", "lspci -mm -nn -d 10de:"),
     # The kernel's own PCI ids (no pciutils needed, no pci.ids): one line per NVIDIA
     # function, "SLOT DEVICE CLASS SUBSYSTEM_VENDOR SUBSYSTEM_DEVICE REVISION" as sysfs
@@ -118,7 +124,7 @@ SECTIONS: dict[str, str] = {
 # run in order (the MIG sections need the XML of smi_xml). Everything else runs in the
 # foreground meanwhile. Output is printed in SECTIONS order whatever finishes first.
 CHAINS: tuple[tuple[str, ...], ...] = (
-    ("smi_xml", "smi_list", "mig_lgi", "mig_lci"),
+    ("smi_xml", "smi_list", "mig_lgi", "mig_lci", "nvlink_status", "nvlink_errors"),
     ("dkms",),
     ("docker_info", "nvidia_ctk", "nvidia_container_cli"),
 )

@@ -125,6 +125,45 @@ def _fabric(gpu: str, health: Mapping[str, Any], nvswitches: int | None) -> list
         "the driver's) and restart it; reboot if the state does not reach Completed"))]
 
 
+def _nvlink(gpu: str, entry: Mapping[str, Any], health: Mapping[str, Any],
+            nvswitches: int | None) -> list[dict[str, Any]]:
+    """NVLink state and error counters (``nvidia-smi nvlink -s/-e``, since the driver loaded).
+
+    The link state is not judged on a GPU in MIG mode (MIG does not use NVLink), and all
+    links down is a finding only where an NVSwitch fabric says they should be up (a PCIe
+    card without an NVLink bridge has them all inactive by design)."""
+    link = health.get("nvlink")
+    if not isinstance(link, Mapping):
+        return []
+    found = []
+    inactive = link.get("links_inactive") or []
+    if entry.get("mig_current") != "enabled":
+        if link.get("all_inactive") and nvswitches:
+            found.append(_finding("nvlink-down", "critical", gpu, (
+                f"every NVLink of this GPU is inactive on a host with {nvswitches} NVSwitches: "
+                "it is cut off from the fabric (NCCL falls back to PCIe or fails); check "
+                "nvidia-fabricmanager, reset the GPU or reboot; if the links stay down, reseat "
+                "the GPU or contact the hardware vendor")))
+        elif inactive and link.get("links_active"):
+            shown = ", ".join(str(n) for n in inactive)
+            found.append(_finding("nvlink-link-inactive", "warning", gpu, (
+                f"NVLink {shown} inactive ({link['links_active']} of {link.get('links_total')} "
+                "active): less GPU-to-GPU bandwidth; reset the GPU or reboot; if the links stay "
+                "down, reseat the GPU or its NVLink bridge or contact the hardware vendor")))
+    if link.get("recovery_errors"):
+        found.append(_finding("nvlink-recovery-errors", "warning", gpu, (
+            f"{link['recovery_errors']} NVLink recovery error(s) since the driver loaded (a link "
+            "went down and retrained): watch nvidia-smi nvlink -e; a count that keeps growing "
+            "is a failing link: drain the host and run NVIDIA's field diagnostics")))
+    crc, replay = link.get("crc_errors") or 0, link.get("replay_errors") or 0
+    if crc or replay:
+        found.append(_finding("nvlink-crc-replay-errors", "info", gpu, (
+            f"{crc} NVLink CRC and {replay} replay error(s) since the driver loaded (corrected "
+            "by retransmission): harmless when rare; a count that keeps growing between audits "
+            "(--baseline) is a marginal link")))
+    return found
+
+
 def _persistence(gpu: str, entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     if entry.get("persistence_mode") != "disabled":
         return []
@@ -149,7 +188,7 @@ def gpu_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(health, Mapping):
             continue
         found += _memory(gpu, health) + _pcie(gpu, health) + _throttle(gpu, health)
-        found += _fabric(gpu, health, nvswitches)
+        found += _fabric(gpu, health, nvswitches) + _nvlink(gpu, entry, health, nvswitches)
     return found
 
 

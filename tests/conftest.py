@@ -144,7 +144,8 @@ QUIET_HEALTH = {"ecc_mode_current": "enabled", "ecc_volatile_uncorrectable": 0,
                 "retired_pages_pending": None, "remapped_rows_uncorrectable": 0,
                 "remapped_rows_pending": False, "remapped_rows_failure": False,
                 "pcie_gen_current": 4, "pcie_gen_max": 4, "pcie_width_current": 16,
-                "pcie_width_max": 16, "throttle_reasons_active": [], "fabric_state": "N/A"}
+                "pcie_width_max": 16, "throttle_reasons_active": [], "fabric_state": "N/A",
+                "nvlink": None}
 
 
 def _with_health(state: dict, gpu: dict | None = None, host: dict | None = None,

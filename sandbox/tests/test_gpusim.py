@@ -1200,10 +1200,44 @@ def test_the_fact_parser_reads_every_simulated_fault_as_the_contract_says(hgx, p
         hgx.gpusim("fault", "set", *args)
     xml = hgx.smi("-q", "-x")
     gpus = parsers.parse_smi_xml(xml)["gpus"]
-    if "health" not in gpus[0]:
-        pytest.skip("facts/parsers.py does not read the health fields yet (issue 15, H1)")
     want = smi_health.healths(xml)
     assert {g["pci_bus_id"]: g["health"] for g in gpus} == want
+
+
+def test_nvlink_status_and_error_counters_with_their_faults(hgx, parsers):
+    """`nvidia-smi nvlink -s/-e` as the H100 capture prints them (18 links, 26.562 GB/s),
+    read back by the product's parsers; inactive links stay over a driver reload, the error
+    counters restart with it."""
+    status = hgx.smi("nvlink", "-s")
+    assert status.splitlines()[:2] == [
+        f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {parsers.parse_smi_list(hgx.smi('-L'))[0]['uuid']})",
+        "\t Link 0: 26.562 GB/s"]
+    errors = hgx.smi("nvlink", "-e", "-i", "0").splitlines()
+    assert errors[1:5] == ["\t Link 0: Replay Errors: 0", "\t Link 0: Recovery Errors: 0",
+                           "\t Link 0: CRC Errors: 0", ""]
+    hgx.gpusim("fault", "set", "nvlink_inactive", "3,7", "--gpu", "2")
+    hgx.gpusim("fault", "set", "nvlink_recovery_errors", "4", "--gpu", "5")
+    hgx.gpusim("fault", "set", "nvlink_crc_errors", "9", "--gpu", "5")
+    hgx.gpusim("fault", "set", "nvlink_inactive", "x", "--gpu", "2", rc=2)
+    gpus = parsers.parse_nvlink_status(hgx.smi("nvlink", "--status"))
+    assert [len(g["links"]) for g in gpus] == [18] * 8
+    assert [[lk["link"] for lk in g["links"] if lk["state"] == "inactive"] for g in gpus] == \
+        [[], [], [3, 7], [], [], [], [], []]
+    counters = parsers.parse_nvlink_errors(hgx.smi("nvlink", "--errorcounters"))
+    assert counters[5]["links"][0] == {"Replay Errors": 0, "Recovery Errors": 4, "CRC Errors": 9}
+    hgx.smi("nvlink", rc=2)  # neither -s nor -e
+    hgx.tool("rmmod", "nvidia")
+    hgx.tool("modprobe", "nvidia")
+    assert parsers.parse_nvlink_errors(hgx.smi("nvlink", "-e"))[5]["links"][0]["CRC Errors"] == 0
+    assert "Link 7: <inactive>" in hgx.smi("nvlink", "-s", "-i", "2")
+
+
+def test_gpus_without_nvlink_print_their_header_only(sim):
+    sim.machine("L4", 2).install()
+    sim.boot()
+    assert [line.split(" (")[0] for line in sim.smi("nvlink", "-s").splitlines()] == [
+        "GPU 0: NVIDIA L4", "GPU 1: NVIDIA L4"]
+    assert "has no NVLink" in sim.gpusim("fault", "set", "nvlink_crc_errors", rc=2).stderr
 
 
 def test_spec_faults_are_set_in_the_host_at_its_creation(tmp_path):

@@ -5,7 +5,8 @@ of life, a fact about the branch, not a fault) — still one remote command per 
 
 Faults come from gpusim (sandbox/nvidia/README.md, "faults"), on hosts that
 deploys/gpu_host.py converged (the simulated driver must be loaded): a row remap failure,
-a PCIe link narrower than the slot, an Xid 48 (uncorrectable ECC) in this boot's kernel log.
+a PCIe link narrower than the slot, an Xid 48 (uncorrectable ECC) in this boot's kernel log,
+an NVLink that did not train (`nvidia-smi nvlink -s`, read in the same single command).
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ FAULTS = [
     ("gpusim fault set pcie_degraded 8 --gpu 0", ("pcie-width-degraded", "warning")),
     ("gpusim xid 48 --gpu 0 --text 'An uncorrectable double bit error (DBE) has been detected "
      "on GPU in the framebuffer at partition 0, subpartition 0.'", ("xid-48", "critical")),
+    # on a host whose GPUs have NVLink (the SXM models): link 3 of GPU 0 did not train
+    ("gpusim fault set nvlink_inactive 3 --gpu 0", ("nvlink-link-inactive", "warning")),
 ]
+NVLINK_MODELS = ("A100-SXM4-40GB", "H100-80GB-HBM3", "V100-SXM2-16GB")
 CLEAR = "gpusim fault clear; dmesg -C"  # dmesg -C: the Xid leaves the (simulated) ring buffer
 
 
@@ -39,11 +43,18 @@ def faulted(fleet, pyinfra, ssh):
     if len(names) < len(FAULTS) + 1:
         pytest.skip(f"needs {len(FAULTS) + 1} hosts, the fleet has {len(names)}")
     pyinfra("-y", "deploys/gpu_host.py", timeout=2400)  # quick when converged
-    injected = dict(zip(names, FAULTS, strict=False))
+    models = {h["name"]: h.get("gpu_model") for h in fleet["hosts"]}
+    injected, free = {}, list(names)
+    for command, finding in FAULTS:
+        fits = [n for n in free if "nvlink" not in command or models[n] in NVLINK_MODELS]
+        if not fits:
+            pytest.fail(f"no host of the fleet for {command!r} (models: {models})")
+        injected[fits[0]] = (command, finding)
+        free.remove(fits[0])
     try:
         for name, (command, _) in injected.items():
             ssh(name, command)
-        yield injected, names[len(FAULTS):]
+        yield injected, free
     finally:
         for name in injected:
             ssh(name, CLEAR, check=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import textwrap
 
@@ -275,7 +276,8 @@ def test_the_composite_fact_is_one_shell_command_that_always_succeeds(tmp_path):
 HEALTH_KEYS = {"ecc_mode_current", "ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable",
                "retired_pages_double_bit", "retired_pages_pending", "remapped_rows_uncorrectable",
                "remapped_rows_pending", "remapped_rows_failure", "pcie_gen_current", "pcie_gen_max",
-               "pcie_width_current", "pcie_width_max", "throttle_reasons_active", "fabric_state"}
+               "pcie_width_current", "pcie_width_max", "throttle_reasons_active", "fabric_state",
+               "nvlink"}  # the last one from nvidia-smi nvlink -s/-e, not from the XML
 # An HGX-like bus: three A100s (nvidia-smi lists 07 and 08 only), two NVSwitches, an audio
 # function; sysfs prints the domain, nvidia-smi its 8-digit form.
 SYSFS_3_GPUS = (
@@ -446,3 +448,73 @@ def test_kernel_xid_without_a_readable_log_is_an_empty_result_not_a_failure(tmp_
     result = _run_kernel_xid(_fake_tools(tmp_path, journal="", dmesg=None))
     assert (result["rc"], result["out"].strip()) == (3, "")
     assert assemble.health_state({"kernel_xid": result})["xid_source"] is None
+
+
+NVLINK_S = ("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-11111110-2222-3333-4444-555555555555)\n"
+            "\t Link 0: 25 GB/s\n\t Link 1: <inactive>\n\t Link 2: 25 GB/s\n"
+            "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-11111111-2222-3333-4444-555555555555)\n"
+            "\t Link 0: 25 GB/s\n\t Link 1: 25 GB/s\n\t Link 2: 25 GB/s\n")
+NVLINK_E = ("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-11111110-2222-3333-4444-555555555555)\n"
+            + "".join(f"\t Link {n}: Replay Errors: {n}\n\t Link {n}: Recovery Errors: 0\n"
+                      f"\t Link {n}: CRC Errors: {2 * n}\n\n" for n in range(3))
+            + "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-11111111-2222-3333-4444-555555555555)\n"
+            + "".join(f"\t Link {n}: Replay Errors: 0\n\t Link {n}: Recovery Errors: 1\n"
+                      f"\t Link {n}: CRC Errors: 0\n\n" for n in range(3)))
+
+
+def test_each_gpu_health_carries_its_nvlink_summary_matched_by_uuid():
+    value = assemble.host_state(dict(LOADED, nvlink_status={"rc": 0, "out": NVLINK_S},
+                                     nvlink_errors={"rc": 0, "out": NVLINK_E}))
+    first, second = (gpu["health"]["nvlink"] for gpu in value["gpus"])
+    assert first == {"links_total": 3, "links_active": 2, "links_inactive": [1],
+                     "all_inactive": False, "replay_errors": 3, "recovery_errors": 0,
+                     "crc_errors": 6}
+    assert (second["links_active"], second["recovery_errors"]) == (3, 3)
+
+
+def test_nvlink_counters_unread_and_no_nvlink_at_all():
+    skipped = assemble.host_state(dict(LOADED, nvlink_status={"rc": 0, "out": NVLINK_S},
+                                       nvlink_errors={"rc": 4, "out": ""}))
+    assert skipped["gpus"][0]["health"]["nvlink"]["crc_errors"] is None
+    pcie = assemble.host_state(dict(LOADED, nvlink_status={"rc": 0, "out": (
+        "GPU 0: NVIDIA L4 (UUID: GPU-11111110-2222-3333-4444-555555555555)\n"
+        "GPU 1: NVIDIA L4 (UUID: GPU-11111111-2222-3333-4444-555555555555)\n")}))
+    assert [gpu["health"]["nvlink"] for gpu in pcie["gpus"]] == [None, None]
+    old = assemble.host_state(LOADED)  # the section absent (a gpuhost before it): None
+    assert [gpu["health"]["nvlink"] for gpu in old["gpus"]] == [None, None]
+
+
+def _run_nvlink(tmp_path, xml_rc: int, status: str) -> tuple[dict, list[str]]:
+    """The smi chain with a fake nvidia-smi: (sections, the nvidia-smi calls it made)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(parents=True)
+    (tmp_path / "xml").write_text(smi_xml([("NVIDIA A100-SXM4-40GB", "Disabled")] * 2))
+    (tmp_path / "s").write_text(status)
+    (tmp_path / "e").write_text(NVLINK_E)
+    calls = tmp_path / "calls"
+    smi = bindir / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\necho "$*" >> {calls}\ncase "$*" in\n'
+                   f'"-q -x") [ {xml_rc} = 0 ] || exit {xml_rc}; cat {tmp_path / "xml"};;\n'
+                   f'"nvlink -s") cat {tmp_path / "s"};;\n"nvlink -e") cat {tmp_path / "e"};;\n'
+                   'esac\n')
+    smi.chmod(0o755)
+    script = build_script(["smi_xml", "nvlink_status", "nvlink_errors"])
+    run = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
+                         env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert run.returncode == 0, run.stderr
+    made = calls.read_text().splitlines() if calls.exists() else []
+    return parsers.split_sections(run.stdout), made
+
+
+def test_nvlink_sections_read_the_counters_only_when_a_link_is_up(tmp_path):
+    sections, calls = _run_nvlink(tmp_path / "up", 0, NVLINK_S)
+    assert calls == ["-q -x", "nvlink -s", "nvlink -e"]
+    assert sections["nvlink_errors"]["rc"] == 0
+    assert assemble.host_state(sections)["gpus"][1]["health"]["nvlink"]["recovery_errors"] == 3
+    # no NVLink (PCIe cards): one short call, no counters
+    sections, calls = _run_nvlink(tmp_path / "pcie", 0, "GPU 0: NVIDIA L4 (UUID: GPU-1)\n")
+    assert calls == ["-q -x", "nvlink -s"] and sections["nvlink_errors"]["rc"] == 4
+    # the driver does not answer: nothing more is asked of it
+    sections, calls = _run_nvlink(tmp_path / "down", 9, NVLINK_S)
+    assert calls == ["-q -x"]
+    assert (sections["nvlink_status"]["rc"], sections["nvlink_errors"]["rc"]) == (4, 4)

@@ -104,6 +104,48 @@ def test_quiet_or_unknown_fields_are_no_finding(state, fields):
     assert ids(state(gpu=fields)) == [("lifecycle-supported", "info", None)]
 
 
+NVLINK_UP = {"links_total": 12, "links_active": 12, "links_inactive": [], "all_inactive": False,
+             "replay_errors": 0, "recovery_errors": 0, "crc_errors": 0}
+
+
+@pytest.mark.parametrize(("nvlink", "nvswitches", "ident", "severity", "says"), [
+    ({"links_active": 0, "links_inactive": list(range(12)), "all_inactive": True}, 6,
+     "nvlink-down", "critical", "every NVLink of this GPU is inactive on a host with 6 NVSwitches"),
+    ({"links_total": 0, "links_active": 0, "all_inactive": True}, 6, "nvlink-down", "critical",
+     "cut off from the fabric"),  # NVML's "all links are inActive" and no link line
+    ({"links_active": 10, "links_inactive": [3, 7]}, 6, "nvlink-link-inactive", "warning",
+     "NVLink 3, 7 inactive (10 of 12 active)"),
+    ({"links_active": 11, "links_inactive": [5]}, 0, "nvlink-link-inactive", "warning",
+     "less GPU-to-GPU bandwidth"),
+    ({"recovery_errors": 3}, 0, "nvlink-recovery-errors", "warning",
+     "3 NVLink recovery error(s) since the driver loaded"),
+    ({"crc_errors": 17, "replay_errors": 1}, 0, "nvlink-crc-replay-errors", "info",
+     "17 NVLink CRC and 1 replay error(s)"),
+])
+def test_nvlink_findings(state, nvlink, nvswitches, ident, severity, says):
+    found = only(state(gpu={"nvlink": {**NVLINK_UP, **nvlink}},
+                       host={"nvswitch_count": nvswitches}), ident)
+    assert (found["severity"], found["gpu"]) == (severity, GPU)
+    assert says in found["message"]
+
+
+@pytest.mark.parametrize(("nvlink", "nvswitches", "mig"), [
+    ({}, 6, "disabled"),  # every link up, no error
+    (None, 6, "disabled"),  # no NVLink (a PCIe card): nothing read, nothing judged
+    # all links down without an NVSwitch: a PCIe card without an NVLink bridge
+    ({"links_active": 0, "links_inactive": list(range(12)), "all_inactive": True}, 0, "disabled"),
+    # counters not read (-e runs only when a link is up)
+    ({"replay_errors": None, "recovery_errors": None, "crc_errors": None}, 6, "disabled"),
+    # MIG mode: NVLink is not used, its link state is not judged
+    ({"links_active": 0, "links_inactive": list(range(12)), "all_inactive": True}, 6, "enabled"),
+])
+def test_quiet_nvlink_is_no_finding(state, nvlink, nvswitches, mig):
+    value = state(gpu={"nvlink": None if nvlink is None else {**NVLINK_UP, **nvlink}},
+                  host={"nvswitch_count": nvswitches})
+    value["gpus"][0]["mig_current"] = mig
+    assert [f for f in ids(value) if f[0].startswith("nvlink")] == []
+
+
 def test_row_remap_failure_and_pending_are_separate_findings(state):
     assert only(state(gpu={"remapped_rows_pending": True, "remapped_rows_failure": True}),
                 "row-remap-failure")["severity"] == "critical"

@@ -216,3 +216,51 @@ def test_windows_line_endings_and_bytes():
 def test_only_a_value_that_is_not_text_is_an_error(value):
     with pytest.raises(ValueError, match="Xid"):
         p.parse_xid_lines(value)
+
+
+# --- nvidia-smi nvlink -s / -e ---------------------------------------------------------------
+
+def test_nvlink_status_reads_each_link_speed_and_the_inactive_ones():
+    gpus = p.parse_nvlink_status(fx("nvlink_status__a100-sxm4-40gb__r535__link-5-of-gpu-1-inactive.txt"))
+    assert [(g["index"], g["name"], g["uuid"]) for g in gpus] == [
+        (0, "NVIDIA A100-SXM4-40GB", "GPU-5a1c0de0-7e57-4b1d-9c0f-000000000000"),
+        (1, "NVIDIA A100-SXM4-40GB", "GPU-5a1c0de1-7e57-4b1d-9c0f-000000000001")]
+    assert [len(g["links"]) for g in gpus] == [12, 12]
+    assert {link["speed_gbps"] for link in gpus[0]["links"]} == {25.0}
+    assert [link["link"] for link in gpus[1]["links"] if link["state"] == "inactive"] == [5]
+    assert gpus[1]["links"][5] == {"link": 5, "state": "inactive", "speed_gbps": None}
+    assert {g["note"] for g in gpus} == {None}
+
+
+def test_nvlink_status_of_old_drivers_without_uuid():
+    gpus = p.parse_nvlink_status(fx("nvlink_status__v100-sxm2-32gb__old-driver-no-uuid.txt"))
+    assert [(g["name"], g["uuid"], len(g["links"])) for g in gpus] == [
+        ("Tesla V100-SXM2-32GB", None, 6)] * 2
+    assert gpus[0]["links"][0]["speed_gbps"] == 25.781
+
+
+def test_nvlink_status_of_cards_without_nvlink():
+    gpus = p.parse_nvlink_status(fx("nvlink_status__pcie-cards-without-nvlink.txt"))
+    assert [(g["links"], g["note"]) for g in gpus] == [
+        ([], "not_supported"), ([], "all_inactive"), ([], None)]
+
+
+def test_nvlink_status_unknown_link_text_is_not_called_active():
+    gpus = p.parse_nvlink_status("GPU 0: NVIDIA X (UUID: GPU-1)\n\t Link 0: Degraded\n")
+    assert gpus[0]["links"] == [{"link": 0, "state": "unknown", "speed_gbps": None}]
+
+
+def test_nvlink_errors_per_link_counters():
+    gpus = p.parse_nvlink_errors(fx("nvlink_errors__a100-sxm4-40gb__r535__errors-on-two-links.txt"))
+    assert len(gpus) == 2 and all(len(g["links"]) == 12 for g in gpus)
+    assert gpus[1]["links"][5] == {"Replay Errors": 1, "Recovery Errors": 3, "CRC Errors": 17}
+    assert gpus[0]["links"][0]["CRC Errors"] == 2
+    assert gpus[0]["links"][1] == {"Replay Errors": 0, "Recovery Errors": 0, "CRC Errors": 0}
+
+
+def test_nvlink_errors_keep_any_counter_name_and_na():
+    gpus = p.parse_nvlink_errors("GPU 0: NVIDIA B200 (UUID: GPU-2)\n"
+                                 "\t Link 0: Link recovery failed events: 1\n"
+                                 "\t Link 0: Effective BER: 1.5e-15\n\t Link 0: CRC Errors: N/A\n")
+    assert gpus[0]["links"][0] == {"Link recovery failed events": 1, "Effective BER": 1.5e-15,
+                                   "CRC Errors": None}

@@ -13,7 +13,8 @@
 
 GPU faults: ecc_volatile_uncorrectable [N], ecc_aggregate_uncorrectable [N], retired_pages [N],
 retired_pages_pending [N], row_remap_pending [N], row_remap_failure, pcie_degraded [WIDTH],
-throttle [REASON,...], fabric_in_progress, gpu_missing, gpu_lost. --next-load arms a fault
+throttle [REASON,...], fabric_in_progress, gpu_missing, gpu_lost, nvlink_inactive [LINKS|all],
+nvlink_replay_errors [N], nvlink_recovery_errors [N], nvlink_crc_errors [N]. --next-load arms a fault
 or an Xid for the next load of the nvidia module (the next boot, or modprobe nvidia).
 """
 

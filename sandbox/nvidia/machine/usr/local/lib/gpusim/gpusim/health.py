@@ -49,7 +49,16 @@ GPU_FAULTS = {
     "gpu_missing": ("flag", True, "on the PCI bus, but the driver failed to initialise it: "
                     "nvidia-smi does not list it"),
     "gpu_lost": ("flag", True, "fell off the bus (Xid 79): nvidia-smi fails until a reboot"),
+    "nvlink_inactive": ("links", "0", "NVLinks that did not train (`<inactive>` in nvidia-smi "
+                        "nvlink -s): link numbers, comma-separated, or all (SXM models)"),
+    "nvlink_replay_errors": ("count", 1, "NVLink replay errors on link 0 since the driver "
+                             "loaded (SXM models)"),
+    "nvlink_recovery_errors": ("count", 1, "NVLink recovery errors on link 0 since the driver "
+                               "loaded (SXM models)"),
+    "nvlink_crc_errors": ("count", 1, "NVLink CRC errors on link 0 since the driver loaded "
+                          "(SXM models)"),
 }
+NVLINK_COUNTERS = ("nvlink_replay_errors", "nvlink_recovery_errors", "nvlink_crc_errors")
 
 # Default texts of injected Xid/SXid lines, from real logs (sandbox/README.md).
 XID_TEXT = {
@@ -88,6 +97,8 @@ def check_fault(machine, name, index):
             arch in models.PAGE_RETIREMENT_ARCHS:
         return (f"{info['name']} ({arch}) retires pages instead of remapping rows: use "
                 "retired_pages / retired_pages_pending")
+    if name.startswith("nvlink_") and not info.get("nvlink"):
+        return f"{info['name']} has no NVLink (the SXM models do)"
     if name == "fabric_in_progress" and not fabric_capable(machine):
         return ("the NVLink fabric state exists on Hopper and newer GPUs of NVSwitch hosts "
                 f"(this host: {info['name']}, nvswitch={bool(machine.get('nvswitch'))})")
@@ -113,6 +124,12 @@ def parse_value(name, text):
             raise host.SimError(f"gpusim: pcie_degraded takes the link width the GPU trained "
                                 f"at: 1, 2, 4 or 8 (x16 is the full width), not {text!r}.", 2)
         return int(text.rstrip("x"))
+    if kind == "links":
+        links = [n.strip() for n in text.split(",") if n.strip()]
+        if text != "all" and (not links or not all(n.isdigit() and int(n) < 18 for n in links)):
+            raise host.SimError(f"gpusim: nvlink_inactive takes link numbers (0-17), "
+                                f"comma-separated, or all, not {text!r}.", 2)
+        return text if text == "all" else ",".join(links)
     if kind == "reasons":
         reasons = [r.strip() for r in text.split(",") if r.strip()]
         bad = [r for r in reasons if r not in THROTTLE_REASONS]
@@ -224,7 +241,10 @@ def on_boot(faults):
 
 
 def settle_at_load(gpu):
-    """A driver load: volatile counters restart, pending retirements and remaps apply."""
+    """A driver load: volatile counters restart (ECC, NVLink errors), pending retirements and
+    remaps apply."""
+    for name in NVLINK_COUNTERS:
+        gpu.pop(name, None)
     vol = gpu.pop("ecc_volatile_uncorrectable", 0)
     if vol:
         gpu["ecc_aggregate_uncorrectable"] = gpu.get("ecc_aggregate_uncorrectable", 0) + vol

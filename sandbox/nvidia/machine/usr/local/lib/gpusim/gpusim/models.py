@@ -64,7 +64,7 @@ GPU_MODELS = {
         "part": "20B0-884-A1", "mig": True, "nvswitch": ("1af1", "GA100 [A100 NVSwitch]", 6),
         "bus_ids": ("07:00", "0F:00", "47:00", "4E:00", "87:00", "90:00", "B7:00", "BD:00"),
         "clocks": (1410, 1215), "profiles": _profiles(_A100_40GB_PROFILES),
-        "remap_banks": 640,
+        "remap_banks": 640, "nvlink": (12, "25 GB/s"),
     },
     "H100-80GB-HBM3": {
         "name": "NVIDIA H100 80GB HBM3", "brand": "NVIDIA", "arch": "Hopper",
@@ -75,7 +75,7 @@ GPU_MODELS = {
         "part": "2330-885-A1", "mig": True, "nvswitch": ("22a3", "GH100 [H100 NVSwitch]", 4),
         "bus_ids": ("18:00", "2A:00", "3A:00", "5D:00", "9A:00", "AB:00", "BA:00", "DB:00"),
         "clocks": (1980, 2619), "profiles": _profiles(_H100_80GB_PROFILES),
-        "remap_banks": 3072,
+        "remap_banks": 3072, "nvlink": (18, "26.562 GB/s"),
     },
     "L4": {
         "name": "NVIDIA L4", "brand": "NVIDIA", "arch": "Ada Lovelace",
@@ -103,7 +103,7 @@ GPU_MODELS = {
         "vbios": "88.00.43.00.01", "part": "1DB1-895-A1", "mig": False,
         "nvswitch": ("1ac2", "Device 1ac2", 6),
         "bus_ids": ("06:00", "07:00", "0A:00", "0B:00", "85:00", "86:00", "89:00", "8A:00"),
-        "clocks": (1530, 877), "profiles": [],
+        "clocks": (1530, 877), "profiles": [], "nvlink": (6, "25.781 GB/s"),
     },
     # Pre-Turing PCIe cards and a GPU newer than gpuhost's NVIDIA table snapshot. Names and
     # PCI device ids: NVIDIA's supported-gpus.json (525: 0x1DB4 "Tesla V100-PCIE-16GB",
@@ -160,6 +160,10 @@ ECC_BIT_LAYOUT_ARCHS = ("Pascal", "Volta")
 # NVML's GPU fabric info (nvmlDeviceGetGpuFabricInfo): "For Hopper or newer fully supported
 # devices"; an A100 HGX prints N/A (A100-SXM4-80GB 535.54.03 capture).
 FABRIC_ARCHS = ("Hopper", "Blackwell")
+# "nvlink": (links, speed as `nvidia-smi nvlink -s` prints an active link) of the SXM
+# models, from public captures: A100-SXM4-40GB 12 x "25 GB/s" (driver 535.161.08),
+# H100 80GB HBM3 18 x "26.562 GB/s" (stas00/ml-engineering), Tesla V100-SXM2-16GB
+# 6 x "25.781 GB/s" (sandbox/README.md "NVLink"). PCIe models have none.
 
 # Newest CUDA a driver branch supports, as nvidia-smi prints it.
 CUDA_BY_BRANCH = {

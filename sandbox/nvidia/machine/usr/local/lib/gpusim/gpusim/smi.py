@@ -9,7 +9,7 @@ supported, 6 not found / no devices, 9 driver not loaded, 12 NVML library missin
 import sys
 import time
 
-from . import health, host, mig_cli, models, query, textout, view, xmlout
+from . import health, host, mig_cli, models, nvlink, query, textout, view, xmlout
 
 NOT_LOADED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
               "Make sure that the latest NVIDIA driver is installed and running.\n\n")
@@ -21,7 +21,8 @@ HELP = """NVIDIA System Management Interface -- v{version} (gpusim)
 
 Supported here: -L, -q [-x], -i ID, --query-gpu=F --format=csv[,noheader][,nounits],
 --query-compute-apps=F, -pm 0|1, -mig 0|1, -r/--gpu-reset, --version, and
-"nvidia-smi mig" with -lgip -lgipp -lgi -lci -cgi [-C] -cci -dci -dgi -gi -ci.
+"nvidia-smi mig" with -lgip -lgipp -lgi -lci -cgi [-C] -cci -dci -dgi -gi -ci,
+"nvidia-smi nvlink" with -s/--status or -e/--errorcounters.
 """
 IN_USE_LONG = ("is currently being used by one or more other processes (e.g. CUDA application "
                "or a monitoring application such as another instance of nvidia-smi). Please "
@@ -50,6 +51,8 @@ FLAG_OPTS = {"-q": "q", "--query": "q", "-a": "q", "-x": "x", "--xml-format": "x
              "-C": "C", "--default-compute-instance": "C",
              "-dci": "dci", "--destroy-compute-instance": "dci",
              "-dgi": "dgi", "--destroy-gpu-instance": "dgi"}
+NVLINK_OPTS = {"-s": "nvlink_status", "--status": "nvlink_status",
+               "-e": "nvlink_errors", "--errorcounters": "nvlink_errors"}
 OPTIONAL_VALUE = {"-cci": "cci", "--create-compute-instance": "cci"}
 
 
@@ -61,6 +64,10 @@ def parse(argv):
         name, eq, value = arg.partition("=")
         if arg == "mig" and not opts["mig_cmd"]:
             opts["mig_cmd"] = True
+        elif arg == "nvlink" and not opts.get("nvlink_cmd"):
+            opts["nvlink_cmd"] = True
+        elif opts.get("nvlink_cmd") and arg in NVLINK_OPTS:
+            opts[NVLINK_OPTS[arg]] = True
         elif name in VALUE_OPTS:
             if not eq:
                 if not args:
@@ -155,6 +162,12 @@ def dispatch(s, opts, indexes, out, faults):
     version, cuda = view.driver_info(state)
     if opts["mig_cmd"]:
         return mig_command(s, opts, indexes, out)
+    if opts.get("nvlink_cmd"):
+        if opts.get("nvlink_status") == opts.get("nvlink_errors"):  # none or both
+            raise host.SimError(BAD_ARGS, 2)
+        out.write(nvlink.render(view.all_views(machine, state, indexes, faults), machine,
+                                faults, errors=bool(opts.get("nvlink_errors"))))
+        return 0
     if opts.get("version"):
         out.write(textout.version(version, cuda))
         return 0
