@@ -24,36 +24,38 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else sys.executable
 
-# fault command on the host -> the finding (id, severity) the audit must report for it
+# per faulted host: fault commands -> the findings (id, severity) the audit must report. The
+# second host needs GPUs with NVLink (the SXM models): link 3 of its GPU 0 did not train.
 FAULTS = [
-    ("gpusim fault set row_remap_failure --gpu 0", ("row-remap-failure", "critical")),
-    ("gpusim fault set pcie_degraded 8 --gpu 0", ("pcie-width-degraded", "warning")),
-    ("gpusim xid 48 --gpu 0 --text 'An uncorrectable double bit error (DBE) has been detected "
-     "on GPU in the framebuffer at partition 0, subpartition 0.'", ("xid-48", "critical")),
-    # on a host whose GPUs have NVLink (the SXM models): link 3 of GPU 0 did not train
-    ("gpusim fault set nvlink_inactive 3 --gpu 0", ("nvlink-link-inactive", "warning")),
+    {"gpusim fault set row_remap_failure --gpu 0": ("row-remap-failure", "critical")},
+    {"gpusim fault set pcie_degraded 8 --gpu 0": ("pcie-width-degraded", "warning"),
+     "gpusim fault set nvlink_inactive 3 --gpu 0": ("nvlink-link-inactive", "warning")},
+    {"gpusim xid 48 --gpu 0 --text 'An uncorrectable double bit error (DBE) has been detected "
+     "on GPU in the framebuffer at partition 0, subpartition 0.'": ("xid-48", "critical")},
 ]
 NVLINK_MODELS = ("A100-SXM4-40GB", "H100-80GB-HBM3", "V100-SXM2-16GB")
 CLEAR = "gpusim fault clear; dmesg -C"  # dmesg -C: the Xid leaves the (simulated) ring buffer
+SEVERITY = {"critical": 0, "warning": 1}
 
 
 @pytest.fixture(scope="module")
 def faulted(fleet, pyinfra, ssh):
     names = [h["name"] for h in fleet["hosts"]]
     if len(names) < len(FAULTS) + 1:
-        pytest.skip(f"needs {len(FAULTS) + 1} hosts, the fleet has {len(names)}")
+        pytest.fail(f"needs {len(FAULTS) + 1} hosts, the fleet has {len(names)}")
     pyinfra("-y", "deploys/gpu_host.py", timeout=2400)  # quick when converged
     models = {h["name"]: h.get("gpu_model") for h in fleet["hosts"]}
     injected, free = {}, list(names)
-    for command, finding in FAULTS:
-        fits = [n for n in free if "nvlink" not in command or models[n] in NVLINK_MODELS]
+    for faults in FAULTS:
+        nvlink = any("nvlink" in command for command in faults)
+        fits = [n for n in free if not nvlink or models[n] in NVLINK_MODELS]
         if not fits:
-            pytest.fail(f"no host of the fleet for {command!r} (models: {models})")
-        injected[fits[0]] = (command, finding)
+            pytest.fail(f"no host of the fleet for {list(faults)} (models: {models})")
+        injected[fits[0]] = faults
         free.remove(fits[0])
     try:
-        for name, (command, _) in injected.items():
-            ssh(name, command)
+        for name, faults in injected.items():
+            ssh(name, "; ".join(faults))
         yield injected, free
     finally:
         for name in injected:
@@ -69,15 +71,17 @@ def test_each_injected_fault_is_named_on_its_host_with_its_severity(faulted, tmp
                           timeout=600, env=env)
     assert proc.returncode == 4, proc.stdout + proc.stderr  # 4: unhealthy
     hosts = {h["name"]: h for h in json.loads(out.read_text())["hosts"]}
-    for name, (command, (ident, severity)) in injected.items():
-        found = [(f["id"], f["severity"]) for f in hosts[name]["health"]["findings"]
-                 if not f["id"].startswith("lifecycle-")]
-        assert found == [(ident, severity)], (name, command, hosts[name]["health"])
-        assert hosts[name]["health"]["status"] == severity
-        gpu = next(f["gpu"] for f in hosts[name]["health"]["findings"] if f["id"] == ident)
-        assert gpu and gpu.endswith(":00.0"), gpu  # the GPU, not the host
-        assert any(line.startswith(name) and ident in line for line in proc.stdout.splitlines()) \
-            or ident in proc.stdout, proc.stdout
+    for name, faults in injected.items():
+        findings = hosts[name]["health"]["findings"]
+        found = sorted((f["id"], f["severity"]) for f in findings
+                       if not f["id"].startswith("lifecycle-"))
+        assert found == sorted(faults.values()), (name, faults, hosts[name]["health"])
+        assert hosts[name]["health"]["status"] == min(
+            (severity for _, severity in faults.values()), key=SEVERITY.__getitem__)
+        for ident, _ in faults.values():
+            gpu = next(f["gpu"] for f in findings if f["id"] == ident)
+            assert gpu and gpu.endswith(":00.0"), gpu  # the GPU, not the host
+            assert ident in proc.stdout, proc.stdout
     for name in healthy:
         found = hosts[name]["health"]["findings"]
         assert [f for f in found if not f["id"].startswith("lifecycle-")] == [], (name, found)
