@@ -255,7 +255,9 @@ def test_manifest_matches_the_files(built):
     for version, distros in m["local_repos"].items():
         for entry in distros.values():
             path = built["out"] / "local-repos" / version / entry["file"]
-            assert entry["url"] == f"http://127.77.0.1:8000/nvidia/local-repos/{version}/{entry['file']}"
+            # the fleet's URL (a private fleet's GPUHOST_NVIDIA_URL; port 8000 by default)
+            base = os.environ.get("GPUHOST_NVIDIA_URL", "http://127.77.0.1:8000/nvidia")
+            assert entry["url"] == f"{base}/local-repos/{version}/{entry['file']}"
             if path.exists():
                 assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
                 checked += 1
