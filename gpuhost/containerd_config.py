@@ -47,6 +47,9 @@ DEFAULT_RUNTIME_OPTIONS = {
     "runtime_engine": "",
     "privileged_without_host_devices": False,
 }
+# containerd's built-in runc runtime (pkg/cri/config DefaultConfig in 1.6/1.7,
+# internal/cri/config in 2.x: Type io.containerd.runc.v2, options at their zero values)
+CONTAINERD_RUNC = {"runtime_type": "io.containerd.runc.v2"}
 # plugin ids that, when disabled, leave kubelet without the CRI runtime service
 CRI_PLUGIN_IDS = ("cri", "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime")
 HEADER = ("# Written by gpuhost (containerd_nvidia_runtime): the nvidia runtime for containerd's\n"
@@ -171,7 +174,16 @@ def drop_in_config(config: dict[str, Any], version: int, default_runtime: bool =
         runtime["options"] = {}
     runtime["options"]["BinaryName"] = binary
     section = cri.setdefault("containerd", {})
-    section.setdefault("runtimes", {})[RUNTIME] = runtime
+    runtimes = section.setdefault("runtimes", {})
+    # containerd decodes a plugin's `runtimes` table into a fresh map: a table holding only
+    # nvidia drops the built-in runc, and the CRI plugin then refuses to load ("no
+    # corresponding runtime configured in `containerd.runtimes` for `containerd`
+    # `default_runtime_name = "runc"`", seen with Debian 12's containerd 1.6 and its stock
+    # config.toml): keep runc as containerd's defaults define it when the file has none
+    default = section.get("default_runtime_name")
+    if default in (None, "runc") and "runc" not in runtimes:
+        runtimes["runc"] = dict(CONTAINERD_RUNC)
+    runtimes[RUNTIME] = runtime
     if default_runtime:
         section["default_runtime_name"] = RUNTIME
     elif section.get("default_runtime_name") == RUNTIME:

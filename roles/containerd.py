@@ -29,31 +29,43 @@ from gpuhost import containerd_config as rules
 from roles.common import fail_command, host_settings
 from roles.files import atomic_write
 
+# `ctr plugins ls` status of the CRI plugin (1.x: io.containerd.grpc.v1 cri; 2.x: the
+# runtime half is io.containerd.cri.v1 runtime)
+CRI_STATUS = ('($1 == "io.containerd.grpc.v1" && $2 == "cri") || '
+              '($1 == "io.containerd.cri.v1" && $2 == "runtime") { print $NF }')
 OLD = rules.DROP_IN.rsplit("/", 1)[0] + "/.99-nvidia.toml.gpuhost-old"
 
 
 def checked_restart(restore: list[str]) -> StringCommand:
     """Restart containerd, wait until it answers, and check its effective config has the
-    nvidia runtime; when it does not start, run ``restore`` (shell commands that put
-    gpuhost's previous files back), start it again and fail with its journal's last errors."""
+    nvidia runtime; when it does not start or its CRI plugin does not load, run ``restore``
+    (shell commands that put gpuhost's previous files back), restart it and fail with the
+    errors it logged since the restart."""
     undo = " ".join(f"{c};" for c in restore)
     return StringCommand(
         "systemctl reset-failed containerd.service >/dev/null 2>&1;",
+        "since=$(date '+%Y-%m-%d %H:%M:%S');",
         "if systemctl restart containerd.service && timeout 60 sh -c",
         QuoteString("until ctr version >/dev/null 2>&1; do sleep 1; done"), "; then",
+        # containerd stays up when its CRI plugin fails to load: that is a failure too
+        "cri=$(ctr plugins ls 2>/dev/null | awk", QuoteString(CRI_STATUS), ");",
+        'if test "$cri" != error; then',
         "if containerd config dump 2>/dev/null | grep -Eq",
         QuoteString(r"\.containerd\.runtimes\.nvidia\]"), "; then rm -f", QuoteString(OLD),
         "; exit 0; fi;",
         "echo", QuoteString(
             "gpuhost: containerd restarted, but `containerd config dump` shows no nvidia "
             f"runtime: something else decides what containerd reads ({rules.DROP_IN} is "
-            "not imported)"), ">&2; exit 1; fi;",
-        "err=$(journalctl -u containerd.service -n 40 --no-pager -o cat 2>/dev/null"
-        " | grep -i -e 'error' -e 'failed' -e 'invalid' | tail -n 4);",
+            "not imported)"), ">&2; exit 1; fi; fi;",
+        'err=$(journalctl -u containerd.service --since "$since" --no-pager -o cat 2>/dev/null'
+        " | grep -e '^containerd: ' -e 'level=error' -e 'level=fatal'"
+        " -e 'failed to load plugin io.containerd.grpc.v1.cri' -e 'failed to load plugin io.containerd.cri'"
+        " | grep -v 'failed to load cni during init' | tail -n 4);",
         undo,
         "systemctl reset-failed containerd.service >/dev/null 2>&1;"
-        " systemctl start containerd.service;",
-        "echo", QuoteString("gpuhost: containerd did not start with the nvidia drop-in; gpuhost "
+        " systemctl restart containerd.service;",
+        "echo", QuoteString("gpuhost: containerd did not start (or its CRI plugin did not load) "
+                            "with the nvidia drop-in; gpuhost "
                             "put its previous files back and started containerd again. "
                             "containerd said:"), '"$err" >&2;',
         "exit 1",
