@@ -4,7 +4,8 @@ host running Debian's own containerd 1.6 (the sandbox's `distro-containerd` trai
 Debian's package ships a config.toml without `imports`: gpuhost refuses it (says the line
 to add, changes nothing); after the user adds the line, gpuhost converges, the running
 containerd's effective configuration has the nvidia runtime, the user's config.toml is
-byte-identical, and a second run changes nothing. Only gpuhost's containerd step runs
+byte-identical, a second run changes nothing, a failed restart puts gpuhost's previous
+drop-in back, and a host without config.toml gets the two-line one nvidia-ctk writes. Only gpuhost's containerd step runs
 (tests/integration/containerd_only.py); the host is put back as it was at the end.
 """
 from __future__ import annotations
@@ -106,6 +107,16 @@ def test_the_nvidia_runtime_reaches_containerd_through_the_drop_in_only(sh, run)
         assert sh("systemctl is-active containerd").stdout.strip() == "active"
         assert sh("ctr plugins ls | awk '$2 == \"cri\" {print $NF}'").stdout.strip() == "ok"
         sh(f"mv -f /root/config.toml.users {CONFIG}")
+
+        # 5. no config.toml at all: gpuhost writes the two-line one nvidia-ctk writes, here
+        # with nvidia as the CRI default runtime
+        sh(f"mv {CONFIG} /root/config.toml.users && systemctl restart containerd")
+        run("--data", "containerd_nvidia_default_runtime=true")
+        top = sh(f"cat {CONFIG}").stdout
+        assert top.startswith("# Written by gpuhost") and IMPORTS in top, top
+        dump = sh("containerd config dump").stdout
+        assert 'default_runtime_name = "nvidia"' in dump, dump
+        assert sh("ctr plugins ls | awk '$2 == \"cri\" {print $NF}'").stdout.strip() == "ok"
     finally:  # the host as it was: Debian's file, no drop-in
         sh(f"test ! -e /root/config.toml.users || mv -f /root/config.toml.users {CONFIG}; "
            f"rm -f {DROP_IN} && sed -i '\\|^{IMPORTS}$|d' {CONFIG} && systemctl restart containerd",
