@@ -5,8 +5,9 @@ Debian's package ships a config.toml without `imports`: gpuhost refuses it (says
 to add, changes nothing); after the user adds the line, gpuhost converges, the running
 containerd's effective configuration has the nvidia runtime, the user's config.toml is
 byte-identical, a second run changes nothing, a failed restart puts gpuhost's previous
-drop-in back, and a host without config.toml gets the two-line one nvidia-ctk writes. Only gpuhost's containerd step runs
-(tests/integration/containerd_only.py); the host is put back as it was at the end.
+drop-in back, and a host without config.toml gets the two-line one nvidia-ctk writes.
+Only gpuhost's containerd step runs (tests/integration/containerd_only.py); the host is put
+back as it was at the end.
 """
 from __future__ import annotations
 
