@@ -6,6 +6,7 @@
 
 Kernel headers of the running kernel -> NVIDIA driver from NVIDIA's local repo package ->
 MIG mode/layout when set -> Docker -> NVIDIA Container Toolkit -> nvidia runtime merged into /etc/docker/daemon.json ->
+(optional) containerd's nvidia runtime ->
 verification with facts. Every key it reads is documented in docs/settings.md; bad values
 stop the run before any host is changed. A second run on a converged host changes nothing.
 """
@@ -14,6 +15,7 @@ from roles import (
     boot_safety,
     common,
     container_toolkit,
+    containerd,
     daemon_json,
     docker_engine,
     kernel_headers,
@@ -32,4 +34,5 @@ if common.host_ready() and boot_safety.check_secure_boot():
     docker_engine.install()
     container_toolkit.install()
     daemon_json.configure()
+    containerd.configure()
     verify.run()

@@ -47,7 +47,8 @@ from gpuhost.checks import (  # noqa: F401  (SHA256_RE, is_local_source, mask_ur
 from gpuhost.distro import DISTRO_TAGS
 from gpuhost.policy import DRIVER_RE
 
-GPUHOST_PREFIXES = ("nvidia_", "docker_", "container_toolkit_", "mig_", "upgrade_", "verify_")
+GPUHOST_PREFIXES = ("nvidia_", "docker_", "container_toolkit_", "mig_", "upgrade_", "verify_",
+                    "containerd_")
 
 DOCKER_REPO_URL = {
     "debian": "https://download.docker.com/linux/debian",
@@ -191,6 +192,13 @@ class Settings:
         check_choice("warn", "refuse"), "warn")
     nvidia_default_runtime: bool = _key(
         "bool", "make nvidia Docker's default runtime", check_bool, False)
+    containerd_nvidia_runtime: bool = _key(
+        "bool", "Kubernetes nodes: give containerd's CRI plugin the nvidia runtime through "
+        "/etc/containerd/conf.d/99-nvidia.toml (config.toml is never rewritten: it must import "
+        "that directory; docs/containerd.md)", check_bool, False)
+    containerd_nvidia_default_runtime: bool = _key(
+        "bool", "with containerd_nvidia_runtime: make nvidia the CRI plugin's default runtime "
+        "(else pods pick it with a RuntimeClass whose handler is nvidia)", check_bool, False)
     reboot_policy: str = _key(
         "str", "may gpuhost reboot the host", check_choice("never", "when_needed"), "never")
     reboot_timeout: int = _key(
@@ -312,6 +320,9 @@ def _cross_checks(v: dict) -> list[str]:
                         "(set it to your mirror's URL)")
     if v["mig_layout"] is not None and v["mig_mode"] != "enabled":
         problems.append("mig_layout: set, but mig_mode is not \"enabled\" (set mig_mode: enabled)")
+    if v["containerd_nvidia_default_runtime"] and not v["containerd_nvidia_runtime"]:
+        problems.append("containerd_nvidia_default_runtime: true without containerd_nvidia_runtime "
+                        "(set containerd_nvidia_runtime: true)")
     if v["verify_image_archive"] is not None and v["verify_image"] is None:
         problems.append("verify_image_archive: set without verify_image (name the image it holds)")
     if (v["nvidia_module_signing_key"] is None) != (v["nvidia_module_signing_cert"] is None):

@@ -1,0 +1,156 @@
+"""containerd's nvidia runtime through a drop-in file, for Kubernetes nodes (optional role).
+
+On with ``containerd_nvidia_runtime: true``: gpuhost writes
+``/etc/containerd/conf.d/99-nvidia.toml`` as ``nvidia-ctk runtime configure
+--runtime=containerd`` (toolkit 1.18) would, but never rewrites the user's
+``/etc/containerd/config.toml``. The rules (which runtime table is copied, the CRI plugin
+per config version, when the drop-in is in effect) live in ``gpuhost.containerd_config``;
+docs/containerd.md says what gpuhost chose and why.
+
+A config.toml that would leave the drop-in unread (no ``imports`` covering conf.d, a
+version 1 file, the CRI plugin disabled as in Docker's containerd.io) fails the host with
+the line to change; nothing is written. containerd is restarted only when gpuhost's file
+changed, and checked: it must answer (``ctr version``) and its effective configuration
+(``containerd config dump``) must hold the nvidia runtime. When containerd does not come
+back, gpuhost's previous file is put back (or the new one removed) and containerd started
+again; the host fails with containerd's own words.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from pyinfra import host, logger, state
+from pyinfra.api import QuoteString, StringCommand, deploy, operation
+from pyinfra.operations.util.files import generate_color_diff
+
+from facts.containerd import ContainerdView
+from gpuhost import containerd_config as rules
+from roles.common import fail_command, host_settings
+from roles.files import atomic_write
+
+# `ctr plugins ls` status of the CRI plugin (1.x: io.containerd.grpc.v1 cri; 2.x: the
+# runtime half is io.containerd.cri.v1 runtime)
+CRI_STATUS = ('($1 == "io.containerd.grpc.v1" && $2 == "cri") || '
+              '($1 == "io.containerd.cri.v1" && $2 == "runtime") { print $NF }')
+OLD = rules.DROP_IN.rsplit("/", 1)[0] + "/.99-nvidia.toml.gpuhost-old"
+
+
+def checked_restart(restore: list[str]) -> StringCommand:
+    """Restart containerd, wait until it answers, and check its effective config has the
+    nvidia runtime; when it does not start or its CRI plugin does not load, run ``restore``
+    (shell commands that put gpuhost's previous files back), restart it and fail with the
+    errors it logged since the restart."""
+    undo = " ".join(f"{c};" for c in restore)
+    return StringCommand(
+        "systemctl reset-failed containerd.service >/dev/null 2>&1;",
+        "since=$(date '+%Y-%m-%d %H:%M:%S');",
+        "if systemctl restart containerd.service && timeout 60 sh -c",
+        QuoteString("until ctr version >/dev/null 2>&1; do sleep 1; done"), "; then",
+        # containerd stays up when its CRI plugin fails to load: that is a failure too
+        "cri=$(ctr plugins ls 2>/dev/null | awk", QuoteString(CRI_STATUS), ");",
+        'if test "$cri" != error; then',
+        "if containerd config dump 2>/dev/null | grep -Eq",
+        QuoteString(r"\.containerd\.runtimes\.nvidia\]"), "; then rm -f", QuoteString(OLD),
+        "; exit 0; fi;",
+        "echo", QuoteString(
+            "gpuhost: containerd restarted, but `containerd config dump` shows no nvidia "
+            f"runtime: something else decides what containerd reads ({rules.DROP_IN} is "
+            "not imported)"), ">&2; exit 1; fi; fi;",
+        'err=$(journalctl -u containerd.service --since "$since" --no-pager -o cat 2>/dev/null'
+        " | grep -e '^containerd: ' -e 'level=error' -e 'level=fatal'"
+        " -e 'failed to load plugin io.containerd.grpc.v1.cri' -e 'failed to load plugin io.containerd.cri'"
+        " | grep -v 'failed to load cni during init' | tail -n 4);",
+        undo,
+        "systemctl reset-failed containerd.service >/dev/null 2>&1;"
+        " systemctl restart containerd.service;",
+        "echo", QuoteString("gpuhost: containerd did not start (or its CRI plugin did not load) "
+                            "with the nvidia drop-in; gpuhost "
+                            "put its previous files back and started containerd again. "
+                            "containerd said:"), '"$err" >&2;',
+        "exit 1",
+    )
+
+
+def _show(path: str, content: str, exists: bool) -> None:
+    if state.config.DIFF:
+        host.log(f"Will {'modify' if exists else 'create'} {path}", logger.info)
+        for line in generate_color_diff([], content.splitlines(keepends=True)):
+            logger.info("  %s", line)
+
+
+@operation()
+def nvidia_runtime(default_runtime: bool = False):
+    """
+    containerd's CRI plugin gets the ``nvidia`` runtime from a gpuhost drop-in file, and the
+    running containerd uses it (restart checked, gpuhost's file put back on failure).
+
+    + default_runtime: make ``nvidia`` the CRI plugin's default runtime
+    """
+    view = host.get_fact(ContainerdView, config=rules.CONFIG, drop_in=rules.DROP_IN)
+    if not view["installed"]:
+        yield fail_command("containerd_nvidia_runtime is on but containerd is not installed "
+                           "(gpuhost configures the containerd your Kubernetes setup installs)")
+        return
+    if view["config_flag"] and view["config_flag"] != rules.CONFIG:
+        yield fail_command(
+            f"containerd.service starts containerd with --config {view['config_flag']}; gpuhost "
+            f"only handles {rules.CONFIG} (containerd's default); nothing changed")
+        return
+    major = rules.major_version(view["version"])
+    text = view["config"]
+    try:
+        config = rules.parse(text or "")
+        version = rules.config_version(config, major)
+        if text is not None:
+            found = rules.problems(config, rules.CONFIG, version, major)
+            if found:
+                yield fail_command("; ".join(found))
+                return
+        content = rules.render_drop_in(config, version, default_runtime)
+    except rules.ContainerdConfigError as error:
+        yield fail_command(str(error))
+        return
+
+    restore = []
+    changed = False
+    if text is None:  # no config.toml: the one nvidia-ctk writes (containerd's defaults + imports)
+        top = rules.top_config(version)
+        _show(rules.CONFIG, top, False)
+        yield from atomic_write(rules.CONFIG, top.encode(), "644")
+        restore.append(f"rm -f {rules.CONFIG}")
+        changed = True
+    digest = hashlib.sha256(content.encode()).hexdigest()
+    if digest != view["drop_in_sha256"]:
+        _show(rules.DROP_IN, content, view["drop_in_sha256"] is not None)
+        if view["drop_in_sha256"] is not None:
+            def keep_old(new: str):
+                yield StringCommand("cp -p", QuoteString(rules.DROP_IN), QuoteString(OLD))
+            yield from atomic_write(rules.DROP_IN, content.encode(), "644", before_rename=keep_old)
+            restore.insert(0, f"mv -f {OLD} {rules.DROP_IN}")
+        else:
+            yield from atomic_write(rules.DROP_IN, content.encode(), "644")
+            restore.insert(0, f"rm -f {rules.DROP_IN}")
+        changed = True
+    if not changed:
+        host.noop(f"{rules.DROP_IN} gives containerd the nvidia runtime and {rules.CONFIG} "
+                  "imports it")
+        return
+    if view["active"]:
+        yield checked_restart(restore)
+    else:
+        logger.warning(f"{host.name}: containerd is not running; the nvidia runtime is in "
+                       "effect when it starts (gpuhost did not start it)")
+        yield StringCommand("rm -f", QuoteString(OLD))
+
+
+@deploy("containerd nvidia runtime")
+def configure() -> None:
+    """Only with ``containerd_nvidia_runtime: true`` (Kubernetes nodes)."""
+    config = host_settings()
+    if not config.containerd_nvidia_runtime:
+        return
+    nvidia_runtime(
+        name=f"containerd's nvidia runtime in {rules.DROP_IN} (restart containerd if needed)",
+        default_runtime=bool(config.containerd_nvidia_default_runtime),
+    )
