@@ -218,7 +218,7 @@ def load(path: str) -> dict[str, tuple[Entry, ...]]:
 def select(path: str, name: str) -> tuple[Entry, ...]:
     configs = load(path)
     if name not in configs:
-        raise MigConfigError([f"mig_config {name!r} is not in {path} (it has: "
+        raise MigConfigError([f"{name!r} is not in {path} (it has: "
                               f"{', '.join(sorted(configs))})"])
     return configs[name]
 
@@ -242,7 +242,8 @@ def layout_problems(model_key: str, profiles: list[str]) -> list[str]:
 
 
 def check(path: str, name: str) -> list[str]:
-    """The controller's check, before any host is contacted: the file parses, ``name`` is
+    """The controller's check, before any host is contacted (one line per problem, each
+    starting with the name or with ``mig_config_file``): the file parses, ``name`` is
     in it, every entry with a device-filter fits each GPU model the filter names (ids
     gpuhost's table does not know are matched on the host and checked there), and every
     entry without one fits at least one MIG model (each host's own GPUs are checked again
@@ -263,7 +264,7 @@ def check(path: str, name: str) -> list[str]:
                     continue
                 found = layout_problems(model["key"], entry.profiles)
                 if found:
-                    problems.append(f"mig_config {name} {entry.shown()}: {layout} does not fit "
+                    problems.append(f"{name} {entry.shown()}: {layout} does not fit "
                                     f"{model['key']} ({packed}): {'; '.join(found)}")
             continue
         reasons = {}
@@ -277,7 +278,7 @@ def check(path: str, name: str) -> list[str]:
         if reasons:
             shown = [f"{models[0]}{' (and ' + ', '.join(models[1:]) + ')' if models[1:] else ''}"
                      f": {'; '.join(reasons[models[0]])}" for models in _tables().values()]
-            problems.append(f"mig_config {name} {entry.shown()}: {layout} fits no MIG GPU "
+            problems.append(f"{name} {entry.shown()}: {layout} fits no MIG GPU "
                             f"model: {' | '.join(shown)}")
     return problems
 

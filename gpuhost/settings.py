@@ -355,7 +355,8 @@ def _mig_config_problems(v: dict) -> list[str]:
                 "mig-parted-style YAML file)"]
     from gpuhost import mig_config
 
-    return mig_config.check(v["mig_config_file"], v["mig_config"])
+    return [p if p.startswith("mig_config_file") else f"mig_config: {p}"
+            for p in mig_config.check(v["mig_config_file"], v["mig_config"])]
 
 
 def _urls_in_use(v: dict) -> list[tuple[str, str]]:
