@@ -65,10 +65,10 @@ def boot_script(layouts: dict) -> str:
     boot). After creating instances it refreshes the CDI spec (``CDI_REFRESH``)."""
     import shlex
 
-    cases = "".join(f"        {index}) echo {shlex.quote(','.join(names))} ;;\n"
+    cases = "".join(f"        {index}) echo {shlex.quote(','.join(creation_order(names)))} ;;\n"
                     for index, names in sorted(layouts.items(), key=lambda i: str(i[0]))
                     if index != "*")
-    default = ",".join(layouts.get("*", [])) if "*" in layouts else None
+    default = ",".join(creation_order(layouts["*"])) if "*" in layouts else None
     ours = "all" if default is not None else " ".join(str(i) for i in sorted(
         i for i in layouts if i != "*"))
     fallback = shlex.quote(default) if default is not None else "''"
@@ -196,7 +196,7 @@ def layout(profiles: list[str] | None = None, per_gpu: dict[int, list[str]] | No
             wanted_profiles = list(profiles or [])
         # ids (19), "MIG 1g.5gb" and names all become this GPU's profile names before the
         # comparison: a layout given as ids must not be re-created on every run
-        wanted = layout_names(gpu, wanted_profiles)
+        wanted = creation_order(layout_names(gpu, wanted_profiles))
         current = sorted(instance["profile"] for instance in gpu["gpu_instances"])
         if current == sorted(wanted):
             continue
@@ -217,6 +217,21 @@ def layout(profiles: list[str] | None = None, per_gpu: dict[int, list[str]] | No
             shown = "; ".join(f"GPU {i}: {', '.join(p) or 'no instances'}"
                               for i, p in sorted(per_gpu.items()))
             host.noop(f"every GPU of the MIG configuration has its layout ({shown})")
+
+
+def creation_order(names: list[str]) -> list[str]:
+    """The order to pass to ``-cgi``: larger instances first. nvidia-smi creates them in the
+    order given and places each where it fits then, so small ones first can take the
+    memory slices a large one needs ("Insufficient Resources" for a layout that fits);
+    NVIDIA's MIG user guide: "the profile ID 9 or 3g.20gb must be specified first in
+    order". Names it cannot read (ids of an unknown table) keep their place at the end."""
+    import re
+
+    def size(name: str) -> tuple[int, int]:
+        found = re.match(r"^(\d+)g\.(\d+)gb", name)
+        return (-int(found.group(2)), -int(found.group(1))) if found else (0, 0)
+
+    return sorted(names, key=size)
 
 
 def layout_names(gpu: dict, profiles: list) -> list[str]:

@@ -302,7 +302,7 @@ def test_the_boot_script_enables_and_fills_only_the_configured_gpus(tmp_path):
 def test_the_boot_script_creates_the_layout_and_refreshes_cdi_after(tmp_path):
     calls = _run_boot(tmp_path, {0: ["1g.10gb", "3g.40gb"], 1: ["7g.80gb"]},
                       "0, Enabled\n1, Enabled\n", "exit 0")
-    assert "nvidia-smi mig -i 0 -cgi 1g.10gb,3g.40gb -C" in calls
+    assert "nvidia-smi mig -i 0 -cgi 3g.40gb,1g.10gb -C" in calls  # larger ones first
     assert "nvidia-smi mig -i 1 -cgi 7g.80gb -C" in calls
     refresh = calls.index("systemctl restart nvidia-cdi-refresh.service")
     assert refresh > calls.index("nvidia-smi mig -i 1 -cgi 7g.80gb -C")
@@ -314,6 +314,14 @@ def test_the_legacy_layout_applies_to_every_mig_gpu_and_skips_cdi_without_the_un
     assert "nvidia-smi -i 1 -mig 1" in calls
     assert "nvidia-smi mig -i 0 -cgi 3g.40gb,3g.40gb -C" in calls
     assert "systemctl restart nvidia-cdi-refresh.service" not in calls
+
+
+def test_instances_are_created_larger_first_so_small_ones_do_not_take_their_slices():
+    assert mig_role.creation_order(["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]) == [
+        "3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"]
+    assert mig_role.creation_order(["1g.10gb", "1g.20gb", "4g.40gb", "3g.40gb", "1g.10gb+me"]) == [
+        "4g.40gb", "3g.40gb", "1g.20gb", "1g.10gb", "1g.10gb+me"]
+    assert mig_role.creation_order(["1g.5gb", "77", "3g.20gb"]) == ["3g.20gb", "1g.5gb", "77"]
 
 
 # --- gpuhost mig plan: one host's view, from facts assembled like the audit's ------------------
