@@ -54,6 +54,16 @@ CDI_REFRESH = (
     f"elif [ -e {CDI_SPEC} ] && command -v nvidia-ctk >/dev/null 2>&1; then "
     f"nvidia-ctk cdi generate --output={CDI_SPEC} >/dev/null; fi"
 )
+# At boot the unit must not wait for nvidia-cdi-refresh.service: that unit is ordered
+# After=multi-user.target (nvidia-container-toolkit deployments/systemd/
+# nvidia-cdi-refresh.service), which waits for this unit, so a blocking `systemctl
+# restart` would hang the boot. The boot script runs the same generator itself, before
+# Docker starts, where the toolkit's unit or an existing spec shows the host uses CDI.
+BOOT_CDI_REFRESH = (
+    "if command -v nvidia-ctk >/dev/null 2>&1 && { [ -e " + CDI_SPEC + " ] || "
+    "systemctl list-unit-files nvidia-cdi-refresh.service --quiet >/dev/null 2>&1; }; then "
+    f"nvidia-ctk cdi generate --output={CDI_SPEC} >/dev/null; fi"
+)
 
 
 def boot_script(layouts: dict) -> str:
@@ -62,7 +72,7 @@ def boot_script(layouts: dict) -> str:
     mode is off it enables MIG (Hopper and newer lose the mode with the driver), then on
     every one without a GPU instance it creates the layout (each with its default compute
     instance); a GPU that already has instances is left alone (someone made them after the
-    boot). After creating instances it refreshes the CDI spec (``CDI_REFRESH``)."""
+    boot). After creating instances it refreshes the CDI spec (``BOOT_CDI_REFRESH``)."""
     import shlex
 
     cases = "".join(f"        {index}) echo {shlex.quote(','.join(creation_order(names)))} ;;\n"
@@ -102,7 +112,7 @@ for i in $(nvidia-smi --query-gpu=index,mig.mode.current --format=csv,noheader \
     if nvidia-smi mig -i "$i" -cgi "$want" -C; then made=1; else rc=1; fi
 done
 if [ "$made" = 1 ]; then
-    {CDI_REFRESH} || rc=1
+    {BOOT_CDI_REFRESH} || rc=1
 fi
 exit $rc
 """

@@ -275,7 +275,8 @@ def _run_boot(tmp_path: Path, layouts: dict, modes: str, cdi: str) -> list[str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name, text in (("nvidia-smi", FAKE_SMI),
-                       ("systemctl", f'#!/bin/sh\necho "systemctl $*" >> "$LOG"\n{cdi}\n')):
+                       ("systemctl", f'#!/bin/sh\necho "systemctl $*" >> "$LOG"\n{cdi}\n'),
+                       ("nvidia-ctk", '#!/bin/sh\necho "nvidia-ctk $*" >> "$LOG"\n')):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(stat.S_IRWXU)
     (tmp_path / "modes").write_text(modes)
@@ -296,7 +297,7 @@ def test_the_boot_script_enables_and_fills_only_the_configured_gpus(tmp_path):
     # (the stand-in keeps its modes: GPU 2 is the one listed Enabled, and it already has an
     # instance, so it is left alone; GPU 0 stays "Disabled" in the stand-in's answer)
     assert not any("-cgi" in c for c in calls)
-    assert "systemctl list-unit-files nvidia-cdi-refresh.service --quiet" not in calls
+    assert not any(c.startswith("nvidia-ctk") for c in calls)  # no instance made
 
 
 def test_the_boot_script_creates_the_layout_and_refreshes_cdi_after(tmp_path):
@@ -304,16 +305,19 @@ def test_the_boot_script_creates_the_layout_and_refreshes_cdi_after(tmp_path):
                       "0, Enabled\n1, Enabled\n", "exit 0")
     assert "nvidia-smi mig -i 0 -cgi 3g.40gb,1g.10gb -C" in calls  # larger ones first
     assert "nvidia-smi mig -i 1 -cgi 7g.80gb -C" in calls
-    refresh = calls.index("systemctl restart nvidia-cdi-refresh.service")
+    # at boot the generator runs itself: nvidia-cdi-refresh.service is ordered after
+    # multi-user.target, which waits for this unit (a blocking restart would hang the boot)
+    refresh = calls.index("nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml")
     assert refresh > calls.index("nvidia-smi mig -i 1 -cgi 7g.80gb -C")
+    assert not any(c.startswith("systemctl restart") for c in calls)
 
 
-def test_the_legacy_layout_applies_to_every_mig_gpu_and_skips_cdi_without_the_unit(tmp_path):
+def test_the_legacy_layout_applies_to_every_mig_gpu_and_skips_cdi_on_a_host_without_it(tmp_path):
     calls = _run_boot(tmp_path, {"*": ["3g.40gb", "3g.40gb"]}, "0, Enabled\n1, Disabled\n",
                       'case "$*" in list-unit-files*) exit 1 ;; esac; exit 0')
     assert "nvidia-smi -i 1 -mig 1" in calls
     assert "nvidia-smi mig -i 0 -cgi 3g.40gb,3g.40gb -C" in calls
-    assert "systemctl restart nvidia-cdi-refresh.service" not in calls
+    assert not any(c.startswith("nvidia-ctk") for c in calls)  # no unit, no spec: no CDI
 
 
 def test_instances_are_created_larger_first_so_small_ones_do_not_take_their_slices():
