@@ -6,7 +6,12 @@ desired state is validated before it is applied (``gpuhost.policy.mig_layout_val
 compared with the actual state (``facts.mig.MigState``) at execute time: a converged host
 gets no command. On Ampere a mode change stays *pending* until a GPU reset or a reboot;
 gpuhost reboots for it only when ``reboot_policy`` is ``when_needed``. GPU instances never
-survive a reboot, so the layout is re-created by the next run.
+survive a reboot: ``gpuhost-mig-layout.service`` re-creates them at boot, before the GPU
+clients start.
+
+``mig_config_file`` + ``mig_config`` (the other form, never both on one host): a named
+configuration in NVIDIA mig-parted's file format, a mode and a layout per GPU
+(``gpuhost.mig_config``, docs/mig.md). After any change the CDI spec is refreshed.
 """
 
 from __future__ import annotations
