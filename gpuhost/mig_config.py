@@ -370,7 +370,9 @@ def diff(wants: Mapping[int, Want], mig_gpus: Iterable[Mapping]) -> list[GpuPlan
     by_index = {gpu["index"]: gpu for gpu in mig_gpus}
     for index, want in sorted(wants.items()):
         gpu = by_index.get(index)
-        if gpu is None:
+        if gpu is None:  # a MIG GPU lspci shows but no driver answers for: all to do
+            plans.append(GpuPlan(index, want.model, "unknown (nvidia-smi does not answer)",
+                                 _shown(want.mode, want.profiles), True, want.mode == "enabled"))
             continue
         current, pending = gpu.get("mode_current"), gpu.get("mode_pending")
         have = sorted(i["profile"] for i in gpu.get("gpu_instances") or [])

@@ -256,6 +256,9 @@ def test_diff_compares_mode_and_profile_names():
     assert plans[1].now == "MIG disabled"
     assert plans[1].wanted == "MIG enabled, 2x 1g.10gb + 3g.40gb"
     assert plans[2].now == "MIG enabled, 7g.80gb"
+    # a host without a driver yet: lspci shows the GPU, nvidia-smi does not answer
+    (plan,) = mig_config.diff({0: wants[0]}, [])
+    assert plan.changes and plan.now == "unknown (nvidia-smi does not answer)"
 
 
 # --- the boot script, run against a stand-in nvidia-smi ----------------------------------------
@@ -372,6 +375,22 @@ def _state(modes: list[str], lgi: str = LGI) -> dict:
                   mig_lci=(0, "No compute instances found"))
     text = "".join(f"{MARKER}{name} rc={rc}\n{out}\n" for name, (rc, out) in values.items())
     return GpuHostState().process(text.splitlines())
+
+
+def test_plan_host_shows_a_gpu_without_a_driver_as_pending():
+    values = {name: (127, "") for name in ALL_SECTIONS}
+    values.update(os_release=(0, 'ID=debian\nVERSION_ID="12"\nPRETTY_NAME="Debian 12"'),
+                  kernel=(0, "6.1.0-56-amd64\nx86_64"), dpkg=(0, ""), proc_version=(3, ""),
+                  lspci=(0, LSPCI))
+    text = "".join(f"{MARKER}{name} rc={rc}\n{out}\n" for name, (rc, out) in values.items())
+    state = GpuHostState().process(text.splitlines())
+    entries = _parse("version: v1\nmig-configs: {a: [{devices: all, mig-enabled: true, "
+                     "mig-devices: {3g.40gb: 2}}]}")["a"]
+    out = io.StringIO()
+    assert cli_mig.plan_host("gpu-02", "mig_config a", entries, state, out) == cli_mig.EXIT_PENDING
+    assert out.getvalue().splitlines()[1] == (
+        "    GPU 0 H100-80GB-HBM3: unknown (nvidia-smi does not answer) -> MIG enabled, "
+        "2x 3g.40gb")
 
 
 def test_the_facts_carry_what_the_plan_needs():
