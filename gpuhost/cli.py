@@ -5,6 +5,7 @@
                             [--fail-on-health critical|warning|never]
     gpuhost upgrade INVENTORY [--canary N] [--batch N|P%] [--limit PATTERN]...
                               [--data KEY=VALUE]... [--report PATH]
+    gpuhost mig plan INVENTORY [--limit PATTERN]... [--data KEY=VALUE]...
     gpuhost report merge SHARD.json... [--json OUT] [--html OUT] [--baseline PREVIOUS.json]
                                        [--fail-on-health critical|warning|never]
 
@@ -215,6 +216,17 @@ def parser() -> argparse.ArgumentParser:
     merge.add_argument("shards", nargs="+", metavar="SHARD.json",
                        help="gpuhost.audit/2 documents, one per shard")
     _report_options(merge)
+    mig = commands.add_parser(
+        "mig", help="MIG configurations: what would change (docs/mig.md)",
+        description="Work with the inventory's MIG settings (mig_config, mig_mode/mig_layout).")
+    mig_jobs = mig.add_subparsers(dest="mig_command", required=True, metavar="JOB")
+    plan = mig_jobs.add_parser(
+        "plan", help="per host and GPU: now -> wanted; never changes a host",
+        description="Validate the MIG settings (no host contacted), read every host with "
+                    "one read-only command (the audit's) and print per GPU `now -> wanted` "
+                    "or `as wanted`. Exit 0 nothing to do, 2 changes pending, 1 invalid "
+                    "configuration or a host that could not be read.")
+    _common(plan)
     return main_parser
 
 
@@ -224,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         from gpuhost import cli_audit
 
         return cli_audit.run(args)
+    if args.command == "mig":
+        from gpuhost import cli_mig
+
+        return cli_mig.run(args)
     if args.command == "report":
         from gpuhost import cli_audit
 

@@ -122,6 +122,12 @@ _DOCKER_MAP = "URL or {debian, ubuntu, rhel: URL}"
 _TOOLKIT_MAP = "URL or {apt, rpm: URL}"
 
 
+def _check_mig_config_name(key: str, value: Any) -> list[str]:
+    if value is None or (isinstance(value, str) and value.strip() and "\n" not in value):
+        return []
+    return [f"{show(value)} is not a configuration name (a string, like \"all-1g.10gb\")"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Validated gpuhost settings of one host (defaults applied), one attribute per key.
@@ -227,6 +233,13 @@ class Settings:
     mig_layout: tuple[str | int, ...] | None = _key(
         "list or null", "GPU instances to create on every GPU, profile names or ids, like "
         "[\"3g.20gb\", \"3g.20gb\"] (null: leave as is)", check_mig_layout, None)
+    mig_config_file: str | None = _key(
+        "path or null", "controller path of a MIG configuration file in NVIDIA mig-parted's "
+        "format (version: v1, mig-configs: {NAME: [{devices, device-filter, mig-enabled, "
+        "mig-devices}]}); docs/mig.md", lambda k, v: check_path(k, v, nullable=True), None)
+    mig_config: str | None = _key(
+        "str or null", "name of the configuration in mig_config_file this host gets (null: "
+        "none; not together with mig_mode/mig_layout)", _check_mig_config_name, None)
     upgrade_allow_downgrade: bool = _key(
         "bool", "allow moving to an older driver", check_bool, False)
     upgrade_force: bool = _key(
@@ -323,6 +336,7 @@ def _cross_checks(v: dict) -> list[str]:
     if v["containerd_nvidia_default_runtime"] and not v["containerd_nvidia_runtime"]:
         problems.append("containerd_nvidia_default_runtime: true without containerd_nvidia_runtime "
                         "(set containerd_nvidia_runtime: true)")
+    problems += _mig_config_problems(v)
     if v["verify_image_archive"] is not None and v["verify_image"] is None:
         problems.append("verify_image_archive: set without verify_image (name the image it holds)")
     if (v["nvidia_module_signing_key"] is None) != (v["nvidia_module_signing_cert"] is None):
@@ -336,6 +350,24 @@ def _cross_checks(v: dict) -> list[str]:
         problems += [f"docker_daemon_settings: {p}" for p in option_problems(
             {k: x for k, x in v["docker_daemon_settings"].items() if k not in OPTION_TYPES})]
     return problems
+
+
+def _mig_config_problems(v: dict) -> list[str]:
+    """The named MIG configuration: one form per host, the file and the name checked on the
+    controller (``gpuhost.mig_config.check``) before any host is contacted."""
+    if v["mig_config"] is None:
+        return []
+    if v["mig_mode"] is not None or v["mig_layout"] is not None:
+        return ["mig_config: set together with mig_mode/mig_layout; choose one form per host "
+                "(mig_config: a layout per GPU from mig_config_file; mig_mode/mig_layout: one "
+                "layout on every GPU)"]
+    if v["mig_config_file"] is None:
+        return ["mig_config: set, but mig_config_file is not (name the controller's "
+                "mig-parted-style YAML file)"]
+    from gpuhost import mig_config
+
+    return [p if p.startswith("mig_config_file") else f"mig_config: {p}"
+            for p in mig_config.check(v["mig_config_file"], v["mig_config"])]
 
 
 def _urls_in_use(v: dict) -> list[tuple[str, str]]:

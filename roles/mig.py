@@ -6,7 +6,12 @@ desired state is validated before it is applied (``gpuhost.policy.mig_layout_val
 compared with the actual state (``facts.mig.MigState``) at execute time: a converged host
 gets no command. On Ampere a mode change stays *pending* until a GPU reset or a reboot;
 gpuhost reboots for it only when ``reboot_policy`` is ``when_needed``. GPU instances never
-survive a reboot, so the layout is re-created by the next run.
+survive a reboot: ``gpuhost-mig-layout.service`` re-creates them at boot, before the GPU
+clients start.
+
+``mig_config_file`` + ``mig_config`` (the other form, never both on one host): a named
+configuration in NVIDIA mig-parted's file format, a mode and a layout per GPU
+(``gpuhost.mig_config``, docs/mig.md). After any change the CDI spec is refreshed.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from pyinfra.operations.util import any_changed
 from facts.mig import MigState
 from facts.nvidia import NvidiaGpus
 from gpuhost import policy
-from roles.common import fail_command, host_settings, host_state
+from roles.common import GpuhostError, fail_command, host_settings, host_state
 from roles.files import config_file
 
 BOOT_SCRIPT = "/usr/local/sbin/gpuhost-mig-layout"
@@ -42,47 +47,96 @@ WantedBy=multi-user.target
 """
 
 
-def boot_script(names: list[str]) -> str:
-    """The boot-time script: on every GPU whose MIG mode is enabled and that has no GPU
-    instance yet, create ``names`` (each with its default compute instance). A GPU that
-    already has instances is left alone (someone made them after the boot)."""
+# After MIG devices appear or go, the CDI spec lists stale devices: refresh it as NVIDIA's
+# mig-parted systemd deployment does in its apply-exit hook (deployments/systemd/hooks.sh
+# `refresh-cdi`: restart nvidia-cdi-refresh.service when the unit exists, toolkit 1.18+),
+# else regenerate a spec that is already there (`nvidia-ctk cdi generate`); nothing when
+# the host uses no CDI spec.
+CDI_SPEC = "/var/run/cdi/nvidia.yaml"
+CDI_REFRESH = (
+    "if systemctl list-unit-files nvidia-cdi-refresh.service --quiet >/dev/null 2>&1; then "
+    "systemctl restart nvidia-cdi-refresh.service; "
+    f"elif [ -e {CDI_SPEC} ] && command -v nvidia-ctk >/dev/null 2>&1; then "
+    f"nvidia-ctk cdi generate --output={CDI_SPEC} >/dev/null; fi"
+)
+# At boot the unit must not wait for nvidia-cdi-refresh.service: that unit is ordered
+# After=multi-user.target (nvidia-container-toolkit deployments/systemd/
+# nvidia-cdi-refresh.service), which waits for this unit, so a blocking `systemctl
+# restart` would hang the boot. The boot script runs the same generator itself, before
+# Docker starts, where the toolkit's unit or an existing spec shows the host uses CDI.
+BOOT_CDI_REFRESH = (
+    "if command -v nvidia-ctk >/dev/null 2>&1 && { [ -e " + CDI_SPEC + " ] || "
+    "systemctl list-unit-files nvidia-cdi-refresh.service --quiet >/dev/null 2>&1; }; then "
+    f"nvidia-ctk cdi generate --output={CDI_SPEC} >/dev/null; fi"
+)
+
+
+def boot_script(layouts: dict) -> str:
+    """The boot-time script. ``layouts`` maps a GPU index to its profile names, or ``"*"``
+    to the names for every MIG-capable GPU (``mig_layout``). On every such GPU whose MIG
+    mode is off it enables MIG (Hopper and newer lose the mode with the driver), then on
+    every one without a GPU instance it creates the layout (each with its default compute
+    instance); a GPU that already has instances is left alone (someone made them after the
+    boot). After creating instances it refreshes the CDI spec (``BOOT_CDI_REFRESH``)."""
     import shlex
 
+    cases = "".join(f"        {index}) echo {shlex.quote(','.join(creation_order(names)))} ;;\n"
+                    for index, names in sorted(layouts.items(), key=lambda i: str(i[0]))
+                    if index != "*")
+    default = ",".join(creation_order(layouts["*"])) if "*" in layouts else None
+    ours = "all" if default is not None else " ".join(str(i) for i in sorted(
+        i for i in layouts if i != "*"))
+    fallback = shlex.quote(default) if default is not None else "''"
     return f"""#!/bin/sh
 # gpuhost (roles/mig.py): re-create the MIG layout of the inventory at boot
 set -u
-LAYOUT={shlex.quote(",".join(names))}
+GPUS={shlex.quote(ours)}
+ours() {{ [ "$GPUS" = all ] || case " $GPUS " in *" $1 "*) ;; *) return 1 ;; esac; }}
+layout() {{
+    case "$1" in
+{cases}        *) echo {fallback} ;;
+    esac
+}}
 rc=0
+made=0
 # Hopper and newer lose the MIG mode with the driver (NVIDIA MIG user guide): enable it
 # again on every MIG-capable GPU where it is off (Ampere keeps it in the InfoROM)
 for i in $(nvidia-smi --query-gpu=index,mig.mode.current --format=csv,noheader \
            | awk -F', *' '$2 == "Disabled" {{print $1}}'); do
+    ours "$i" || continue
     nvidia-smi -i "$i" -mig 1 >/dev/null || rc=1
 done
 for i in $(nvidia-smi --query-gpu=index,mig.mode.current --format=csv,noheader \
            | awk -F', *' '$2 == "Enabled" {{print $1}}'); do
+    ours "$i" || continue
+    want=$(layout "$i")
+    [ -n "$want" ] || continue
     if nvidia-smi mig -i "$i" -lgi 2>/dev/null | grep -q 'MIG '; then
         continue
     fi
-    nvidia-smi mig -i "$i" -cgi "$LAYOUT" -C || rc=1
+    if nvidia-smi mig -i "$i" -cgi "$want" -C; then made=1; else rc=1; fi
 done
+if [ "$made" = 1 ]; then
+    {BOOT_CDI_REFRESH} || rc=1
+fi
 exit $rc
 """
 
 
 @operation()
-def mode(wanted: str):
+def mode(wanted: str, indexes: list[int] | None = None):
     """
-    Set the MIG mode of every MIG-capable GPU.
+    Set the MIG mode of every MIG-capable GPU (or of the GPUs ``indexes``).
 
     + wanted: ``enabled`` or ``disabled``
+    + indexes: GPU indexes (None: every MIG-capable GPU)
     """
     state = host.get_fact(MigState)
     flag = "1" if wanted == "enabled" else "0"
     changed = False
     commands: list[StringCommand] = []
     for gpu in state["gpus"]:
-        if not gpu["mig_capable"]:
+        if not gpu["mig_capable"] or (indexes is not None and gpu["index"] not in indexes):
             continue
         if gpu["mode_current"] == wanted and gpu["mode_pending"] in (wanted, None):
             continue
@@ -101,7 +155,9 @@ def mode(wanted: str):
     if changed:
         yield around_mode_change(commands)
     if not changed:
-        host.noop(f"MIG mode is {wanted} (or pending {wanted}) on every MIG-capable GPU")
+        where = "every MIG-capable GPU" if indexes is None else \
+            f"GPU {', '.join(str(i) for i in indexes)}"
+        host.noop(f"MIG mode is {wanted} (or pending {wanted}) on {where}")
 
 
 # Clients that hold the GPU and keep an Ampere mode change pending ("In use by another
@@ -132,23 +188,30 @@ def _processes(index: int) -> list[dict]:
 
 
 @operation()
-def layout(profiles: list[str]):
+def layout(profiles: list[str] | None = None, per_gpu: dict[int, list[str]] | None = None):
     """
     Make every MIG-enabled GPU carry exactly these GPU instances (each with its default
     compute instance), recreating the layout only where it differs.
 
-    + profiles: GPU instance profiles: names (``["3g.20gb", "3g.20gb"]``), "MIG 3g.20gb"
-      or profile ids (``[9, 9]``), as the settings accept them
+    + profiles: GPU instance profiles for every MIG-enabled GPU: names (``["3g.20gb",
+      "3g.20gb"]``), "MIG 3g.20gb" or profile ids (``[9, 9]``), as the settings accept them
+    + per_gpu: instead, GPU index -> its profiles (a named ``mig_config``); other GPUs are
+      left alone, and ``[]`` means no instances
     """
     state = host.get_fact(MigState)
     changed = False
-    shown = ", ".join(str(p) for p in profiles)
     for gpu in state["gpus"]:
         if gpu["mode_current"] != "enabled":
             continue
+        if per_gpu is not None:
+            if gpu["index"] not in per_gpu:
+                continue
+            wanted_profiles = list(per_gpu[gpu["index"]])
+        else:
+            wanted_profiles = list(profiles or [])
         # ids (19), "MIG 1g.5gb" and names all become this GPU's profile names before the
         # comparison: a layout given as ids must not be re-created on every run
-        wanted = layout_names(gpu, profiles)
+        wanted = creation_order(layout_names(gpu, wanted_profiles))
         current = sorted(instance["profile"] for instance in gpu["gpu_instances"])
         if current == sorted(wanted):
             continue
@@ -157,10 +220,33 @@ def layout(profiles: list[str]):
             yield StringCommand("nvidia-smi mig -i", index, "-dci")
         if gpu["gpu_instances"]:
             yield StringCommand("nvidia-smi mig -i", index, "-dgi")
-        yield StringCommand("nvidia-smi mig -i", index, "-cgi", QuoteString(",".join(wanted)), "-C")
+        if wanted:
+            yield StringCommand("nvidia-smi mig -i", index, "-cgi",
+                                QuoteString(",".join(wanted)), "-C")
         changed = True
     if not changed:
-        host.noop(f"every MIG-enabled GPU has the layout {shown}")
+        if per_gpu is None:
+            shown = ", ".join(str(p) for p in profiles or [])
+            host.noop(f"every MIG-enabled GPU has the layout {shown}")
+        else:
+            shown = "; ".join(f"GPU {i}: {', '.join(p) or 'no instances'}"
+                              for i, p in sorted(per_gpu.items()))
+            host.noop(f"every GPU of the MIG configuration has its layout ({shown})")
+
+
+def creation_order(names: list[str]) -> list[str]:
+    """The order to pass to ``-cgi``: larger instances first. nvidia-smi creates them in the
+    order given and places each where it fits then, so small ones first can take the
+    memory slices a large one needs ("Insufficient Resources" for a layout that fits);
+    NVIDIA's MIG user guide: "the profile ID 9 or 3g.20gb must be specified first in
+    order". Names it cannot read (ids of an unknown table) keep their place at the end."""
+    import re
+
+    def size(name: str) -> tuple[int, int]:
+        found = re.match(r"^(\d+)g\.(\d+)gb", name)
+        return (-int(found.group(2)), -int(found.group(1))) if found else (0, 0)
+
+    return sorted(names, key=size)
 
 
 def layout_names(gpu: dict, profiles: list) -> list[str]:
@@ -176,6 +262,9 @@ def layout_names(gpu: dict, profiles: list) -> list[str]:
 @deploy("MIG")
 def configure() -> None:
     config = host_settings()
+    if config.mig_config is not None:
+        configure_named(config)
+        return
     wanted_mode, wanted_layout = config.mig_mode, config.mig_layout
     if wanted_mode is None and wanted_layout is None:
         return
@@ -191,31 +280,88 @@ def configure() -> None:
                 server.shell(name="gpuhost refuses this MIG layout",
                              commands=[fail_command(f"mig_layout on {model}: {'; '.join(problems)}")])
                 return
+    changes = []
     if wanted_mode:
-        mode(name=f"MIG mode {wanted_mode}", wanted=wanted_mode)
-        if config.reboot_policy == "when_needed":
-            server.reboot(
-                name="Reboot to apply the pending MIG mode (reboot_policy: when_needed)",
-                reboot_timeout=600,
-                _if=lambda: any(g["pending_change"] for g in host.get_fact(MigState)["gpus"]),
-            )
+        changes.append(mode(name=f"MIG mode {wanted_mode}", wanted=wanted_mode))
+        _reboot_when_pending(config)
     if wanted_mode == "disabled":  # the boot-time unit would enable MIG again: remove it
-        files.link(name=f"MIG layout: {BOOT_UNIT} not enabled (mig_mode: disabled)",
-                   path=f"/etc/systemd/system/multi-user.target.wants/{BOOT_UNIT}",
-                   present=False)
-        for path in (f"/etc/systemd/system/{BOOT_UNIT}", BOOT_SCRIPT):
-            files.file(name=f"MIG layout: no {path} (mig_mode: disabled)", path=path,
-                       present=False)
+        _remove_boot_unit("mig_mode: disabled")
     if wanted_layout and wanted_mode != "disabled":
-        layout(name=f"MIG layout {', '.join(str(p) for p in wanted_layout)}",
-               profiles=list(wanted_layout))
+        changes.append(layout(name=f"MIG layout {', '.join(str(p) for p in wanted_layout)}",
+                              profiles=list(wanted_layout)))
         model = next((gpu["model"] for gpu in capable if gpu["model"]), None)
-        names = policy.mig_profile_names(model, list(wanted_layout))
-        script = config_file(name="MIG layout: boot-time script", dest=BOOT_SCRIPT,
-                             content=boot_script(names), mode="755")
-        unit = config_file(name=f"MIG layout: {BOOT_UNIT}", dest=f"/etc/systemd/system/{BOOT_UNIT}",
-                           content=BOOT_UNIT_TEXT)
-        systemd.daemon_reload(name="MIG layout: systemd reads the unit",
-                              _if=any_changed(unit, script))
-        systemd.service(name=f"MIG layout: {BOOT_UNIT} enabled for the next boot",
-                        service=BOOT_UNIT, enabled=True)
+        _boot_unit({"*": policy.mig_profile_names(model, list(wanted_layout))})
+    _refresh_cdi(changes)
+
+
+def configure_named(config) -> None:
+    """``mig_config``: each GPU gets the layout of the last entry of the named configuration
+    that matches it (``gpuhost.mig_config``). The file and the name were checked with the
+    inventory; here every GPU of this host is checked against its entry while pyinfra
+    prepares, so a layout that does not fit stops the run before any host is changed."""
+    from gpuhost import mig_config
+
+    state = host_state()
+    entries = mig_config.select(config.mig_config_file, config.mig_config)
+    wants = mig_config.wanted(entries, state["gpus"])
+    problems = mig_config.host_problems(config.mig_config, wants, state["gpus"])
+    if problems:
+        raise GpuhostError(f"{host.name}: the MIG configuration does not fit this host, nothing "
+                           "was changed on any host:\n  " + "\n  ".join(problems))
+    if not wants:
+        logger.warning(f"{host.name}: mig_config {config.mig_config}: no entry matches a "
+                       "MIG-capable GPU of this host; nothing to do")
+        return
+    changes = []
+    for wanted_mode in ("disabled", "enabled"):
+        indexes = sorted(i for i, w in wants.items() if w.mode == wanted_mode)
+        if indexes:
+            changes.append(mode(
+                name=f"MIG mode {wanted_mode} on GPU {', '.join(map(str, indexes))} "
+                     f"(mig_config {config.mig_config})",
+                wanted=wanted_mode, indexes=indexes))
+    _reboot_when_pending(config)
+    per_gpu = {i: list(w.profiles) for i, w in wants.items() if w.mode == "enabled"}
+    if per_gpu:
+        changes.append(layout(name=f"MIG layout of mig_config {config.mig_config}",
+                              per_gpu=per_gpu))
+        _boot_unit(per_gpu)
+    else:
+        _remove_boot_unit(f"mig_config {config.mig_config} enables MIG on no GPU")
+    _refresh_cdi(changes)
+
+
+def _reboot_when_pending(config) -> None:
+    if config.reboot_policy == "when_needed":
+        server.reboot(
+            name="Reboot to apply the pending MIG mode (reboot_policy: when_needed)",
+            reboot_timeout=600,
+            _if=lambda: any(g["pending_change"] for g in host.get_fact(MigState)["gpus"]),
+        )
+
+
+def _remove_boot_unit(why: str) -> None:
+    files.link(name=f"MIG layout: {BOOT_UNIT} not enabled ({why})",
+               path=f"/etc/systemd/system/multi-user.target.wants/{BOOT_UNIT}",
+               present=False)
+    for path in (f"/etc/systemd/system/{BOOT_UNIT}", BOOT_SCRIPT):
+        files.file(name=f"MIG layout: no {path} ({why})", path=path, present=False)
+
+
+def _boot_unit(layouts: dict) -> None:
+    script = config_file(name="MIG layout: boot-time script", dest=BOOT_SCRIPT,
+                         content=boot_script(layouts), mode="755")
+    unit = config_file(name=f"MIG layout: {BOOT_UNIT}", dest=f"/etc/systemd/system/{BOOT_UNIT}",
+                       content=BOOT_UNIT_TEXT)
+    systemd.daemon_reload(name="MIG layout: systemd reads the unit",
+                          _if=any_changed(unit, script))
+    systemd.service(name=f"MIG layout: {BOOT_UNIT} enabled for the next boot",
+                    service=BOOT_UNIT, enabled=True)
+
+
+def _refresh_cdi(changes: list) -> None:
+    """The CDI spec after a MIG change (``CDI_REFRESH``). Until roles/cdi.py (issue 16,
+    items 1-3) is merged this is MIG's own small step; then it becomes that role's op."""
+    if changes:
+        server.shell(name="MIG changed: refresh the CDI spec (when the host has one)",
+                     commands=[CDI_REFRESH], _if=any_changed(*changes))

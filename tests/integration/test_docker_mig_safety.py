@@ -227,3 +227,100 @@ def test_an_ampere_mig_mode_change_takes_effect_with_persistenced_running(first_
     finally:
         pyinfra("-y", DEPLOY, "--limit", "gpu-03", "--data", "mig_mode=disabled",
                 "--data", "reboot_policy=never", timeout=900, check=False)
+
+
+# --- named MIG configurations (issue 16 item 4): mig-parted's file format, per GPU model ---
+MIG_CONFIG = """\
+version: v1
+mig-configs:
+  balanced:
+    - device-filter: ["0x233010DE"]   # H100 80GB HBM3 (gpu-02)
+      devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+    - device-filter: "0x20B010DE"     # A100-SXM4-40GB (gpu-03)
+      devices: all
+      mig-enabled: true
+      mig-devices: {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}
+  too-big:
+    - device-filter: "0x20B010DE"
+      devices: all
+      mig-enabled: true
+      mig-devices: {"3g.20gb": 3}
+"""
+BALANCED = {"gpu-02": ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"],
+            "gpu-03": ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]}
+
+
+def _profiles(ssh, name: str) -> list[list[str]]:
+    """Per GPU, the sorted profiles of its GPU instances (`nvidia-smi mig -lgi` rows)."""
+    from facts import parsers
+
+    rows = parsers.parse_mig_gpu_instances(ssh(name, "nvidia-smi mig -lgi").stdout)
+    return [sorted(r["profile"] for r in rows if r["gpu"] == i) for i in (0, 1)]
+
+
+def _wait_for_reboot(ssh, sandbox_tools, name: str, boots: int) -> None:
+    import time
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if sandbox_tools.boots(name) > boots and ssh(
+                name, "systemctl is-system-running --wait", check=False, timeout=120
+        ).stdout.strip() in ("running", "degraded"):
+            return
+        time.sleep(2)
+    pytest.fail(f"{name} did not come back from the reboot")
+
+
+def test_a_named_mig_config_converges_survives_a_reboot_and_a_misfit_is_refused_unseen(
+        first_run, pyinfra, ssh, sandbox_tools, tmp_path):
+    import subprocess
+    import sys
+
+    config = tmp_path / "mig.yaml"
+    config.write_text(MIG_CONFIG)
+    limit = ["--limit", "gpu-02", "--limit", "gpu-03"]
+    data = ["--data", f"mig_config_file={config}", "--data", "mig_config=balanced",
+            "--data", "reboot_policy=never"]
+    pyinfra("-y", DEPLOY, *limit, *data, timeout=900)
+    for name, wanted in BALANCED.items():
+        assert _profiles(ssh, name) == [wanted, wanted], name
+    # second run: nothing to do (the plan says so too, from one read-only command per host)
+    second = pyinfra("-y", DEPLOY, *limit, *data, timeout=900)
+    assert _summary_row(second, "MIG | MIG layout of mig_config balanced") == ["2", "-", "-", "2"]
+    plan = subprocess.run([sys.executable, "-m", "gpuhost.cli", "mig", "plan",
+                           "inventories/sandbox.py", *limit, *data], cwd=sandbox_tools.root,
+                          capture_output=True, text=True, timeout=300)
+    assert plan.returncode == 0, plan.stdout + plan.stderr[-2000:]
+    assert plan.stdout.count("as wanted") == 2 + 4, plan.stdout
+    # reboot: instances are gone with the driver (and the H100's MIG mode too); the boot
+    # unit makes them again before Docker starts
+    boots = {name: sandbox_tools.boots(name) for name in BALANCED}
+    for name in BALANCED:
+        ssh(name, "systemctl reboot", check=False)
+    for name, count in boots.items():
+        _wait_for_reboot(ssh, sandbox_tools, name, count)
+    for name, wanted in BALANCED.items():
+        assert _profiles(ssh, name) == [wanted, wanted], name
+        order = ssh(name, "systemctl show -p ActiveEnterTimestampMonotonic --value "
+                          "gpuhost-mig-layout.service docker.service").stdout.split()
+        assert 0 < int(order[0]) <= int(order[1]), (name, order)
+    # a layout that does not fit the A100 is refused by the inventory check: the host
+    # address is unroutable (TEST-NET-1), so the refusal cannot come from a contacted host
+    preflight = tmp_path / "inventory.py"
+    preflight.write_text("from inventories.sandbox import *  # noqa: F401,F403\n"
+                         "from inventories.preflight import check\ncheck(__file__)\n")
+    unseen = ["--data", f"mig_config_file={config}", "--data", "mig_config=too-big",
+              "--data", "ssh_hostname=192.0.2.1", "--data", "ssh_connect_retries=0"]
+    refused = pyinfra("-y", DEPLOY, "--limit", "gpu-03", *unseen, check=False,
+                      inventory=str(preflight), timeout=300)
+    out = refused.stdout + refused.stderr
+    assert refused.returncode != 0
+    assert "no host was contacted" in out and "3x 3g.20gb does not fit A100-SXM4-40GB" in out, out
+    assert "allows at most 2" in out and "9 compute slices" in out, out
+    plan = subprocess.run([sys.executable, "-m", "gpuhost.cli", "mig", "plan", str(preflight),
+                           "--limit", "gpu-03", *unseen], cwd=sandbox_tools.root,
+                          capture_output=True, text=True, timeout=300)
+    assert plan.returncode == 1 and "no host was contacted" in plan.stderr, plan.stderr
+    assert _profiles(ssh, "gpu-03") == [BALANCED["gpu-03"]] * 2

@@ -245,3 +245,38 @@ def test_nvidia_persistenced_is_installed_on_apt_hosts_only_when_wanted():
             "-o Dpkg::Options::=--force-confold install --no-install-recommends nvidia-persistenced")
     assert line in run_plan("debian12").stdout.splitlines()
     assert line not in run_plan("debian12", {"nvidia_persistenced": False}).stdout.splitlines()
+
+
+MIG_CONFIG = """\
+version: v1
+mig-configs:
+  balanced:
+    - device-filter: "0x20B010DE"   # A100-SXM4-40GB, the scenario's GPU
+      devices: all
+      mig-enabled: true
+      mig-devices: {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}
+  h100-sizes:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 7}
+"""
+
+
+def test_a_named_mig_config_is_applied_per_gpu_and_a_misfit_stops_before_any_change(tmp_path):
+    path = tmp_path / "mig.yaml"
+    path.write_text(MIG_CONFIG)
+    result = run_plan("debian12", {"mig_config_file": str(path), "mig_config": "balanced"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    change = [line for line in lines if "nvidia-smi -i 0 -mig 1" in line]
+    assert len(change) == 1 and "systemctl stop $active" in change[0], change
+    assert "upload /usr/local/sbin/gpuhost-mig-layout.gpuhost-new" in lines
+    assert any("systemctl restart nvidia-cdi-refresh.service" in line for line in lines)
+    # an entry without device-filter that fits an 80GB GPU but not this host's A100-40GB:
+    # refused while pyinfra prepares, so no host runs anything
+    bad = run_plan("debian12", {"mig_config_file": str(path), "mig_config": "h100-sizes"})
+    out = bad.stdout + bad.stderr
+    assert bad.returncode != 0
+    assert "GPU 0 (A100-SXM4-40GB): 7x 1g.10gb does not fit" in out, out[-3000:]
+    assert "nothing was changed on any host" in out
+    assert not any(line.startswith(("nvidia-smi", "apt-get", "upload ")) for line in bad.stdout.splitlines())

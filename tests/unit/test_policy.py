@@ -376,9 +376,9 @@ def test_the_mig_role_compares_a_layout_given_as_ids_by_name():
 def test_the_mig_boot_script_creates_the_layout_only_on_gpus_without_instances():
     from roles.mig import BOOT_UNIT_TEXT, boot_script
 
-    script = boot_script(["1g.10gb", "1g.10gb", "3g.40gb"])
-    assert "LAYOUT=1g.10gb,1g.10gb,3g.40gb\n" in script
-    assert 'nvidia-smi mig -i "$i" -cgi "$LAYOUT" -C' in script
+    script = boot_script({"*": ["1g.10gb", "1g.10gb", "3g.40gb"]})  # mig_layout: every GPU
+    assert "GPUS=all\n" in script and "*) echo 3g.40gb,1g.10gb,1g.10gb ;;" in script
+    assert 'nvidia-smi mig -i "$i" -cgi "$want" -C' in script
     assert "grep -q 'MIG '" in script  # a GPU with instances is left alone
     assert "Before=docker.service containerd.service" in BOOT_UNIT_TEXT
     assert "After=systemd-modules-load.service nvidia-persistenced.service" in BOOT_UNIT_TEXT
