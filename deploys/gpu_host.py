@@ -6,12 +6,13 @@
 
 Kernel headers of the running kernel -> NVIDIA driver from NVIDIA's local repo package ->
 MIG mode/layout when set -> Docker -> NVIDIA Container Toolkit -> nvidia runtime merged into /etc/docker/daemon.json ->
-verification with facts. Every key it reads is documented in docs/settings.md; bad values
+the NVIDIA CDI spec (container_runtime_mode cdi; a stale one is regenerated) -> verification with facts. Every key it reads is documented in docs/settings.md; bad values
 stop the run before any host is changed. A second run on a converged host changes nothing.
 """
 
 from roles import (
     boot_safety,
+    cdi,
     common,
     container_toolkit,
     daemon_json,
@@ -32,4 +33,5 @@ if common.host_ready() and boot_safety.check_secure_boot():
     docker_engine.install()
     container_toolkit.install()
     daemon_json.configure()
+    cdi.configure()
     verify.run()

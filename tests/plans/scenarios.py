@@ -176,7 +176,7 @@ def host_data(name: str, extra: dict) -> dict:
             APT_SOURCES: DEBIAN12_SOURCES if s["tag"] == "debian12" else "",
             EL_PACKAGING: el_packaging_output(name, False)
             if packages.family(s["tag"]) == "rhel" else "",
-            "docker run --rm --network=none --runtime=nvidia": [
+            "docker run --rm --network=none --gpus all": [
                 "rc=0", "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-00000000-1111-2222-3333-4444)"],
         },
         "nvidia_driver_version": DRIVER,
