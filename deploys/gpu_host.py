@@ -32,6 +32,7 @@ if common.host_ready() and boot_safety.check_secure_boot():
     mig.configure()
     docker_engine.install()
     container_toolkit.install()
+    cdi.check_docker()
     daemon_json.configure()
     cdi.configure()
     verify.run()

@@ -184,8 +184,7 @@ def cdi_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [_finding("cdi-spec-stale", "warning", None, (
         f"the NVIDIA CDI spec is stale ({'; '.join(judged['problems'])}): containers asking for "
         "--device nvidia.com/gpu=... get the wrong devices or libraries, or fail; regenerate "
-        "it (nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml, or gpuhost's deploy "
-        "in container_runtime_mode cdi)"))]
+        "it (nvidia-ctk cdi generate --output=PATH, or run gpuhost's deploy, which does)"))]
 
 
 def next_boot_findings(state: Mapping[str, Any], module_signing_cert: str | None = None,

@@ -15,6 +15,7 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 
+from facts.container import DockerDaemonConfig
 from facts.host import GpuHostState
 from gpuhost import cdi
 from roles.common import executing, fail_command, host_settings, host_state
@@ -94,31 +95,38 @@ def refresh_after_change(reason: str = "the GPU devices changed") -> None:
 
 
 @operation()
-def require_docker_cdi(docker_version: str | None):
+def require_docker_cdi():
     """
-    Fail the host when its Docker is known to be older than 25.0 (no CDI devices).
-
-    + docker_version: the running Docker's version (None: not known yet)
+    Fail the host when its Docker is older than 25.0 (no CDI devices): read when the op runs
+    (after the Docker step), before daemon.json is touched.
     """
-    if cdi.docker_lacks_cdi(docker_version):
+    if executing():
+        version = host.get_fact(DockerDaemonConfig)["docker_version"]
+    else:
+        version = (host_state().get("docker") or {}).get("docker_version")
+    if cdi.docker_lacks_cdi(version):
         yield fail_command(
-            f"container_runtime_mode is cdi but Docker {docker_version} has no CDI support "
-            "(Docker 25.0 is the first with --device nvidia.com/gpu=...): upgrade Docker "
-            "(docker_version) or use container_runtime_mode legacy or auto")
+            f"container_runtime_mode is cdi but Docker {version} has no CDI support (Docker "
+            "25.0 is the first with --device nvidia.com/gpu=...): upgrade Docker "
+            "(docker_version) or use container_runtime_mode legacy or auto; gpuhost left "
+            "daemon.json as it was")
         return
-    host.noop(f"Docker {docker_version or '(installed by this run)'} supports CDI devices")
+    host.noop(f"Docker {version or '(installed by this run)'} supports CDI devices")
+
+
+def check_docker() -> None:
+    """cdi mode: refuse a Docker without CDI before daemon.json is changed (call before
+    ``roles.daemon_json.configure``)."""
+    if runtime_mode() == "cdi":
+        require_docker_cdi(name="Docker supports CDI devices (container_runtime_mode cdi)")
 
 
 @deploy("NVIDIA CDI spec")
 def configure() -> None:
-    """cdi mode: Docker must support CDI, the spec must exist and be fresh. legacy mode: a spec
-    that exists (toolkit 1.18 writes one itself) is regenerated when stale, none is created;
-    a converged host with a fresh spec or none gets no change."""
-    config = host_settings()
-    state = host_state()
-    if runtime_mode(config, state) != "cdi":
+    """cdi mode: the spec must exist and be fresh (generated or regenerated). legacy mode: a
+    spec that exists (toolkit 1.18 writes one itself) is regenerated when stale, none is
+    created; a converged host with a fresh spec or none gets no change."""
+    if runtime_mode() != "cdi":
         refresh_after_change("legacy mode: a stale spec is regenerated, none is created")
         return
-    require_docker_cdi(name="Docker supports CDI devices",
-                       docker_version=(state.get("docker") or {}).get("docker_version"))
     refresh_after_change("container_runtime_mode cdi")

@@ -391,6 +391,21 @@ def test_nvidia_ctk_cdi_generate_names_devices_and_the_loaded_drivers_libraries(
     assert ctk.main(["cdi", "generate", f"--output={out}"]) == 1  # no driver: no spec
 
 
+@pytest.mark.parametrize(("head", "version"), [
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  (b@h)",
+     "570.172.08"),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.163.01  Tue Apr  8 2025", "550.163.01")])
+def test_nvidia_ctk_reads_the_loaded_driver_of_both_flavours(toolkit_root, tmp_path, head,
+                                                             version):
+    ctk = _load_ctk(toolkit_root)
+    proc = tmp_path / "version"
+    proc.write_text(head + "\nGCC version:  gcc version 12.2.0\n")
+    ctk.PROC_VERSION = str(proc)
+    assert ctk.loaded_driver() == version
+    ctk.PROC_VERSION = str(tmp_path / "absent")
+    assert ctk.loaded_driver() is None
+
+
 @pytest.mark.parametrize("no_json", [False, True], ids=["python3", "python3-minimal"])
 def test_nvidia_ctk_runtime_configure_merges_in_place(toolkit_root, tmp_path, no_json):
     env = dict(os.environ)
