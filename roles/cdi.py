@@ -67,6 +67,10 @@ def refresh_spec(toolkit_version: str, create: bool = True, reason: str = ""):
     if judged["status"] in ("unknown", "unread"):
         host.noop("the NVIDIA CDI spec cannot be judged: no driver answers (nvidia-smi)")
         return
+    if not (state.get("toolkit") or {}).get("nvidia_ctk"):
+        host.noop("nvidia-ctk is not installed yet (the deploy's CDI step after the toolkit "
+                  "generates the spec)")
+        return
     if judged["status"] == "missing":
         if not create:
             host.noop("no NVIDIA CDI spec on the host (legacy mode does not need one)")
