@@ -5,14 +5,16 @@
     pyinfra -y inventories/prod.py deploys/gpu_host.py        # apply without asking
 
 Kernel headers of the running kernel -> NVIDIA driver from NVIDIA's local repo package ->
-MIG mode/layout when set -> Docker -> NVIDIA Container Toolkit -> nvidia runtime merged into /etc/docker/daemon.json ->
-(optional) containerd's nvidia runtime ->
-verification with facts. Every key it reads is documented in docs/settings.md; bad values
-stop the run before any host is changed. A second run on a converged host changes nothing.
+MIG mode/layout or named MIG configuration when set -> Docker -> NVIDIA Container Toolkit ->
+nvidia runtime merged into /etc/docker/daemon.json -> the NVIDIA CDI spec
+(container_runtime_mode cdi; a stale one is regenerated) -> (optional) containerd's nvidia
+runtime -> verification with facts. Every key it reads is documented in docs/settings.md;
+bad values stop the run before any host is changed. A second run on a converged host changes nothing.
 """
 
 from roles import (
     boot_safety,
+    cdi,
     common,
     container_toolkit,
     containerd,
@@ -33,6 +35,8 @@ if common.host_ready() and boot_safety.check_secure_boot():
     mig.configure()
     docker_engine.install()
     container_toolkit.install()
+    cdi.check_docker()
     daemon_json.configure()
+    cdi.configure()
     containerd.configure()
     verify.run()

@@ -513,6 +513,14 @@ def docker_state(sections: Sections) -> dict[str, Any]:
     }
 
 
+def cdi_state(sections: Sections) -> dict[str, Any]:
+    """See ``facts.container.CdiSpecs``."""
+    from gpuhost import cdi
+
+    rc, text = section(sections, "cdi_specs")
+    return {"specs": cdi.parse_specs(text) if rc == 0 else []}
+
+
 def toolkit_state(sections: Sections) -> dict[str, Any]:
     """See ``facts.container.ContainerToolkit``."""
     installed = packages(sections)
@@ -600,4 +608,5 @@ def host_state(sections: Sections) -> dict[str, Any]:
         "docker": docker_state(sections),
         "toolkit": toolkit_state(sections),
         "health": health_state(sections),
+        "cdi": cdi_state(sections),
     }

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
-from facts.assemble import docker_state, toolkit_state
+from facts.assemble import cdi_state, docker_state, toolkit_state
 from facts.base import SectionFact
 
 
@@ -61,6 +61,23 @@ class ContainerToolkit(SectionFact):
     assemble = staticmethod(toolkit_state)
 
 
+class CdiSpecs(SectionFact):
+    """
+    The CDI spec files in /etc/cdi and /var/run/cdi (YAML or JSON), parsed with
+    ``gpuhost.cdi.parse_spec``; ``gpuhost.cdi.judge(state)`` tells whether the NVIDIA one is
+    fresh for the host's GPUs, MIG devices and loaded driver.
+
+    .. code:: python
+
+        {"specs": [{"path": "/var/run/cdi/nvidia.yaml", "kind": "nvidia.com/gpu",
+                    "cdi_version": "0.5.0", "devices": ["0", "GPU-...", "all"],
+                    "driver_versions": ["570.172.08"], "error": None}]}
+    """
+
+    sections = ("cdi_specs",)
+    assemble = staticmethod(cdi_state)
+
+
 class DockerdValidates(FactBase):
     """Whether the installed dockerd has ``--validate`` (Docker 23 and newer): ``True`` / ``False``.
 
@@ -95,18 +112,24 @@ class DockerImagePresent(FactBase):
 
 
 class NvidiaContainerRun(FactBase):
-    """Run ``nvidia-smi -L`` in a throwaway container through the nvidia runtime.
+    """Run ``nvidia-smi -L`` in a throwaway container the way users ask for GPUs.
 
-    Returns ``{"rc": int, "output": str}`` (``rc`` -1 when nothing came back). The container
-    has no network, is removed afterwards and is given 120 seconds.
+    ``how``: ``gpus`` (``docker run --gpus all``: Docker's device request, served by the
+    toolkit's prestart hook, any runtime), ``cdi`` (``--device nvidia.com/gpu=all``: Docker
+    applies the CDI spec itself, Docker 25+) or ``runtime`` (``--runtime=nvidia -e
+    NVIDIA_VISIBLE_DEVICES=all``). Returns ``{"rc": int, "output": str}`` (``rc`` -1 when
+    nothing came back). The container has no network, is removed afterwards and is given
+    120 seconds.
     """
 
+    FLAGS = {"gpus": "--gpus all", "cdi": "--device nvidia.com/gpu=all",
+             "runtime": "--runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all"}
+
     @override
-    def command(self, image: str) -> StringCommand:
+    def command(self, image: str, how: str = "gpus") -> StringCommand:
         return StringCommand(
-            "out=$(timeout 120 docker run --rm --network=none --runtime=nvidia",
-            "-e NVIDIA_VISIBLE_DEVICES=all", QuoteString(image),
-            'nvidia-smi -L 2>&1); rc=$?; echo "rc=$rc"; echo "$out"',
+            "out=$(timeout 120 docker run --rm --network=none", self.FLAGS[how],
+            QuoteString(image), 'nvidia-smi -L 2>&1); rc=$?; echo "rc=$rc"; echo "$out"',
         )
 
     @override

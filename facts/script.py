@@ -118,6 +118,11 @@ SECTIONS: dict[str, str] = {
     ),
     "nvidia_ctk": _tool("nvidia-ctk", "nvidia-ctk --version"),
     "nvidia_container_cli": _tool("nvidia-container-cli", "nvidia-container-cli --version"),
+    # CDI specs (issue 16): every spec file of the two directories Docker and the toolkit
+    # read, each behind "==> PATH <==" (gpuhost.cdi.split_files); none: exit 3
+    "cdi_specs": "_n=0; for f in /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml "
+    '/var/run/cdi/*.json; do test -f "$f" || continue; _n=1; echo "==> $f <=="; cat "$f"; '
+    'echo; done; test "$_n" = 1 || exit 3',
 }
 
 # Slow tools run side by side: each chain is one background job; sections within a chain

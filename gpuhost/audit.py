@@ -36,7 +36,7 @@ FAIL_ON = ("critical", "warning", "never")  # which health findings make the exi
 # The settings the audit compares (the signing certificate: for the Secure Boot finding);
 # every other inventory key is ignored here.
 AUDITED = ("nvidia_driver_version", "container_toolkit_version", "nvidia_default_runtime",
-           "mig_mode", "mig_layout", "nvidia_module_signing_cert")
+           "mig_mode", "mig_layout", "nvidia_module_signing_cert", "container_runtime_mode")
 STATUSES = ("ok", "drift", "failed", "unreachable")
 VERDICTS = ("native", "forward-compat", "minor-version-compat", "no", "unknown")
 
@@ -178,6 +178,26 @@ def _docker_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
     return items
 
 
+def _cdi_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """container_runtime_mode cdi (or auto resolving to cdi): the NVIDIA CDI spec must exist
+    and be fresh (gpuhost.cdi.judge). A stale spec is also a health finding in any mode."""
+    from gpuhost import cdi
+
+    docker = state["docker"]
+    mode = cdi.resolve_mode(desired.get("container_runtime_mode") or "legacy",
+                            state["toolkit"]["version"], docker.get("docker_version"))
+    if mode != "cdi" or not docker["docker_installed"]:
+        return []
+    judged = cdi.judge(state)
+    if judged["status"] == "missing":
+        return [_item("cdi_spec", "missing", "fresh", "cdi-spec-missing: no nvidia.com/gpu CDI "
+                      f"spec in {' or '.join(cdi.SPEC_DIRS)} (container_runtime_mode cdi)")]
+    if judged["status"] == "stale":
+        return [_item("cdi_spec", "stale", "fresh",
+                      "cdi-spec-stale: " + "; ".join(judged["problems"]))]
+    return []
+
+
 def _mig_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
     mode = desired["mig_mode"]
     if mode is None:
@@ -225,6 +245,7 @@ def host_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dic
     items += _toolkit_drift(state, desired["container_toolkit_version"])
     items += _docker_drift(state, desired)
     items += _mig_drift(state, desired)
+    items += _cdi_drift(state, desired)
     return items
 
 

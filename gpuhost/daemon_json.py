@@ -59,6 +59,18 @@ def merge(
     return merged
 
 
+def mode_settings(settings: dict[str, Any] | None, mode: str) -> dict[str, Any]:
+    """``docker_daemon_settings`` plus what ``container_runtime_mode`` needs: in ``cdi`` mode
+    ``"features": {"cdi": true}`` (Docker 25.0 to 28.1 need it for CDI devices; 28.2 and newer
+    enable CDI by default, where it changes nothing). A ``features.cdi`` the user set in the
+    inventory wins. The nvidia runtime entry is written in every mode (``merge``)."""
+    out = copy.deepcopy(settings or {})
+    if mode == "cdi":
+        features = out.get("features") if isinstance(out.get("features"), dict) else {}
+        out["features"] = {"cdi": True, **features}
+    return out
+
+
 def render(config: dict[str, Any]) -> str:
     """The file's text: stable, readable, newline-terminated."""
     return json.dumps(config, indent=4, sort_keys=True) + "\n"

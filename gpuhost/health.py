@@ -213,6 +213,19 @@ def host_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def cdi_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An NVIDIA CDI spec that no longer matches the host (gpuhost.cdi.judge; issue 16)."""
+    from gpuhost import cdi
+
+    judged = cdi.judge(state)
+    if judged["status"] != "stale":
+        return []
+    return [_finding("cdi-spec-stale", "warning", None, (
+        f"the NVIDIA CDI spec is stale ({'; '.join(judged['problems'])}): containers asking for "
+        "--device nvidia.com/gpu=... get the wrong devices or libraries, or fail; regenerate "
+        "it (nvidia-ctk cdi generate --output=PATH, or run gpuhost's deploy, which does)"))]
+
+
 def next_boot_findings(state: Mapping[str, Any], module_signing_cert: str | None = None,
                        ) -> list[dict[str, Any]]:
     """Will the NVIDIA module load after the next boot (gpuhost.boot's answers)?"""
@@ -278,7 +291,7 @@ def findings(state: Mapping[str, Any], *, today: _dt.date | None = None,
     """
     today = today or _dt.datetime.now(_dt.timezone.utc).date()
     driver = state.get("driver") or {}
-    found = gpu_findings(state) + host_findings(state)
+    found = gpu_findings(state) + host_findings(state) + cdi_findings(state)
     found += next_boot_findings(state, module_signing_cert)
     branch = lifecycle.finding(driver.get("loaded_version") or driver.get("installed_version"),
                                today)

@@ -173,8 +173,8 @@ class Settings:
         "(either one true allows); false: such a host stops, packages named",
         check_bool, False)
     container_toolkit_version: str = _key(
-        "str", "version of the four NVIDIA Container Toolkit packages, like \"1.17.8\"",
-        check_version(TOOLKIT_RE, "1.17.8", "a toolkit version"))
+        "str", "version of the four NVIDIA Container Toolkit packages, like \"1.18.2\"",
+        check_version(TOOLKIT_RE, "1.18.2", "a toolkit version"))
     container_toolkit_source: str = _key(
         "str", "NVIDIA's repository, a mirror of it (container_toolkit_repo_url) or local files",
         check_choice("nvidia", "mirror", "local"), "nvidia")
@@ -198,6 +198,12 @@ class Settings:
         check_choice("warn", "refuse"), "warn")
     nvidia_default_runtime: bool = _key(
         "bool", "make nvidia Docker's default runtime", check_bool, False)
+    container_runtime_mode: str = _key(
+        "str", "legacy: the nvidia runtime entry in daemon.json (as before); cdi: that entry "
+        "plus Docker's CDI (\"features\": {\"cdi\": true}) and a fresh NVIDIA CDI spec "
+        "(docker run --device nvidia.com/gpu=all; Docker 25+); auto: cdi when the toolkit is "
+        "1.18+ and Docker 25+, else legacy (docs/container-runtime.md)",
+        check_choice("legacy", "cdi", "auto"), "legacy")
     containerd_nvidia_runtime: bool = _key(
         "bool", "Kubernetes nodes: give containerd's CRI plugin the nvidia runtime through "
         "/etc/containerd/conf.d/99-nvidia.toml (config.toml is never rewritten: it must import "
@@ -221,8 +227,8 @@ class Settings:
         "list of URLs", "base URLs of the local mirror(s) that count as reachable when offline",
         _url_list, ())
     verify_image: str | None = _key(
-        "str or null", "image for `docker run --runtime=nvidia IMAGE nvidia-smi -L` "
-        "(null: skip the check)", check_image, None)
+        "str or null", "image for `docker run --gpus all IMAGE nvidia-smi -L` (and, in "
+        "container_runtime_mode cdi, `--device nvidia.com/gpu=all`) (null: skip the check)", check_image, None)
     verify_image_archive: str | None = _key(
         "path or null", "controller path of a `docker save` archive holding verify_image, "
         "loaded with `docker load -i` when the image is missing on the host",

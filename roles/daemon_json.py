@@ -196,10 +196,13 @@ def checked_restart_only() -> StringCommand:
 def configure() -> None:
     """Write the nvidia runtime into daemon.json; restart Docker (checked) when the file
     changed or the running daemon does not use it."""
+    from roles import cdi
+
     config = host_settings()
     daemon_json(
         name="Merge the nvidia runtime into /etc/docker/daemon.json (restart Docker if needed)",
         default_runtime=bool(config.nvidia_default_runtime),
-        extra=config.docker_daemon_settings or None,
+        extra=merge_rules.mode_settings(config.docker_daemon_settings, cdi.runtime_mode(config))
+        or None,
         running_containers=config.docker_restart_running_containers,
     )

@@ -9,6 +9,8 @@ from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, deploy, o
 
 from facts.container import DockerImagePresent, NvidiaContainerRun
 from facts.host import GpuHostState
+from gpuhost import cdi
+from roles.cdi import runtime_mode
 from roles.common import REMOTE_CACHE, executing, fail_command, host_settings
 
 
@@ -34,16 +36,38 @@ def verify_image(image: str, archive: str | None):
     yield StringCommand("rm -f", QuoteString(remote))
 
 
+def container_runs(image: str, runtime_mode: str, gpus: int) -> tuple[list[str], list[str]]:
+    """(problems, notes) of the GPU containers users start: ``docker run --gpus all`` in
+    every mode and ``--device nvidia.com/gpu=all`` in cdi mode (one fact read each); each
+    must list the host's ``gpus`` GPUs."""
+    problems, notes = [], []
+    for how in ("gpus", "cdi") if runtime_mode == "cdi" else ("gpus",):
+        flags = NvidiaContainerRun.FLAGS[how]
+        run = host.get_fact(NvidiaContainerRun, image=image, how=how)
+        seen = sum(1 for line in run["output"].splitlines() if line.startswith("GPU "))
+        if run["rc"] != 0:
+            problems.append(f"docker run {flags} {image} nvidia-smi -L failed "
+                            f"(rc {run['rc']}): {run['output'][-300:]}")
+        elif seen != gpus:
+            problems.append(f"docker run {flags} {image} nvidia-smi -L lists {seen} GPU(s), "
+                            f"the host has {gpus}")
+        else:
+            notes.append(f"docker run {flags} sees {seen} GPU(s)")
+    return problems, notes
+
+
 @operation()
 def check(target_version: str, toolkit_version: str, reboot_allowed: bool,
-          image: str | None = None):
+          image: str | None = None, runtime_mode: str = "legacy"):
     """
     Read the host back and fail it when the result is not what was asked.
 
     + target_version: the driver version that must be loaded and installed
     + toolkit_version: the container toolkit version that must be installed
     + reboot_allowed: when False, a driver installed but not yet loaded is a warning
-    + image: when set, ``docker run --runtime=nvidia IMAGE nvidia-smi -L`` must succeed
+    + image: when set, ``docker run --gpus all IMAGE nvidia-smi -L`` (and in cdi mode
+      ``--device nvidia.com/gpu=all``) must list the host's GPUs
+    + runtime_mode: the resolved container_runtime_mode (cdi: a fresh CDI spec, the CDI run)
     """
     if not executing():
         host.noop("the result is verified with facts after the run")
@@ -76,13 +100,19 @@ def check(target_version: str, toolkit_version: str, reboot_allowed: bool,
     if toolkit["version"] != toolkit_version.split("-")[0] or not toolkit["consistent"]:
         problems.append(f"container toolkit versions seen {toolkit['versions_seen']}, want "
                         f"{toolkit_version} on all four packages")
+    if runtime_mode == "cdi" and driver["state"] == "loaded":
+        judged = cdi.judge(state)
+        if judged["status"] == "missing":
+            problems.append("no NVIDIA CDI spec in /etc/cdi or /var/run/cdi (cdi mode)")
+        elif judged["status"] == "stale":
+            problems.append("the NVIDIA CDI spec is stale: " + "; ".join(judged["problems"]))
+        elif judged["status"] == "fresh":
+            notes.append(f"CDI spec {', '.join(judged['specs'])} fresh")
     if image and driver["state"] == "loaded":
-        run = host.get_fact(NvidiaContainerRun, image=image)
-        if run["rc"] != 0:
-            problems.append(f"docker run --runtime=nvidia {image} nvidia-smi -L failed "
-                            f"(rc {run['rc']}): {run['output'][-300:]}")
-        else:
-            notes.append(f"a container sees {run['output'].count('GPU ')} GPU(s)")
+        smi_count = len([gpu for gpu in state["gpus"] if gpu["source"] == "nvidia-smi"])
+        run_problems, run_notes = container_runs(image, runtime_mode, smi_count)
+        problems += run_problems
+        notes += run_notes
     if problems:
         yield fail_command("verification failed: " + "; ".join(problems))
         return
@@ -103,4 +133,5 @@ def run() -> None:
         toolkit_version=config.container_toolkit_version,
         reboot_allowed=config.reboot_policy == "when_needed",
         image=image,
+        runtime_mode=runtime_mode(config),
     )

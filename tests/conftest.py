@@ -4,7 +4,8 @@ GpuHostState values assembled by the real fact code (facts.assemble.host_state) 
 hand-written section outputs, and what the audit makes of them (factories as fixtures):
 
     make_state   make_state(driver="570.172.08", packages=None, gpus=None, toolkit=..., docker=True,
-                 daemon_json=..., running_default=None, lgi=None, lspci=None, os_release=DEBIAN)
+                 daemon_json=..., running_default=None, lgi=None, lspci=None, os_release=DEBIAN,
+                 smi_list=None, cdi_specs=None)
     desired      desired(**settings) -> gpuhost.audit.desired_settings of a 570/1.17.8 inventory
     items        items(state, **settings) -> {drift item: entry} against desired(**settings)
     lgi_table    lgi_table([(gpu, profile name, profile id), ...]) -> `nvidia-smi mig -lgi`
@@ -70,7 +71,8 @@ def _make_state(driver: str | None = "570.172.08", packages: str | None = None,
                gpus: list[tuple[str, str, str]] | None = None, toolkit: str | None = "1.17.8",
                docker: bool = True, daemon_json: str | None = '{"runtimes": {"nvidia": '
                '{"path": "nvidia-container-runtime", "args": []}}}', running_default: str | None
-               = None, lgi: str | None = None, lspci: str | None = None, os_release: str = DEBIAN):
+               = None, lgi: str | None = None, lspci: str | None = None, os_release: str = DEBIAN,
+               smi_list: str | None = None, cdi_specs: str | None = None):
     """A GpuHostState as the fact returns it; ``packages`` defaults to the loaded driver's."""
     sections = {name: {"rc": 127, "out": ""} for name in ALL_SECTIONS}
     sections.update({name: {"rc": 3, "out": ""} for name in ("proc_version", "daemon_json")})
@@ -92,6 +94,10 @@ def _make_state(driver: str | None = "570.172.08", packages: str | None = None,
                                "communicate with the NVIDIA driver."}
     if lgi is not None:
         sections["mig_lgi"] = {"rc": 0, "out": lgi}
+    if smi_list is not None:  # `nvidia-smi -L` (MIG device UUIDs)
+        sections["smi_list"] = {"rc": 0, "out": smi_list}
+    if cdi_specs is not None:  # the cdi_specs section: "==> PATH <==" and each file
+        sections["cdi_specs"] = {"rc": 0, "out": cdi_specs}
     if lspci is not None:
         sections["lspci"] = {"rc": 0, "out": lspci}
     if docker:

@@ -9,7 +9,7 @@
 #   nvidia_driver_version = "570.172.08"
 #   nvidia_local_repo = {"debian12": {"url": "https://.../nvidia-driver-local-repo-debian12-570.172.08_1.0-1_amd64.deb",
 #                                     "sha256": "<64 hex digits>"}}
-#   container_toolkit_version = "1.17.8"
+#   container_toolkit_version = "1.18.2"
 
 from gpuhost.settings import defaults
 

@@ -22,5 +22,5 @@ nvidia_local_repo = {
         "sha256": "REPLACE-WITH-THE-SHA256-OF-THE-FILE",
     },
 }
-container_toolkit_version = "1.17.8"
+container_toolkit_version = "1.18.2"
 docker_daemon_settings = {"log-driver": "json-file", "log-opts": {"max-size": "100m"}}

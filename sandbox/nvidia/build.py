@@ -17,7 +17,7 @@ import time
 
 from sandbox.nvidia.pkg import common
 from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DRIVER_VERSIONS, OUT_DIR,
-                                       RPM_DISTROS, TOOLKIT_VERSION, BuildError,
+                                       RPM_DISTROS, TOOLKIT_VERSION, TOOLKIT_VERSIONS, BuildError,
                                        build_lock, code_digest, inputs_digest, log, mark_done, need_tools, sha256_file,
                                        tree_digest, up_to_date)
 from sandbox.nvidia.pkg.localrepo import build_apt_local_repo, build_rpm_local_repo
@@ -82,7 +82,7 @@ def manifest() -> dict:
     return {
         "driver_versions": list(DRIVER_VERSIONS),
         "local_repos": local,
-        "toolkit": {"version": TOOLKIT_VERSION,
+        "toolkit": {"version": TOOLKIT_VERSION, "versions": list(TOOLKIT_VERSIONS),
                     "apt": {"url": f"{BASE_URL}/toolkit/deb", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"},
                     "rpm": {"url": f"{BASE_URL}/toolkit/rpm", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"}},
         "ol_repos": {ol: {"url": f"{BASE_URL}/ol/{ol}/docker-ce-stable", "gpgkey": f"{BASE_URL}/ol/gpgkey"}

@@ -28,7 +28,8 @@ from sandbox.nvidia.pkg import image
 
 REPO = Path(__file__).resolve().parents[2]
 VER = "570.172.08"
-TK = "1.17.8"
+TK = "1.18.2"  # the default; the repos serve TK_OLD too
+TK_OLD = "1.17.8"
 TOOLS = ("dpkg-deb", "apt-ftparchive", "rpmbuild", "rpmsign", "createrepo_c", "modifyrepo_c",
          "gpg", "gpgv", "rpm")
 
@@ -265,6 +266,7 @@ def test_manifest_matches_the_files(built):
                 assert entry["sha256"] is None
     assert checked == 3
     assert m["toolkit"]["version"] == TK
+    assert m["toolkit"]["versions"] == [TK_OLD, TK]
     assert set(m["ol_repos"]) == {"ol8", "ol9"}
     assert m["verify_image"]["name"] == "gpuhost/verify:sandbox"
 
@@ -301,19 +303,44 @@ def test_verify_image_is_a_docker_save_archive(tmp_path):
 def test_toolkit_repos(built, tmp_path):
     deb = built["out"] / "toolkit" / "deb"
     sh("gpgv", "--keyring", str(built["keyring"]), str(deb / "InRelease"))
-    idx = packages_index(deb)
+    idx = packages_index(deb)  # the last paragraph of each name: the newest version
     assert set(idx) == {"nvidia-container-toolkit", "nvidia-container-toolkit-base",
                         "libnvidia-container-tools", "libnvidia-container1"}
-    assert {f["Version"] for f in idx.values()} == {f"{TK}-1"}
+    paragraphs = (deb / "Packages").read_text().strip().split("\n\n")
+    versions = sorted(line.split(": ", 1)[1] for para in paragraphs for line in para.splitlines()
+                      if line.startswith("Version: "))
+    assert versions == sorted([f"{TK_OLD}-1"] * 4 + [f"{TK}-1"] * 4)
     assert f"nvidia-container-toolkit-base (= {TK}-1)" in idx["nvidia-container-toolkit"]["Depends"]
     rpms = {qf(p, "%{NAME}-%{VERSION}-%{RELEASE}") for p in (built["out"] / "toolkit" / "rpm").glob("*.rpm")}
-    assert rpms == {f"{n}-{TK}-1" for n in idx}
+    assert rpms == {f"{n}-{v}-1" for n in idx for v in (TK_OLD, TK)}
+
+
+def test_toolkit_118_ships_and_enables_nvidia_cdi_refresh(built, tmp_path):
+    """NVIDIA's packaging @v1.18.2: the base package ships both units and the env file, its
+    postinst enables them with --now and starts the service; 1.17.8 has none of it."""
+    deb = built["out"] / "toolkit" / "deb"
+    new = extract_deb(deb / f"nvidia-container-toolkit-base_{TK}-1_amd64.deb", tmp_path / "new")
+    old = extract_deb(deb / f"nvidia-container-toolkit-base_{TK_OLD}-1_amd64.deb", tmp_path / "old")
+    service = (new / "etc/systemd/system/nvidia-cdi-refresh.service").read_text()
+    assert "Environment=NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.yaml" in service
+    assert "ExecStart=/usr/bin/nvidia-ctk cdi generate" in service
+    assert "PathChanged=/usr/bin/nvidia-ctk" in (
+        new / "etc/systemd/system/nvidia-cdi-refresh.path").read_text()
+    assert (new / "etc/nvidia-container-toolkit/nvidia-cdi-refresh.env").exists()
+    assert not (old / "etc/systemd/system/nvidia-cdi-refresh.service").exists()
+    control = tmp_path / "control"
+    sh("dpkg-deb", "-e", str(deb / f"nvidia-container-toolkit-base_{TK}-1_amd64.deb"), str(control))
+    postinst = (control / "postinst").read_text()
+    assert "systemctl enable --now nvidia-cdi-refresh.path" in postinst
+    assert "systemctl start nvidia-cdi-refresh.service" in postinst
+    rpm = built["out"] / "toolkit" / "rpm" / f"nvidia-container-toolkit-base-{TK}-1.x86_64.rpm"
+    assert "enable --now nvidia-cdi-refresh.service" in sh("rpm", "-qp", "--scripts", str(rpm)).stdout
 
 
 @pytest.fixture(scope="session")
 def toolkit_root(built, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tk")
-    for deb in (built["out"] / "toolkit" / "deb").glob("*.deb"):
+    for deb in (built["out"] / "toolkit" / "deb").glob(f"*_{TK}-1_*.deb"):
         extract_deb(deb, root)
     return root
 
@@ -324,6 +351,61 @@ def test_nvidia_ctk_and_cli_versions(toolkit_root):
     assert out.splitlines()[1].startswith("commit: ")
     cli = sh("sh", str(toolkit_root / "usr/bin/nvidia-container-cli"), "--version").stdout
     assert cli.splitlines()[0] == f"cli-version: {TK}"
+
+
+def _load_ctk(toolkit_root: Path):
+    import importlib.machinery
+    import importlib.util
+
+    path = str(toolkit_root / "usr/bin/nvidia-ctk")
+    loader = importlib.machinery.SourceFileLoader("sandbox_nvidia_ctk", path)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_nvidia_ctk_cdi_generate_names_devices_and_the_loaded_drivers_libraries(
+        toolkit_root, tmp_path, monkeypatch, capsys):
+    """`nvidia-ctk cdi generate --output FILE`: kind nvidia.com/gpu, a device per GPU index and
+    UUID, per MIG device `<gpu>:<mig>` and MIG UUID, `all`; the libraries of the loaded
+    driver (found by their versioned names) mounted; what gpuhost.cdi reads back as fresh."""
+    from gpuhost import cdi
+
+    ctk = _load_ctk(toolkit_root)
+    libdir = tmp_path / "lib"
+    libdir.mkdir()
+    (libdir / "libnvidia-ml.so.570.172.08").write_text("x")
+    (libdir / "libcuda.so.550.163.01").write_text("x")  # another driver's: not taken
+    monkeypatch.setattr(ctk, "LIB_DIRS", (str(libdir),))
+    monkeypatch.setattr(ctk, "SIM_MOUNTS", ())
+    monkeypatch.setattr(ctk, "loaded_driver", lambda: "570.172.08")
+    monkeypatch.setattr(ctk, "smi_devices", lambda: [
+        (0, "GPU-0a", [(0, "MIG-00"), (1, "MIG-01")]), (1, "GPU-1b", [])])
+    out = tmp_path / "cdi" / "nvidia.yaml"
+    assert ctk.main(["cdi", "generate", f"--output={out}"]) == 0
+    spec = cdi.parse_spec(str(out), out.read_text())
+    assert spec["kind"] == "nvidia.com/gpu" and spec["error"] is None
+    assert sorted(spec["devices"]) == sorted(
+        ["0", "GPU-0a", "0:0", "MIG-00", "0:1", "MIG-01", "1", "GPU-1b", "all"])
+    assert spec["driver_versions"] == ["570.172.08"]
+    assert "Could not locate libcuda.so.570.172.08" in capsys.readouterr().err
+    monkeypatch.setattr(ctk, "loaded_driver", lambda: None)
+    assert ctk.main(["cdi", "generate", f"--output={out}"]) == 1  # no driver: no spec
+
+
+@pytest.mark.parametrize(("head", "version"), [
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release Build  (b@h)",
+     "570.172.08"),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.163.01  Tue Apr  8 2025", "550.163.01")])
+def test_nvidia_ctk_reads_the_loaded_driver_of_both_flavours(toolkit_root, tmp_path, head,
+                                                             version):
+    ctk = _load_ctk(toolkit_root)
+    proc = tmp_path / "version"
+    proc.write_text(head + "\nGCC version:  gcc version 12.2.0\n")
+    ctk.PROC_VERSION = str(proc)
+    assert ctk.loaded_driver() == version
+    ctk.PROC_VERSION = str(tmp_path / "absent")
+    assert ctk.loaded_driver() is None
 
 
 @pytest.mark.parametrize("no_json", [False, True], ids=["python3", "python3-minimal"])

@@ -37,8 +37,13 @@ def totals(output: str) -> dict[str, int]:
     raise AssertionError(f"no Grand total in pyinfra's output:\n{output[-3000:]}")
 
 
+# the fake repos serve 1.17.8 and 1.18.2 (issue 16): local files of the older one, a host
+# kept on 1.17 converging
+LOCAL_TOOLKIT = "1.17.8"
+
+
 def toolkit_files(kind: str) -> list[str]:
-    files = sorted(str(p) for p in (OUT / "toolkit" / kind).glob(f"*.{kind}"))
+    files = sorted(str(p) for p in (OUT / "toolkit" / kind).glob(f"*{LOCAL_TOOLKIT}-1*.{kind}"))
     assert len(files) == 4, f"the fake toolkit's four .{kind} files under {OUT}/toolkit/{kind}"
     return files
 
@@ -51,6 +56,7 @@ def local_runs(fleet, pyinfra, sandbox_tools, sandbox_spec):
     for host in fleet["hosts"]:
         kind = "deb" if host["os"] == "debian12" else "rpm"
         data = ["--data", "container_toolkit_source=local",
+                "--data", f"container_toolkit_version={LOCAL_TOOLKIT}",
                 "--data", "container_toolkit_local_packages=" + json.dumps(toolkit_files(kind))]
         args = ["-y", "deploys/gpu_host.py", "--limit", host["name"], *data]
         if kind == "deb" and "no_contrib" not in runs:
@@ -91,7 +97,7 @@ def test_local_toolkit_files_converge_and_the_second_run_changes_nothing(local_r
         out = ssh(name, "command -v dpkg-query >/dev/null && dpkg-query -W "
                         "-f '${Version}' nvidia-container-toolkit || "
                         "rpm -q --qf '%{VERSION}-%{RELEASE}' nvidia-container-toolkit").stdout
-        assert out.strip() == "1.17.8-1"
+        assert out.strip() == f"{LOCAL_TOOLKIT}-1"
 
 
 @pytest.fixture(scope="module")

@@ -40,6 +40,7 @@ import scenarios  # noqa: E402  (this script's folder is sys.path[0])
 RECORD: list[str] = []
 _INSTALL = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*(nvidia-open|cuda-drivers)")
 _INSTALL_TOOLKIT = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*nvidia-container-toolkit")
+_CDI_GENERATE = re.compile(r"nvidia-ctk cdi generate --output=(\S+)")
 
 
 def output(stdout: str = "", stderr: str = "") -> CommandOutput:
@@ -61,6 +62,7 @@ class PlanConnector(FakeConnector):
         super().__init__(state, host)
         self.installed = False  # the driver packages went in: answer like the converged host
         self.toolkit = False  # ... with the toolkit too
+        self.cdi_spec: str | None = None  # where `nvidia-ctk cdi generate` wrote a spec
 
     def answer(self, command: str) -> tuple[bool, CommandOutput] | None:
         """The answer to ``command`` when it depends on the plan so far, else None."""
@@ -77,7 +79,8 @@ class PlanConnector(FakeConnector):
                                 else "yes")
         if self.installed and "_gh()" in command:
             scenario = self.host.data.get("plan_scenario")
-            return True, output(scenarios.converged_output(scenario, toolkit=self.toolkit))
+            return True, output(scenarios.converged_output(scenario, toolkit=self.toolkit,
+                                                           cdi_spec=self.cdi_spec))
         if self.installed and scenarios.EL_PACKAGING.search(command):
             scenario = self.host.data.get("plan_scenario")
             return True, output(scenarios.el_packaging_output(scenario, installed=True))
@@ -91,6 +94,9 @@ class PlanConnector(FakeConnector):
                 self.installed = True
             if _INSTALL_TOOLKIT.search(text):
                 self.toolkit = True
+            generated = _CDI_GENERATE.search(text)
+            if generated:
+                self.cdi_spec = generated.group(1)
         answer = self.answer(text)
         if answer is not None:
             self.executed_commands.append(text)

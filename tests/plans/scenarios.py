@@ -76,9 +76,22 @@ def bare_output(name: str, pci: dict | None = None) -> str:
     ])
 
 
-def converged_output(name: str, toolkit: bool = True) -> str:
+def cdi_spec_section(path: str) -> str:
+    """The cdi_specs section once ``nvidia-ctk cdi generate --output=PATH`` ran on the
+    converged host (its A100 and the loaded driver's libraries)."""
+    lib = f"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.{DRIVER}"
+    spec = ("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
+            + "".join(f'  - name: "{n}"\n    containerEdits:\n      deviceNodes:\n'
+                      "        - path: /dev/nvidia0\n"
+                      for n in ("0", "GPU-00000000-1111-2222-3333-444444444444", "all"))
+            + f"containerEdits:\n  mounts:\n    - hostPath: {lib}\n      containerPath: {lib}\n")
+    return _section("cdi_specs", 0, f"==> {path} <==\n{spec}")
+
+
+def converged_output(name: str, toolkit: bool = True, cdi_spec: str | None = None) -> str:
     """The same host after gpu_host converged it (driver loaded, toolkit, runtime); with
-    ``toolkit=False`` before the toolkit packages were installed."""
+    ``toolkit=False`` before the toolkit packages were installed; ``cdi_spec``: the path an
+    ``nvidia-ctk cdi generate`` wrote (issue 16)."""
     s = SCENARIOS[name]
     rpm = packages.family(s["tag"]) == "rhel"
     toolkit_dpkg = "".join(f"{p}\t{TOOLKIT}-1\tii \n" for p in packages.TOOLKIT_PACKAGES
@@ -115,6 +128,7 @@ def converged_output(name: str, toolkit: bool = True) -> str:
         _section("docker_info", 0, '{"nvidia":{},"runc":{}}\trunc\t27.5.1'),
         _section("nvidia_ctk", 0, f"NVIDIA Container Toolkit CLI version {TOOLKIT}"),
         KERNEL_XID,
+        cdi_spec_section(cdi_spec) if cdi_spec else "",
     ])
 
 
@@ -176,7 +190,9 @@ def host_data(name: str, extra: dict) -> dict:
             APT_SOURCES: DEBIAN12_SOURCES if s["tag"] == "debian12" else "",
             EL_PACKAGING: el_packaging_output(name, False)
             if packages.family(s["tag"]) == "rhel" else "",
-            "docker run --rm --network=none --runtime=nvidia": [
+            "docker run --rm --network=none --gpus all": [
+                "rc=0", "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-00000000-1111-2222-3333-4444)"],
+            "docker run --rm --network=none --device nvidia.com/gpu=all": [
                 "rc=0", "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-00000000-1111-2222-3333-4444)"],
         },
         "nvidia_driver_version": DRIVER,

@@ -27,8 +27,14 @@ GPUSIM_SRC = HERE.parent / "gpusim"
 DRIVER_VERSIONS = ("550.163.01", "570.172.08")
 APT_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
 RPM_DISTROS = ("rhel8", "rhel9")
-TOOLKIT_VERSION = "1.17.8"
-TOOLKIT_COMMIT = "f202b80a9b9d0db00d9b1d73c0128c8962c55f4d"
+# The toolkit versions the fake repos serve (apt pin / dnf version picks one) and their
+# release commits (NVIDIA/nvidia-container-toolkit tags v1.17.8, v1.18.2); TOOLKIT_VERSION is
+# the sandbox inventory's default (the newest 1.18.x, CHANGELOG.md of tag v1.18.2).
+TOOLKIT_COMMITS = {"1.17.8": "f202b80a9b9d0db00d9b1d73c0128c8962c55f4d",
+                   "1.18.2": "9e88ed39710fd94c7e49fbb26d96492c45e574fb"}
+TOOLKIT_VERSIONS = tuple(TOOLKIT_COMMITS)
+TOOLKIT_VERSION = "1.18.2"
+TOOLKIT_COMMIT = TOOLKIT_COMMITS[TOOLKIT_VERSION]
 DEB_EPOCH_NOTE = "NVIDIA's apt packages carry no epoch; its EL packages carry epoch 3"
 
 _T0 = time.monotonic()

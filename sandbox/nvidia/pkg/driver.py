@@ -74,10 +74,25 @@ def fabricmanager_files(version: str) -> dict[str, tuple[str, int]]:
     }
 
 
-def utils_files() -> dict[str, tuple[str | bytes, int]]:
+# The driver's user-space libraries under their versioned names (NVIDIA ships
+# libnvidia-ml.so.<version> and libcuda.so.<version>: Ubuntu's libnvidia-compute-<branch>,
+# the EL nvidia-driver-cuda-libs / nvidia-driver-libs; here in the utils package). Placeholders,
+# no library inside: nvidia-ctk cdi generate finds them by the loaded driver's version and
+# the CDI spec mounts them (gpuhost.cdi reads the version back from those names).
+DRIVER_LIBS = ("libnvidia-ml.so", "libcuda.so")
+
+
+def library_files(version: str, libdir: str) -> dict[str, tuple[str | bytes, int]]:
+    text = f"Simulated {{}} of NVIDIA driver {version} (gpuhost sandbox): no library inside.\n"
+    return {f"{libdir}/{lib}.{version}": (text.format(lib), 0o644) for lib in DRIVER_LIBS}
+
+
+def utils_files(version: str, libdir: str = "/usr/lib/x86_64-linux-gnu",
+                ) -> dict[str, tuple[str | bytes, int]]:
     files: dict[str, tuple[str | bytes, int]] = {
         "/usr/bin/nvidia-smi": (template("nvidia-smi"), 0o755)}
     files.update(gpusim_files())
+    files.update(library_files(version, libdir))
     return files
 
 
@@ -107,7 +122,7 @@ def apt_packages(version: str, distro: str) -> list[DebPackage]:
                    conffiles=[NOUVEAU], provides=["nvidia-kernel-common"],
                    conflicts=["nvidia-kernel-common"], replaces=["nvidia-kernel-common"]),
         DebPackage(f"nvidia-utils-{b}", v, f"NVIDIA driver support binaries (simulated nvidia-smi, {b})",
-                   depends=["python3-minimal"], files=utils_files(), section="non-free/utils",
+                   depends=["python3-minimal"], files=utils_files(version), section="non-free/utils",
                    provides=["nvidia-utils"], conflicts=["nvidia-utils"], replaces=["nvidia-utils"]),
         DebPackage(f"nvidia-fabricmanager-{b}", v,
                    f"Fabric Manager for NVSwitch based systems (simulated, {version})",
@@ -210,7 +225,7 @@ def rpm_packages(version: str, el: str) -> list[RpmPackage]:
             files={"/usr/share/doc/nvidia-driver/README.gpuhost":
                    ("Simulated NVIDIA driver (gpuhost sandbox).\n", 0o644)}),
         pkg("nvidia-driver-cuda", "CUDA integration for the NVIDIA driver (simulated nvidia-smi)",
-            files={**utils_files(), PRESET: (PRESET_TEXT, 0o644)}),
+            files={**utils_files(version, "/usr/lib64"), PRESET: (PRESET_TEXT, 0o644)}),
         # NVIDIA's spec: %systemd_post (systemctl preset: enabled by the preset above, not
         # started), %systemd_preun (stopped before removal)
         pkg("nvidia-persistenced", "NVIDIA Persistence Daemon (simulated)",

@@ -1,7 +1,14 @@
-"""NVIDIA Container Toolkit 1.17.8: the four packages as a signed apt flat repo and rpm repo.
+"""NVIDIA Container Toolkit 1.17.8 and 1.18.2: the four packages of each version in one signed
+apt flat repo and one rpm repo (like NVIDIA's, which serve every release side by side).
 
 Layout under OUT_DIR/toolkit/: deb/ (flat repo `deb URL /`), rpm/ (repodata), gpgkey
 (armored public key), plus nvidia-container-toolkit.list / .repo like NVIDIA serves.
+
+1.18 (NVIDIA's packaging @v1.18.2): nvidia-container-toolkit-base also ships
+nvidia-cdi-refresh.{service,path} in /etc/systemd/system and
+/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env, and its postinst (rpm: %post base)
+enables both units with --now and starts the service once when systemd is running or
+degraded.
 """
 
 from __future__ import annotations
@@ -11,8 +18,8 @@ import os
 import time
 from pathlib import Path
 
-from .common import (BASE_URL, GPUSIM_SRC, OUT_DIR, TOOLKIT_COMMIT, TOOLKIT_VERSION,
-                     BuildError, code_digest, inputs_digest, log, mark_done, replace_dir,
+from .common import (BASE_URL, GPUSIM_SRC, OUT_DIR, TOOLKIT_COMMITS, TOOLKIT_VERSION,
+                     TOOLKIT_VERSIONS, BuildError, code_digest, inputs_digest, log, mark_done, replace_dir,
                      template, up_to_date, write)
 from .deb import DebPackage, build_deb, build_flat_repo
 from .rpm import RpmPackage, build_rpm, build_rpm_repo
@@ -21,10 +28,34 @@ from .signing import SigningKey
 PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
             "libnvidia-container-tools", "libnvidia-container1")
 CONF = "/etc/nvidia-container-runtime/config.toml"
+REFRESH_ENV = "/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env"
+REFRESH_UNITS = ("nvidia-cdi-refresh.service", "nvidia-cdi-refresh.path")
+# NVIDIA's nvidia-container-toolkit-base.postinst / %post base @v1.18.2, shortened
+REFRESH_ENABLE = (  # one line: it also goes into a Lua string of the rpm's %post
+    'if command -v systemctl >/dev/null 2>&1; then '
+    'case "$(systemctl is-system-running 2>/dev/null || true)" in running|degraded) '
+    'systemctl daemon-reload || echo "Warning: Failed to reload systemd daemon" >&2; '
+    'systemctl enable --now nvidia-cdi-refresh.path '
+    '|| echo "Warning: Failed to enable nvidia-cdi-refresh.path" >&2; '
+    'systemctl enable --now nvidia-cdi-refresh.service '
+    '|| echo "Warning: Failed to enable nvidia-cdi-refresh.service" >&2; '
+    'echo "Regenerating NVIDIA CDI specification..."; '
+    'systemctl start nvidia-cdi-refresh.service '
+    '|| echo "Warning: Failed to trigger CDI refresh" >&2;; esac; fi')
+
+
+def has_cdi_refresh(version: str) -> bool:
+    """1.18.0 and newer ship and enable nvidia-cdi-refresh (CHANGELOG / packaging @v1.18.2)."""
+    return tuple(int(p) for p in version.split(".")[:2]) >= (1, 18)
 
 
 def payloads(version: str = TOOLKIT_VERSION) -> dict[str, dict[str, tuple[str, int]]]:
-    sub = {"VERSION": version, "COMMIT": TOOLKIT_COMMIT}
+    sub = {"VERSION": version, "COMMIT": TOOLKIT_COMMITS[version]}
+    refresh: dict[str, tuple[str, int]] = {}
+    if has_cdi_refresh(version):
+        refresh = {f"/etc/systemd/system/{unit}": (template(unit, **sub), 0o644)
+                   for unit in REFRESH_UNITS}
+        refresh[REFRESH_ENV] = (template("nvidia-cdi-refresh.env"), 0o644)
     return {
         "libnvidia-container1": {
             "/usr/share/doc/libnvidia-container1/README.gpuhost":
@@ -38,10 +69,11 @@ def payloads(version: str = TOOLKIT_VERSION) -> dict[str, dict[str, tuple[str, i
             CONF: (template("config.toml"), 0o644),
             # python3-minimal has no json module: the tools fall back to this reader/writer
             # (the GPU simulator's, sandbox/nvidia/gpusim/jsonlite.py).
-            "/usr/lib/nvidia-container-toolkit/jsonlite.py": (jsonlite_source(), 0o644)},
+            "/usr/lib/nvidia-container-toolkit/jsonlite.py": (jsonlite_source(), 0o644),
+            **refresh},
         "nvidia-container-toolkit": {
             "/usr/bin/nvidia-container-runtime-hook":
-                (template("nvidia-container-runtime-hook"), 0o755)},
+                (template("nvidia-container-runtime-hook", **sub), 0o755)},
     }
 
 
@@ -64,7 +96,11 @@ def deb_packages(version: str = TOOLKIT_VERSION) -> list[DebPackage]:
                    files=files["libnvidia-container-tools"], section="utils"),
         DebPackage("nvidia-container-toolkit-base", v, "NVIDIA Container Toolkit Base (simulated)",
                    depends=["python3-minimal"], files=files["nvidia-container-toolkit-base"],
-                   conffiles=[CONF], section="utils"),
+                   conffiles=[CONF] + ([REFRESH_ENV] if has_cdi_refresh(version) else []),
+                   scripts=({"postinst": "#!/bin/sh\nset -e\nif [ \"$1\" = configure ]; then\n"
+                             + REFRESH_ENABLE + "\nfi\nexit 0\n"}
+                            if has_cdi_refresh(version) else {}),
+                   section="utils"),
         DebPackage("nvidia-container-toolkit", v, "NVIDIA Container toolkit (simulated)",
                    depends=[f"nvidia-container-toolkit-base (= {v})",
                             f"libnvidia-container-tools (>= {v})",
@@ -85,7 +121,9 @@ def rpm_packages(version: str = TOOLKIT_VERSION) -> list[RpmPackage]:
         pkg("libnvidia-container-tools", "NVIDIA container runtime library (tools, simulated)",
             requires=[f"libnvidia-container1 >= {version}-1"]),
         pkg("nvidia-container-toolkit-base", "NVIDIA Container Toolkit Base (simulated)",
-            config_files=[CONF]),
+            config_files=[CONF] + ([REFRESH_ENV] if has_cdi_refresh(version) else []),
+            scriptlets=({"post": ["/bin/sh", "-c", REFRESH_ENABLE + "; exit 0"]}
+                        if has_cdi_refresh(version) else {})),
         pkg("nvidia-container-toolkit", "NVIDIA Container Toolkit (simulated)",
             requires=[f"nvidia-container-toolkit-base == {version}-1",
                       f"libnvidia-container-tools >= {version}-1",
@@ -96,30 +134,33 @@ def rpm_packages(version: str = TOOLKIT_VERSION) -> list[RpmPackage]:
 def build(key: SigningKey, force: bool = False) -> None:
     base = OUT_DIR / "toolkit"
     digest = inputs_digest(code=code_digest("deb", "rpm", "toolkit"), key=key.fingerprint,
-                           v=TOOLKIT_VERSION, url=BASE_URL,
+                           v=",".join(TOOLKIT_VERSIONS), url=BASE_URL,
                            jsonlite=hashlib.sha256(jsonlite_source().encode()).hexdigest())
     outputs = [base / "deb" / "InRelease", base / "rpm" / "repodata" / "repomd.xml.asc",
                base / "gpgkey"]
+    shown = " and ".join(TOOLKIT_VERSIONS)
     if not force and up_to_date("toolkit", digest, outputs):
-        log(f"container toolkit {TOOLKIT_VERSION} repos: up to date")
+        log(f"container toolkit {shown} repos: up to date")
         return
     t = time.monotonic()
     key.export_armored(base / "gpgkey")
     with replace_dir(base / "deb") as deb_dir:
-        for p in deb_packages():
-            build_deb(p, deb_dir)
+        for version in TOOLKIT_VERSIONS:
+            for p in deb_packages(version):
+                build_deb(p, deb_dir)
         build_flat_repo(deb_dir, key,
                         origin="https://nvidia.github.io/libnvidia-container/stable/deb",
                         label="NVIDIA CONTAINER TOOLKIT",
                         description="NVIDIA Container Toolkit (gpuhost sandbox simulation)")
         write(deb_dir / "nvidia-container-toolkit.list", f"deb {BASE_URL}/toolkit/deb /\n")
     with replace_dir(base / "rpm") as rpm_dir:
-        for p in rpm_packages():
-            build_rpm(p, rpm_dir)
+        for version in TOOLKIT_VERSIONS:
+            for p in rpm_packages(version):
+                build_rpm(p, rpm_dir)
         build_rpm_repo(rpm_dir, key)
         write_rpm_repo_file(rpm_dir)
     mark_done("toolkit", digest)
-    log(f"container toolkit {TOOLKIT_VERSION} repos: built in {time.monotonic() - t:.1f}s")
+    log(f"container toolkit {shown} repos: built in {time.monotonic() - t:.1f}s")
 
 
 def write_rpm_repo_file(rpm_dir) -> None:

@@ -1,0 +1,216 @@
+"""CDI (Container Device Interface) specs of the NVIDIA GPUs, and the container runtime mode (pure).
+
+What NVIDIA Container Toolkit's ``nvidia-ctk cdi generate`` writes (kind ``nvidia.com/gpu``;
+docs/container-runtime.md has the sources): one device per GPU under its index (``"0"``)
+and its UUID (``"GPU-..."``), one per MIG device as ``"<gpu index>:<mig device index>"`` and
+its UUID (``"MIG-..."``), and ``"all"``; the container edits mount the driver's libraries
+under their versioned names (``libnvidia-ml.so.570.172.08``). A spec is *fresh* when its
+device names are exactly the host's GPUs and MIG devices now and its libraries carry the
+loaded driver's version; otherwise it is *stale* (written before a driver upgrade or a MIG
+change): Docker would refuse ``--device nvidia.com/gpu=1:0`` for a MIG device that is not
+in it, or mount libraries that are gone.
+
+The runtime mode (setting ``container_runtime_mode``):
+
+- ``legacy``: the ``nvidia`` runtime entry in daemon.json (``--runtime=nvidia``, ``--gpus``);
+  no CDI spec is required;
+- ``cdi``: the same runtime entry, plus Docker's CDI support (``"features": {"cdi": true}``
+  in daemon.json) and a fresh spec, so that ``docker run --device nvidia.com/gpu=all`` works;
+- ``auto``: ``cdi`` when the toolkit is 1.18 or newer (it generates and refreshes the spec
+  itself: ``nvidia-cdi-refresh``) and Docker is 25.0 or newer (the first Docker with CDI
+  devices), else ``legacy``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+KIND = "nvidia.com/gpu"
+MODES = ("legacy", "cdi", "auto")
+SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+DEFAULT_OUTPUT = "/var/run/cdi/nvidia.yaml"  # nvidia-cdi-refresh.service's output (1.18)
+# The first toolkit whose packages ship and enable nvidia-cdi-refresh.{path,service} and whose
+# nvidia runtime resolves mode "auto" to jit-cdi (CHANGELOG v1.18.0-rc.1, packaging @v1.18.2).
+TOOLKIT_CDI = (1, 18, 0)
+# The first Docker Engine with CDI devices (`--device vendor/class=name`, behind
+# "features": {"cdi": true}); enabled by default from 28.2 (docs/container-runtime.md).
+DOCKER_CDI = (25, 0, 0)
+DOCKER_CDI_DEFAULT = (28, 2, 0)
+
+# a driver library's versioned name: libnvidia-ml.so.570.172.08, libcuda.so.550.54.15
+_DRIVER_LIB = re.compile(r"/lib[\w.+-]*\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
+
+
+def version_tuple(text: str | None) -> tuple[int, ...] | None:
+    """``"1.18.2"`` -> (1, 18, 2); ``"20.10.24+dfsg1"`` -> (20, 10, 24); None when unreadable."""
+    if not text:
+        return None
+    match = re.match(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text))
+    if not match:
+        return None
+    return tuple(int(part or 0) for part in match.groups())
+
+
+def resolve_mode(setting: str, toolkit_version: str | None, docker_version: str | None) -> str:
+    """The mode a host runs: ``legacy`` or ``cdi`` (``auto`` resolved by the rule above).
+
+    An unknown version (Docker not installed yet and not pinned) resolves ``auto`` to
+    ``legacy``: never a surprise change on a host gpuhost cannot read."""
+    if setting != "auto":
+        return setting
+    toolkit, docker = version_tuple(toolkit_version), version_tuple(docker_version)
+    if toolkit and docker and toolkit >= TOOLKIT_CDI and docker >= DOCKER_CDI:
+        return "cdi"
+    return "legacy"
+
+
+def docker_lacks_cdi(docker_version: str | None) -> bool:
+    """A known Docker version older than 25.0 (no CDI devices)."""
+    docker = version_tuple(docker_version)
+    return docker is not None and docker < DOCKER_CDI
+
+
+# --- the specs ------------------------------------------------------------------------------
+
+def split_files(text: str) -> list[tuple[str, str]]:
+    """The ``cdi_specs`` section's output (``==> PATH`` before each file) as (path, text)."""
+    files: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("==> ") and line.rstrip().endswith(" <=="):
+            files.append((line[4:].rstrip()[:-4].strip(), []))
+        elif files:
+            files[-1][1].append(line)
+    return [(path, "\n".join(lines)) for path, lines in files]
+
+
+def _mount_paths(edits: Any) -> list[str]:
+    if not isinstance(edits, Mapping):
+        return []
+    out = []
+    for mount in edits.get("mounts") or []:
+        if isinstance(mount, Mapping) and isinstance(mount.get("hostPath"), str):
+            out.append(mount["hostPath"])
+    return out
+
+
+def parse_spec(path: str, text: str) -> dict[str, Any]:
+    """One CDI spec file (YAML or JSON).
+
+    .. code:: python
+
+        {"path": "/var/run/cdi/nvidia.yaml", "kind": "nvidia.com/gpu" | None,
+         "cdi_version": "0.5.0" | None, "devices": ["0", "GPU-...", "all"],
+         "driver_versions": ["570.172.08"],   # from the versioned library names
+         "error": None | "why it could not be read"}
+    """
+    import yaml
+
+    out: dict[str, Any] = {"path": path, "kind": None, "cdi_version": None, "devices": [],
+                           "driver_versions": [], "error": None}
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        out["error"] = f"not valid YAML/JSON: {str(error).splitlines()[0]}"
+        return out
+    if not isinstance(data, Mapping):
+        out["error"] = "not a CDI spec (no mapping at the top)"
+        return out
+    out["kind"] = data.get("kind") if isinstance(data.get("kind"), str) else None
+    version = data.get("cdiVersion")
+    out["cdi_version"] = str(version) if version is not None else None
+    mounts = _mount_paths(data.get("containerEdits"))
+    for device in data.get("devices") or []:
+        if isinstance(device, Mapping) and device.get("name") is not None:
+            out["devices"].append(str(device["name"]))
+            mounts += _mount_paths(device.get("containerEdits"))
+    versions = {m.group(1) for m in (_DRIVER_LIB.search(p) for p in mounts) if m}
+    out["driver_versions"] = sorted(versions)
+    return out
+
+
+def parse_specs(text: str) -> list[dict[str, Any]]:
+    return [parse_spec(path, body) for path, body in split_files(text)]
+
+
+def host_devices(state: Mapping[str, Any]) -> list[str] | None:
+    """The device names a fresh spec of this host has (sorted), or None when nvidia-smi gave
+    no answer (no driver loaded): then freshness cannot be judged."""
+    gpus = [g for g in state.get("gpus") or [] if g.get("source") == "nvidia-smi"
+            and g.get("index") is not None]
+    if not gpus:
+        return None
+    names = {"all"}
+    for gpu in gpus:
+        names.add(str(gpu["index"]))
+        if gpu.get("uuid"):
+            names.add(str(gpu["uuid"]))
+    for gpu in (state.get("mig") or {}).get("gpus") or []:
+        if gpu.get("mode_current") != "enabled":
+            continue
+        for device in gpu.get("devices") or []:
+            if device.get("device") is not None:
+                names.add(f"{gpu['index']}:{device['device']}")
+            if device.get("uuid"):
+                names.add(str(device["uuid"]))
+    return sorted(names, key=_name_order)
+
+
+def _name_order(name: str) -> tuple:
+    parts = name.split(":")
+    if all(p.isdigit() for p in parts):
+        return (0, tuple(int(p) for p in parts), name)
+    return (1 if name != "all" else 2, (), name)
+
+
+def spec_problems(spec: Mapping[str, Any], devices: list[str],
+                  loaded_version: str | None) -> list[str]:
+    """Why one nvidia.com/gpu spec is stale (empty: fresh)."""
+    if spec.get("error"):
+        return [spec["error"]]
+    problems = []
+    have = set(spec["devices"])
+    extra = sorted(have - set(devices), key=_name_order)
+    missing = sorted(set(devices) - have, key=_name_order)
+    if extra:
+        problems.append(f"names device(s) the host does not have: {', '.join(extra)}")
+    if missing:
+        problems.append(f"lacks device(s) the host has: {', '.join(missing)}")
+    if loaded_version:
+        other = [v for v in spec["driver_versions"] if v != loaded_version]
+        if other:
+            problems.append(f"its libraries are driver {', '.join(other)}, the loaded driver is "
+                            f"{loaded_version}")
+        elif not spec["driver_versions"]:
+            problems.append(f"mounts no library of the loaded driver {loaded_version}")
+    return problems
+
+
+def judge(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The host's NVIDIA CDI spec(s) against its GPUs, MIG devices and loaded driver.
+
+    .. code:: python
+
+        {"status": "fresh" | "stale" | "missing" | "unknown" | "unread",
+         "specs": ["/var/run/cdi/nvidia.yaml"],       # the nvidia.com/gpu spec files
+         "problems": ["/var/run/cdi/nvidia.yaml: lacks device(s) the host has: 0:1"],
+         "devices": ["0", "0:0", ..., "all"] | None}   # what a fresh spec names
+
+    ``unknown``: nvidia-smi gave no answer (no driver loaded); ``unread``: a state without
+    the ``cdi`` fact (read by a gpuhost before issue 16).
+    """
+    cdi = state.get("cdi")
+    if not isinstance(cdi, Mapping):
+        return {"status": "unread", "specs": [], "problems": [], "devices": None}
+    specs = [s for s in cdi.get("specs") or [] if s.get("kind") == KIND or s.get("error")]
+    devices = host_devices(state)
+    paths = [s["path"] for s in specs]
+    if not specs:
+        return {"status": "missing", "specs": [], "problems": [], "devices": devices}
+    if devices is None:
+        return {"status": "unknown", "specs": paths, "problems": [], "devices": None}
+    loaded = (state.get("driver") or {}).get("loaded_version")
+    problems = [f"{s['path']}: {p}" for s in specs for p in spec_problems(s, devices, loaded)]
+    return {"status": "stale" if problems else "fresh", "specs": paths, "problems": problems,
+            "devices": devices}

@@ -1,0 +1,136 @@
+"""The NVIDIA CDI spec in ``container_runtime_mode`` cdi: generated when missing, regenerated
+when stale (gpuhost.cdi.judge), and a small op other roles call after they change the GPUs'
+devices (``refresh_after_change``: the MIG role after a layout change).
+
+Where the spec goes: ``/var/run/cdi/nvidia.yaml`` with toolkit 1.18+ (the path its
+``nvidia-cdi-refresh.service`` writes, again at every boot), ``/etc/cdi/nvidia.yaml`` before
+(NVIDIA's documented path for ``nvidia-ctk cdi generate``; /var/run is emptied at boot and
+nothing of 1.17 writes it again). A stale spec elsewhere is regenerated where it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import QuoteString, StringCommand, deploy, operation
+
+from facts.container import DockerDaemonConfig
+from facts.host import GpuHostState
+from gpuhost import cdi
+from roles.common import executing, fail_command, host_settings, host_state
+
+LEGACY_OUTPUT = "/etc/cdi/nvidia.yaml"
+
+
+def runtime_mode(config: Any = None, state: dict[str, Any] | None = None) -> str:
+    """This host's resolved mode, ``legacy`` or ``cdi`` (``auto`` by gpuhost.cdi.resolve_mode:
+    the toolkit version the deploy installs, the running Docker's version, else the pinned
+    ``docker_version``)."""
+    config = config or host_settings()
+    if config.container_runtime_mode != "auto":
+        return config.container_runtime_mode
+    state = state if state is not None else host_state()
+    docker = (state.get("docker") or {}).get("docker_version") or (
+        config.docker_version if config.docker_source in ("docker", "distro") else None)
+    return cdi.resolve_mode("auto", config.container_toolkit_version, docker)
+
+
+def output_path(toolkit_version: str | None) -> str:
+    version = cdi.version_tuple(toolkit_version)
+    return cdi.DEFAULT_OUTPUT if version and version >= cdi.TOOLKIT_CDI else LEGACY_OUTPUT
+
+
+def _generate(path: str) -> StringCommand:
+    return StringCommand("mkdir -p", QuoteString(path.rsplit("/", 1)[0]), "&&",
+                         "nvidia-ctk cdi generate", QuoteString(f"--output={path}"))
+
+
+@operation()
+def refresh_spec(toolkit_version: str, create: bool = True, reason: str = ""):
+    """
+    Regenerate the NVIDIA CDI spec(s) that are stale (``nvidia-ctk cdi generate``), and
+    generate one when there is none and ``create`` is set. Judged on the host as it is when
+    the op runs (after the driver or MIG steps); nothing while no driver answers.
+
+    + toolkit_version: the installed toolkit version (where a new spec goes)
+    + create: generate a spec when there is none (cdi mode)
+    + reason: why (for the log line)
+    """
+    state = host.get_fact(GpuHostState) if executing() else host_state()
+    judged = cdi.judge(state)
+    why = f" ({reason})" if reason else ""
+    if judged["status"] == "fresh":
+        host.noop(f"the NVIDIA CDI spec {', '.join(judged['specs'])} names the host's devices "
+                  f"and driver{why}")
+        return
+    if judged["status"] in ("unknown", "unread"):
+        host.noop("the NVIDIA CDI spec cannot be judged: no driver answers (nvidia-smi)")
+        return
+    if not (state.get("toolkit") or {}).get("nvidia_ctk"):
+        host.noop("nvidia-ctk is not installed yet (the deploy's CDI step after the toolkit "
+                  "generates the spec)")
+        return
+    if judged["status"] == "missing":
+        if not create:
+            host.noop("no NVIDIA CDI spec on the host (legacy mode does not need one)")
+            return
+        host.log(f"Generating the NVIDIA CDI spec{why}")
+        yield _generate(output_path(toolkit_version))
+        return
+    host.log(f"Regenerating the stale NVIDIA CDI spec{why}: {'; '.join(judged['problems'])}")
+    stale = sorted({problem.split(": ", 1)[0] for problem in judged["problems"]})
+    for path in stale:
+        yield _generate(path)
+
+
+def refresh_after_change(reason: str = "the GPU devices changed") -> None:
+    """Call after a step that changes the host's GPU devices (a MIG layout) or driver: in cdi
+    mode the spec is generated or regenerated when it no longer matches; in legacy mode an
+    existing stale spec is regenerated too (a stale spec misleads whoever uses it), none is
+    created."""
+    config = host_settings()
+    refresh_spec(
+        name="Refresh the NVIDIA CDI spec if it no longer matches the host",
+        toolkit_version=config.container_toolkit_version,
+        create=runtime_mode(config) == "cdi",
+        reason=reason,
+    )
+
+
+@operation()
+def require_docker_cdi():
+    """
+    Fail the host when its Docker is older than 25.0 (no CDI devices): read when the op runs
+    (after the Docker step), before daemon.json is touched.
+    """
+    if executing():
+        version = host.get_fact(DockerDaemonConfig)["docker_version"]
+    else:
+        version = (host_state().get("docker") or {}).get("docker_version")
+    if cdi.docker_lacks_cdi(version):
+        yield fail_command(
+            f"container_runtime_mode is cdi but Docker {version} has no CDI support (Docker "
+            "25.0 is the first with --device nvidia.com/gpu=...): upgrade Docker "
+            "(docker_version) or use container_runtime_mode legacy or auto; gpuhost left "
+            "daemon.json as it was")
+        return
+    host.noop(f"Docker {version or '(installed by this run)'} supports CDI devices")
+
+
+def check_docker() -> None:
+    """cdi mode: refuse a Docker without CDI before daemon.json is changed (call before
+    ``roles.daemon_json.configure``)."""
+    if runtime_mode() == "cdi":
+        require_docker_cdi(name="Docker supports CDI devices (container_runtime_mode cdi)")
+
+
+@deploy("NVIDIA CDI spec")
+def configure() -> None:
+    """cdi mode: the spec must exist and be fresh (generated or regenerated). legacy mode: a
+    spec that exists (toolkit 1.18 writes one itself) is regenerated when stale, none is
+    created; a converged host with a fresh spec or none gets no change."""
+    if runtime_mode() != "cdi":
+        refresh_after_change("legacy mode: a stale spec is regenerated, none is created")
+        return
+    refresh_after_change("container_runtime_mode cdi")

@@ -1,0 +1,145 @@
+"""Container toolkit 1.18 and the NVIDIA CDI spec (issue 16) over SSH against the sandbox, from
+bare hosts (real apt, real dockerd 20.10 from Debian 12, the fake toolkit's units):
+
+gpu-01  H100 x2, toolkit 1.18.2 (the default), container_runtime_mode legacy (the default)
+gpu-02  A100 x1, toolkit pinned at 1.17.8 (a host kept on 1.17 still converges)
+
+`docker run --gpus all` works on both; 1.18's nvidia-cdi-refresh wrote a fresh spec on
+gpu-01; a second run changes nothing; a MIG change makes the audit flag the stale spec and
+the next deploy regenerates it; cdi mode is refused on a Docker without CDI (20.10) before
+daemon.json is touched. Docker's own CDI (`--device nvidia.com/gpu=all`) needs Docker 25+,
+which the sandbox does not have (sandbox/README.md).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+SPEC = {"hosts": 2, "ol": 0, "docker_hosts": 2, "overrides": {
+    "gpu-01": {"traits": [], "gpu_model": "H100-80GB-HBM3", "gpu_count": 2},
+    "gpu-02": {"traits": [], "gpu_model": "A100-SXM4-40GB", "gpu_count": 1},
+}}
+DEPLOY = "deploys/gpu_host.py"
+IMAGE = "gpuhost/verify:sandbox"
+# host data outranks the sandbox's group data
+INVENTORY = """
+import sys
+sys.path.insert(0, {root!r})
+import inventories.sandbox as _shared
+
+_OVERRIDES = {{"gpu-02": {{"container_toolkit_version": "1.17.8"}}}}
+for _name, _value in list(vars(_shared).items()):
+    if not _name.startswith("_") and isinstance(_value, tuple) and len(_value) == 2:
+        globals()[_name] = ([(n, {{**d, **_OVERRIDES.get(n, {{}})}}) for n, d in _value[0]],
+                            _value[1])
+"""
+
+
+def totals(output: str) -> dict[str, int]:
+    for line in output.splitlines():
+        if "Grand total" in line:
+            cells = line.split("Grand total", 1)[1].split()
+            values = [0 if cell == "-" else int(cell) for cell in cells]
+            return dict(zip(("operations", "changed", "error", "no_change"), values, strict=True))
+    raise AssertionError(f"no Grand total in pyinfra's output:\n{output[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def fleet(fleet, sandbox_tools, sandbox_spec):
+    """Bare hosts of SPEC (whatever ran before), then back to the session's fleet."""
+    sandbox_tools.cli("down")
+    with sandbox_tools.reshaped(SPEC, sandbox_spec) as data:
+        yield data
+
+
+@pytest.fixture(scope="module")
+def ssh(fleet, sandbox_tools):
+    return lambda name, command, **kw: sandbox_tools.ssh(fleet, name, command, **kw).stdout
+
+
+@pytest.fixture(scope="module")
+def pyinfra(fleet, sandbox_tools, tmp_path_factory):
+    inventory = tmp_path_factory.mktemp("cdi") / "cdi_inventory.py"
+    inventory.write_text(INVENTORY.format(root=str(sandbox_tools.root)))
+    return lambda *args, **kw: sandbox_tools.run_pyinfra(*args, inventory=str(inventory), **kw)
+
+
+def state(ssh, name: str) -> dict:
+    from facts import assemble, parsers
+    from facts.script import ALL_SECTIONS, build_script
+
+    return assemble.host_state(parsers.split_sections(ssh(name, build_script(ALL_SECTIONS))))
+
+
+def audit(sandbox_tools, tmp_path, name: str) -> dict:
+    out = tmp_path / f"audit-{name}.json"
+    proc = subprocess.run([sys.executable, "-m", "gpuhost.cli", "audit", "inventories/sandbox.py",
+                           "--limit", name, "--json", str(out)], cwd=sandbox_tools.root,
+                          text=True, capture_output=True, timeout=300)
+    assert proc.returncode in (0, 2, 4), proc.stdout[-2000:] + proc.stderr[-2000:]
+    [host] = json.loads(out.read_text())["hosts"]
+    return host
+
+
+@pytest.fixture(scope="module")
+def converged(pyinfra):
+    first = pyinfra("-y", DEPLOY, check=False, timeout=1500)
+    second = pyinfra("-y", DEPLOY, check=False, timeout=600)
+    return first, second
+
+
+def test_both_toolkits_converge_and_a_second_run_changes_nothing(converged, ssh):
+    first, second = converged
+    assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
+    assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+    assert totals(second.stdout + second.stderr)["changed"] == 0, second.stderr[-4000:]
+    version = "dpkg-query -W -f '${Version}' nvidia-container-toolkit"
+    assert ssh("gpu-01", version) == "1.18.2-1"
+    assert ssh("gpu-02", version) == "1.17.8-1"
+
+
+def test_docker_run_gpus_all_lists_the_hosts_gpus(converged, ssh):
+    for name, gpus in (("gpu-01", 2), ("gpu-02", 1)):
+        out = ssh(name, f"docker run --rm --network=none --gpus all {IMAGE} nvidia-smi -L")
+        assert [line.split(":")[0] for line in out.splitlines()] == [
+            f"GPU {i}" for i in range(gpus)], out
+
+
+def test_toolkit_118_keeps_a_fresh_spec_and_117_writes_none(converged, ssh):
+    from gpuhost import cdi
+
+    assert ssh("gpu-01", "systemctl is-enabled nvidia-cdi-refresh.path "
+                         "nvidia-cdi-refresh.service").split() == ["enabled", "enabled"]
+    judged = cdi.judge(state(ssh, "gpu-01"))
+    assert judged["status"] == "fresh" and judged["specs"] == ["/var/run/cdi/nvidia.yaml"], judged
+    assert "nvidia.com/gpu=all" in ssh("gpu-01", "nvidia-ctk cdi list").split()
+    assert cdi.judge(state(ssh, "gpu-02"))["status"] == "missing"
+    assert ssh("gpu-02", "systemctl cat nvidia-cdi-refresh.service", check=False) == ""
+
+
+def test_a_mig_change_is_flagged_by_the_audit_and_fixed_by_the_next_deploy(
+        converged, ssh, pyinfra, sandbox_tools, tmp_path):
+    ssh("gpu-01", "nvidia-smi -i 0 -mig 1 && nvidia-smi mig -i 0 -cgi 9,9 -C")
+    host = audit(sandbox_tools, tmp_path, "gpu-01")
+    [finding] = [f for f in host["health"]["findings"] if f["id"] == "cdi-spec-stale"]
+    assert "lacks device(s) the host has: 0:0, 0:1" in finding["message"], finding
+    fix = pyinfra("-y", DEPLOY, "--limit", "gpu-01", timeout=600)
+    assert "Regenerating the stale NVIDIA CDI spec" in fix.stdout + fix.stderr
+    assert totals(fix.stdout + fix.stderr)["changed"] == 1, fix.stderr[-3000:]
+    again = audit(sandbox_tools, tmp_path, "gpu-01")
+    assert not [f for f in again["health"]["findings"] if f["id"].startswith("cdi")]
+    assert "nvidia.com/gpu=0:1" in ssh("gpu-01", "nvidia-ctk cdi list").split()
+
+
+def test_cdi_mode_is_refused_on_a_docker_without_cdi(converged, ssh, pyinfra):
+    before = ssh("gpu-02", "sha256sum /etc/docker/daemon.json")
+    proc = pyinfra("-y", DEPLOY, "--limit", "gpu-02", "--data", "container_runtime_mode=cdi",
+                   check=False, timeout=600)
+    assert proc.returncode != 0
+    assert "container_runtime_mode is cdi but Docker 20.10.24" in proc.stdout + proc.stderr
+    assert ssh("gpu-02", "sha256sum /etc/docker/daemon.json") == before
