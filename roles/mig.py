@@ -360,8 +360,10 @@ def _boot_unit(layouts: dict) -> None:
 
 
 def _refresh_cdi(changes: list) -> None:
-    """The CDI spec after a MIG change (``CDI_REFRESH``). Until roles/cdi.py (issue 16,
-    items 1-3) is merged this is MIG's own small step; then it becomes that role's op."""
+    """The CDI spec after a MIG change (``CDI_REFRESH``, shown in the plan, run only when a
+    MIG step changed something), as mig-parted's apply-exit hook does. The deploy's CDI step
+    (``roles.cdi.configure``, after the toolkit) judges the spec again and regenerates it
+    if it is still stale, or creates it in cdi mode."""
     if changes:
         server.shell(name="MIG changed: refresh the CDI spec (when the host has one)",
                      commands=[CDI_REFRESH], _if=any_changed(*changes))
