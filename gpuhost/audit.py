@@ -36,7 +36,8 @@ FAIL_ON = ("critical", "warning", "never")  # which health findings make the exi
 # The settings the audit compares (the signing certificate: for the Secure Boot finding);
 # every other inventory key is ignored here.
 AUDITED = ("nvidia_driver_version", "container_toolkit_version", "nvidia_default_runtime",
-           "mig_mode", "mig_layout", "nvidia_module_signing_cert", "container_runtime_mode")
+           "mig_mode", "mig_layout", "nvidia_module_signing_cert", "container_runtime_mode",
+           "mig_config", "mig_config_file")
 STATUSES = ("ok", "drift", "failed", "unreachable")
 VERDICTS = ("native", "forward-compat", "minor-version-compat", "no", "unknown")
 
@@ -72,6 +73,15 @@ def desired_settings(data: Mapping[str, Any], host_name: str | None = None) -> d
         desired[key] = list(value) if isinstance(value, (list, tuple)) else value
     if desired["mig_layout"] is not None and desired["mig_mode"] != "enabled":
         problems.append('mig_layout: set, but mig_mode is not "enabled" (set mig_mode: enabled)')
+    if desired["mig_config"] is not None:
+        from gpuhost import mig_config
+
+        if desired["mig_mode"] is not None or desired["mig_layout"] is not None:
+            problems.append("mig_config: set together with mig_mode/mig_layout (choose one form)")
+        elif not desired["mig_config_file"]:
+            problems.append("mig_config: set, but mig_config_file is not (the file that names it)")
+        else:
+            problems += mig_config.check(desired["mig_config_file"], desired["mig_config"])
     if problems:
         prefix = f"{host_name}: " if host_name else ""
         raise AuditError("invalid settings for the audit:\n  "
@@ -198,7 +208,30 @@ def _cdi_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dic
     return []
 
 
+def _mig_config_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """mig_config: per GPU that an entry of the named configuration matches, its MIG mode and
+    GPU instances against the entry (gpuhost.mig_config, as ``gpuhost mig plan`` shows)."""
+    from gpuhost import mig_config
+
+    name = desired["mig_config"]
+    entries = mig_config.select(desired["mig_config_file"], name)
+    gpus = state.get("gpus") or []
+    wants = mig_config.wanted(entries, gpus)
+    items = [_item("mig_config", "does not fit", name, problem)
+             for problem in mig_config.host_problems(name, wants, gpus)]
+    if items:
+        return items
+    for plan in mig_config.diff(wants, (state.get("mig") or {}).get("gpus") or []):
+        if plan.changes:
+            items.append(_item("mig_config", plan.now, plan.wanted,
+                               f"GPU {plan.index}: {plan.now}, mig_config {name} wants "
+                               f"{plan.wanted}"))
+    return items
+
+
 def _mig_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
+    if desired.get("mig_config") is not None:
+        return _mig_config_drift(state, desired)
     mode = desired["mig_mode"]
     if mode is None:
         return []

@@ -484,3 +484,31 @@ def test_mig_plan_stops_on_invalid_settings_before_reading_any_host(monkeypatch,
     err = capsys.readouterr().err
     assert status == 1 and ran == []
     assert "no host was contacted" in err and "does not fit A100-SXM4-40GB" in err
+
+
+def test_the_audit_reports_named_config_drift_per_gpu(tmp_path):
+    """gpuhost audit: a host on mig_config drifts where `gpuhost mig plan` shows a change."""
+    from gpuhost import audit
+
+    path = tmp_path / "mig.yaml"
+    path.write_text("version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      mig-enabled: true\n"
+                    "      mig-devices: {\"3g.40gb\": 1, \"1g.10gb\": 2}\n    - devices: [1]\n"
+                    "      mig-enabled: true\n      mig-devices: {\"3g.40gb\": 2}\n")
+    desired = audit.desired_settings({"mig_config_file": str(path), "mig_config": "a"})
+    items = [i for i in audit.host_drift(_state(["Enabled", "Enabled"]), desired)
+             if i["item"].startswith("mig")]  # the bare state has no packages: reboot_pending
+    assert [(i["item"], i["have"], i["want"]) for i in items] == [
+        ("mig_config", "MIG enabled, 7g.80gb", "MIG enabled, 2x 3g.40gb")]
+    assert items[0]["message"].startswith("GPU 1: MIG enabled, 7g.80gb, mig_config a wants")
+    converged = audit.desired_settings({"mig_config_file": str(path), "mig_config": "a"})
+    lgi = LGI.replace("|   1  MIG 7g.80gb       0        0          0:8     |",
+                      "|   1  MIG 3g.40gb       9        1          4:4     |\n"
+                      "+----------------------------------------------------+\n"
+                      "|   1  MIG 3g.40gb       9        2          0:4     |")
+    assert [i for i in audit.host_drift(_state(["Enabled", "Enabled"], lgi), converged)
+            if i["item"].startswith("mig")] == []
+    with pytest.raises(audit.AuditError, match="'b' is not in"):
+        audit.desired_settings({"mig_config_file": str(path), "mig_config": "b"})
+    with pytest.raises(audit.AuditError, match="choose one form"):
+        audit.desired_settings({"mig_config_file": str(path), "mig_config": "a",
+                                "mig_mode": "enabled"})
