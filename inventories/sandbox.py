@@ -106,6 +106,17 @@ def _ol_settings(manifest: dict | None, major: str) -> dict:
             "docker_repo_gpgkey": {"rhel": repo["gpgkey"]}}
 
 
+def _docker_ce_settings(manifest: dict | None) -> dict:
+    """Docker CE 26 from the sandbox's stand-in of Docker's Debian repository
+    (download.docker.com/linux/debian; sandbox/nvidia/pkg/dockerce.py): host data for a
+    Debian host that should run Docker's packages instead of Debian's docker.io 20.10."""
+    repo = (manifest or {}).get("docker_repos", {}).get("debian")
+    if not repo:
+        return {}
+    return {"docker_source": "docker", "docker_repo_url": {"debian": repo["url"]},
+            "docker_repo_gpgkey": {"debian": repo["gpgkey"]}}
+
+
 def _load_manifest(mirror: str) -> dict | None:
     try:
         manifest = json.loads(_MANIFEST.read_text())
@@ -141,6 +152,10 @@ _hosts = [(name, {**data, "docker_replace_podman": True})
           if "container-tools" in h.get("traits", []) else (name, data)
           for (name, data), h in zip(_hosts, _fleet["hosts"], strict=True)]
 _by_name = {h["name"]: h for h in _fleet["hosts"]}
+# Host data that puts a Debian host on docker-ce 26 (Docker's repository): for an
+# inventory that wraps this one and adds it to a host's data (tests/integration/test_cdi.py
+# does); empty when the fake artifacts predate the Docker CE repository.
+docker_ce_debian = _docker_ce_settings(_manifest)
 
 debian_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "debian12"], {})
 ol_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("ol8", "ol9")], {})

@@ -23,7 +23,7 @@ from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DRIVER_VERSIONS, O
 from sandbox.nvidia.pkg.localrepo import build_apt_local_repo, build_rpm_local_repo
 from sandbox.nvidia.pkg.signing import SigningKey
 
-PARTS = ("local-repos", "toolkit", "ol-repos", "verify-image")
+PARTS = ("local-repos", "toolkit", "ol-repos", "docker-repo", "verify-image")
 
 
 def local_repo_filename(version: str, distro: str) -> str:
@@ -87,6 +87,9 @@ def manifest() -> dict:
                     "rpm": {"url": f"{BASE_URL}/toolkit/rpm", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"}},
         "ol_repos": {ol: {"url": f"{BASE_URL}/ol/{ol}/docker-ce-stable", "gpgkey": f"{BASE_URL}/ol/gpgkey"}
                      for ol in ("ol8", "ol9")},
+        # Docker's "Docker CE for Debian" (sandbox/nvidia/pkg/dockerce.py): docker-ce 26
+        "docker_repos": {"debian": {"url": f"{BASE_URL}/docker/debian",
+                                    "gpgkey": f"{BASE_URL}/docker/debian/gpg"}},
         "verify_image": {"name": "gpuhost/verify:sandbox",
                          "archive": str(OUT_DIR / "verify-image.tar")},
     }
@@ -135,6 +138,9 @@ def build(parts: list[str], versions: list[str], distros: list[str], force: bool
     if "ol-repos" in parts:
         from sandbox.nvidia.pkg import oracle
         oracle.build(key, force)
+    if "docker-repo" in parts:
+        from sandbox.nvidia.pkg import dockerce
+        dockerce.build(key, force)
     if "verify-image" in parts:
         from sandbox.nvidia.pkg import image
         image.build(force)

@@ -3,12 +3,14 @@ bare hosts (real apt, real dockerd 20.10 from Debian 12, the fake toolkit's unit
 
 gpu-01  H100 x2, toolkit 1.18.2 (the default), container_runtime_mode legacy (the default)
 gpu-02  A100 x1, toolkit pinned at 1.17.8 (a host kept on 1.17 still converges)
+gpu-03  H100 x1, bare (no Docker), Docker CE 26 from the sandbox's stand-in of Docker's
+        Debian repository, container_runtime_mode cdi
 
-`docker run --gpus all` works on both; 1.18's nvidia-cdi-refresh wrote a fresh spec on
+`docker run --gpus all` works on all three; 1.18's nvidia-cdi-refresh wrote a fresh spec on
 gpu-01; a second run changes nothing; a MIG change makes the audit flag the stale spec and
 the next deploy regenerates it; cdi mode is refused on a Docker without CDI (20.10) before
-daemon.json is touched. Docker's own CDI (`--device nvidia.com/gpu=all`) needs Docker 25+,
-which the sandbox does not have (sandbox/README.md).
+daemon.json is touched; on gpu-03 cdi mode converges and Docker's own CDI
+(`docker run --device nvidia.com/gpu=all`, dockerd 26 applies the spec itself) lists the GPU.
 """
 from __future__ import annotations
 
@@ -20,9 +22,10 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-SPEC = {"hosts": 2, "ol": 0, "docker_hosts": 2, "overrides": {
+SPEC = {"hosts": 3, "ol": 0, "docker_hosts": 2, "overrides": {
     "gpu-01": {"traits": [], "gpu_model": "H100-80GB-HBM3", "gpu_count": 2},
     "gpu-02": {"traits": [], "gpu_model": "A100-SXM4-40GB", "gpu_count": 1},
+    "gpu-03": {"traits": [], "gpu_model": "H100-80GB-HBM3", "gpu_count": 1},
 }}
 DEPLOY = "deploys/gpu_host.py"
 IMAGE = "gpuhost/verify:sandbox"
@@ -32,7 +35,9 @@ import sys
 sys.path.insert(0, {root!r})
 import inventories.sandbox as _shared
 
-_OVERRIDES = {{"gpu-02": {{"container_toolkit_version": "1.17.8"}}}}
+assert _shared.docker_ce_debian, "no Docker CE repository in the fake NVIDIA artifacts"
+_OVERRIDES = {{"gpu-02": {{"container_toolkit_version": "1.17.8"}},
+              "gpu-03": {{**_shared.docker_ce_debian, "container_runtime_mode": "cdi"}}}}
 for _name, _value in list(vars(_shared).items()):
     if not _name.startswith("_") and isinstance(_value, tuple) and len(_value) == 2:
         globals()[_name] = ([(n, {{**d, **_OVERRIDES.get(n, {{}})}}) for n, d in _value[0]],
@@ -104,7 +109,7 @@ def test_both_toolkits_converge_and_a_second_run_changes_nothing(converged, ssh)
 
 
 def test_docker_run_gpus_all_lists_the_hosts_gpus(converged, ssh):
-    for name, gpus in (("gpu-01", 2), ("gpu-02", 1)):
+    for name, gpus in (("gpu-01", 2), ("gpu-02", 1), ("gpu-03", 1)):
         out = ssh(name, f"docker run --rm --network=none --gpus all {IMAGE} nvidia-smi -L")
         assert [line.split(":")[0] for line in out.splitlines()] == [
             f"GPU {i}" for i in range(gpus)], out
@@ -143,3 +148,24 @@ def test_cdi_mode_is_refused_on_a_docker_without_cdi(converged, ssh, pyinfra):
     assert proc.returncode != 0
     assert "container_runtime_mode is cdi but Docker 20.10.24" in proc.stdout + proc.stderr
     assert ssh("gpu-02", "sha256sum /etc/docker/daemon.json") == before
+
+
+def test_cdi_mode_on_docker_ce_26_runs_cdi_devices(converged, ssh):
+    """gpu-03: Docker's packages from Docker's (stand-in) repository, dockerd 26 with CDI
+    enabled in daemon.json, the spec fresh, and the CDI device run lists the GPU."""
+    from gpuhost import cdi
+
+    versions = dict(line.split() for line in ssh("gpu-03", (
+        "dpkg-query -W -f '${Package} ${Version}\\n' docker-ce docker-ce-cli containerd.io"
+    )).splitlines())
+    assert versions == {"docker-ce": "5:26.1.5-1~debian.12~bookworm", "containerd.io": "1.6.20-1",
+                        "docker-ce-cli": "5:26.1.5-1~debian.12~bookworm"}, versions
+    # Debian's build reports its upstream version with Debian's suffix (sandbox/README.md)
+    assert ssh("gpu-03", "docker version -f '{{.Server.Version}}'").strip() == "26.1.5+dfsg1"
+    assert ssh("gpu-03", "dpkg-query -W -f '${Status}' docker.io", check=False) in (
+        "", "unknown ok not-installed")
+    assert json.loads(ssh("gpu-03", "cat /etc/docker/daemon.json"))["features"]["cdi"] is True
+    assert cdi.judge(state(ssh, "gpu-03"))["status"] == "fresh"
+    out = ssh("gpu-03", f"docker run --rm --network=none --device nvidia.com/gpu=all {IMAGE} "
+                        "nvidia-smi -L")
+    assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out

@@ -11,6 +11,7 @@ Files (all relative to GPUSIM_ROOT, default "/"):
 
 import fcntl
 import os
+import stat
 import sys
 
 from . import jsonlite, models
@@ -342,6 +343,7 @@ def load_driver(state, machine):
         if gpu["mig_pending"] is not None:  # the GPU initialises: pending mode takes effect
             gpu["mig_current"] = gpu["mig_pending"]
     write_proc(state, machine)
+    make_device_nodes(machine)
     from . import health  # the load's kernel lines, the faults a load clears or arms
     health.on_driver_load(state, machine)
     return None
@@ -358,6 +360,45 @@ def unload_driver(state, machine):
         if gpu["mig_current"] is not None and info["arch"] not in models.MIG_MODE_PERSISTS:
             gpu["mig_current"] = gpu["mig_pending"] = False
     write_proc(state, machine)
+
+
+# NVIDIA's character devices: major 195, /dev/nvidiaN minor N, /dev/nvidiactl minor 255, mode
+# 0666 (nvidia-modprobe: nvidia-modprobe-utils.h NV_MAJOR_DEVICE_NUMBER, NV_CTL_DEVICE_MINOR;
+# the driver README "Device node creation"). nvidia-uvm's major is dynamic (/proc/devices):
+# the simulated kernel gives it 510, minors 0 (nvidia-uvm) and 1 (nvidia-uvm-tools).
+NV_MAJOR, NV_CTL_MINOR, UVM_MAJOR = 195, 255, 510
+
+
+def _mknod(rel, major, minor):
+    node = path(rel)
+    if os.path.exists(node):
+        return
+    try:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+        os.chmod(node, 0o666)  # the umask applies to mknod's mode
+    except OSError as exc:
+        print(f"gpusim: warning: cannot create {node}: {exc.strerror}", file=sys.stderr)
+
+
+def make_device_nodes(machine):
+    """What nvidia-modprobe does when the driver loads (the udev rules of NVIDIA's packages
+    call it): /dev/nvidiactl and one /dev/nvidiaN per GPU. Sandbox hosts' /dev is nspawn's
+    tmpfs, so the nodes go with a reboot and come back with the next load; opening one
+    fails (ENXIO: no real driver), the simulator reads its state files instead."""
+    if os.geteuid() != 0:
+        return
+    os.makedirs(path("dev"), exist_ok=True)
+    _mknod("dev/nvidiactl", NV_MAJOR, NV_CTL_MINOR)
+    for index in range(machine["gpu_count"]):
+        _mknod(f"dev/nvidia{index}", NV_MAJOR, index)
+
+
+def make_uvm_nodes():
+    """nvidia-modprobe -u: /dev/nvidia-uvm and /dev/nvidia-uvm-tools once nvidia_uvm loads."""
+    if os.geteuid() != 0:
+        return
+    _mknod("dev/nvidia-uvm", UVM_MAJOR, 0)
+    _mknod("dev/nvidia-uvm-tools", UVM_MAJOR, 1)
 
 
 def proc_version_text(drv, machine):

@@ -58,6 +58,8 @@ def load(s, name):
     if not state.get("driver"):
         return f"modprobe: ERROR: could not insert '{name}': Unknown symbol in module"
     state["modules"].append(name)
+    if name == "nvidia_uvm":
+        host.make_uvm_nodes()
     return None
 
 
