@@ -16,7 +16,8 @@ Execute, per host that is not already at the target:
 4. switch: new local repo in, old local repos (sources, keyrings) out, apt pin or dnf
    module stream moved, new branch's packages in and the old branch's out in one transaction
 5. reboot (``reboot_policy: when_needed``) or load the new modules; MIG modes back
-6. verify with facts, restart the clients, uncordon hook, remove the marker, record
+6. refresh a stale CDI spec, verify with facts, restart the clients, uncordon hook, remove
+   the marker, record
 
 A host already at the target gets only the verification and the record: zero changes.
 
@@ -43,7 +44,7 @@ from facts.host import GpuHostState
 from facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
 from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
-from roles import boot_safety, debian_archive, el_packaging, mig, nvidia_driver
+from roles import boot_safety, cdi, debian_archive, el_packaging, mig, nvidia_driver
 from roles.upgrade import ops, record as upgrade_record
 from roles.common import GpuhostError, check_inventory, host_settings
 
@@ -193,6 +194,9 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     ops.restore_mig(name="Put the MIG modes back as they were", modes=before["mig"])
     ops.restore_mig_instances(name="Put the MIG instances back (gpuhost-mig-layout)",
                               modes=before["mig"], script=mig.BOOT_SCRIPT)
+    # the CDI spec names the old driver's libraries: regenerated before any GPU client or
+    # container starts (toolkit 1.17 has no refresh unit; 1.18's may not have run yet)
+    cdi.refresh_after_change(f"the driver is now {target}")
     _verify(plan)
     ops.health_gate(name="Health gate: no new critical finding since the upgrade started",
                     before=plan["before"].get("critical"),

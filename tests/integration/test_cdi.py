@@ -10,7 +10,9 @@ gpu-03  H100 x1, bare (no Docker), Docker CE 26 from the sandbox's stand-in of D
 gpu-01; a second run changes nothing; a MIG change makes the audit flag the stale spec and
 the next deploy regenerates it; cdi mode is refused on a Docker without CDI (20.10) before
 daemon.json is touched; on gpu-03 cdi mode converges and Docker's own CDI
-(`docker run --device nvidia.com/gpu=all`, dockerd 26 applies the spec itself) lists the GPU.
+(`docker run --device nvidia.com/gpu=all`, dockerd 26 applies the spec itself) lists the GPU;
+a driver change by gpuhost's upgrade regenerates a spec on gpu-02 (1.17.8, no refresh unit),
+and one left from the old driver is flagged by the audit and fixed by the next deploy.
 """
 from __future__ import annotations
 
@@ -168,4 +170,38 @@ def test_cdi_mode_on_docker_ce_26_runs_cdi_devices(converged, ssh):
     assert cdi.judge(state(ssh, "gpu-03"))["status"] == "fresh"
     out = ssh("gpu-03", f"docker run --rm --network=none --device nvidia.com/gpu=all {IMAGE} "
                         "nvidia-smi -L")
+    assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out
+
+
+def test_a_driver_upgrade_regenerates_the_spec_and_a_stale_one_is_flagged_and_fixed(
+        converged, ssh, pyinfra, sandbox_tools, tmp_path, monkeypatch):
+    """gpu-02 (toolkit 1.17.8: no refresh unit) with a spec its user generated in /etc/cdi:
+    gpuhost's driver change (570 -> 550, by reloading the modules) regenerates it before
+    the GPU clients start. A spec left from the old driver (as after a driver changed by
+    other means) is flagged by the audit and fixed by the next deploy."""
+    from gpuhost import cdi
+
+    ssh("gpu-02", "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml "
+                  "&& cp /etc/cdi/nvidia.yaml /root/spec-570.yaml")
+    assert "libnvidia-ml.so.570.172.08" in ssh("gpu-02", "cat /etc/cdi/nvidia.yaml")
+    # the sandbox inventory's driver and local repos: 550's (inventories/sandbox.py)
+    monkeypatch.setenv("GPUHOST_SANDBOX_DRIVER", "550.163.01")
+    moved = pyinfra("-y", "deploys/upgrade_driver.py", "--limit", "gpu-02",
+                    "--data", "upgrade_allow_downgrade=true", "--data", "reboot_policy=never",
+                    timeout=900)
+    log = moved.stdout + moved.stderr
+    assert "Regenerating the stale NVIDIA CDI spec (the driver is now 550.163.01)" in log, log[-4000:]
+    judged = cdi.judge(state(ssh, "gpu-02"))
+    assert judged["status"] == "fresh" and judged["specs"] == ["/etc/cdi/nvidia.yaml"], judged
+    assert "libnvidia-ml.so.550.163.01" in ssh("gpu-02", "cat /etc/cdi/nvidia.yaml")
+
+    ssh("gpu-02", "cp /root/spec-570.yaml /etc/cdi/nvidia.yaml")
+    host = audit(sandbox_tools, tmp_path, "gpu-02")
+    [finding] = [f for f in host["health"]["findings"] if f["id"] == "cdi-spec-stale"]
+    assert "libraries are driver 570.172.08, the loaded driver is 550.163.01" in finding[
+        "message"], finding
+    fix = pyinfra("-y", DEPLOY, "--limit", "gpu-02", timeout=600)
+    assert totals(fix.stdout + fix.stderr)["changed"] == 1, (fix.stdout + fix.stderr)[-4000:]
+    assert cdi.judge(state(ssh, "gpu-02"))["status"] == "fresh"
+    out = ssh("gpu-02", f"docker run --rm --network=none --gpus all {IMAGE} nvidia-smi -L")
     assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out
