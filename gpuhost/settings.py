@@ -343,6 +343,7 @@ def _cross_checks(v: dict) -> list[str]:
         problems.append("containerd_nvidia_default_runtime: true without containerd_nvidia_runtime "
                         "(set containerd_nvidia_runtime: true)")
     problems += _mig_config_problems(v)
+    problems += _local_repo_version_problems(v)
     if v["verify_image_archive"] is not None and v["verify_image"] is None:
         problems.append("verify_image_archive: set without verify_image (name the image it holds)")
     if (v["nvidia_module_signing_key"] is None) != (v["nvidia_module_signing_cert"] is None):
@@ -355,6 +356,37 @@ def _cross_checks(v: dict) -> list[str]:
 
         problems += [f"docker_daemon_settings: {p}" for p in option_problems(
             {k: x for k, x in v["docker_daemon_settings"].items() if k not in OPTION_TYPES})]
+    return problems
+
+
+# NVIDIA's local repo file names: nvidia-driver-local-repo-<distro>-<version>_1.0-1_amd64.deb,
+# nvidia-driver-local-repo-<distro>-<version>-1.0-1.x86_64.rpm (docs/real-hosts.md)
+LOCAL_REPO_NAME_RE = re.compile(
+    r"^nvidia-driver-local-repo-(?P<distro>[a-z]+[0-9]+)-(?P<version>[0-9]+\.[0-9]+(?:\.[0-9]+)?)[_-]")
+
+
+def _local_repo_version_problems(v: dict) -> list[str]:
+    """A local repo package named as NVIDIA names them must be the one of
+    ``nvidia_driver_version`` and of its distro tag (checked on the file name, before any host
+    is contacted; a file named otherwise is checked by its header once fetched)."""
+    problems = []
+    for tag, src in sorted((v["nvidia_local_repo"] or {}).items()):
+        where = src.get("url") or src.get("path") if isinstance(src, Mapping) else None
+        if not isinstance(where, str):
+            continue
+        m = LOCAL_REPO_NAME_RE.match(where.rstrip("/").rsplit("/", 1)[-1])
+        if not m:
+            continue
+        name = m.group(0).rstrip("_-")
+        if v["nvidia_driver_version"] and m.group("version") != v["nvidia_driver_version"]:
+            problems.append(
+                f"nvidia_local_repo[{tag}]: {name} is the local repo of driver "
+                f"{m.group('version')}, but nvidia_driver_version is {v['nvidia_driver_version']} "
+                f"(point nvidia_local_repo[{tag}] at the {v['nvidia_driver_version']} package and "
+                "its sha256, or set nvidia_driver_version to match)")
+        if m.group("distro") != tag:
+            problems.append(f"nvidia_local_repo[{tag}]: {name} is NVIDIA's package for "
+                            f"{m.group('distro')}, not {tag}")
     return problems
 
 

@@ -159,10 +159,10 @@ def el_packaging_output(name: str, installed: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _artifact(tag: str) -> dict:
+def _artifact(tag: str, version: str = DRIVER) -> dict:
     """A stand-in local repo package file on the 'controller' with NVIDIA's name."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / packages.local_repo_filename(tag, DRIVER)
+    path = ARTIFACTS / packages.local_repo_filename(tag, version)
     content = f"stand-in for {path.name}\n".encode()
     if not path.exists() or path.read_bytes() != content:
         path.write_bytes(content)
@@ -180,6 +180,9 @@ def host_data(name: str, extra: dict) -> dict:
     s = SCENARIOS[name]
     extra = dict(extra)
     pci = extra.pop("plan_pci", None)
+    version = extra.get("nvidia_driver_version", DRIVER)
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)+", str(version)):
+        version = DRIVER  # an invalid version is the test's point: refused by the settings
     data = {
         "plan_scenario": name,
         "fake_delay": 0,
@@ -196,7 +199,8 @@ def host_data(name: str, extra: dict) -> dict:
                 "rc=0", "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-00000000-1111-2222-3333-4444)"],
         },
         "nvidia_driver_version": DRIVER,
-        "nvidia_local_repo": {s["tag"]: _artifact(s["tag"])},
+        # the package of the driver the plan asks for (settings check the name's version)
+        "nvidia_local_repo": {s["tag"]: _artifact(s["tag"], version)},
         "nvidia_artifact_cache": str(ARTIFACTS / "cache"),
         "docker_source": "docker",
         "docker_repo_gpgkey": _key("docker"),

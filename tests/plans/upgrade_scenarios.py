@@ -78,7 +78,8 @@ def host_data(name: str, extra: dict) -> dict:
     ``<os scenario>:clients`` (DCGM and Fabric Manager running, GPU containers) or
     ``<os scenario>:nosystemd`` (a host that did not boot with systemd)."""
     base, _, variant = name.partition(":")
-    data = _bare_host_data(base, {})
+    # the local repo package of the driver the plan asks for (its name must match)
+    data = _bare_host_data(base, {k: v for k, v in extra.items() if k == "nvidia_driver_version"})
     data["fake_responses"]["_gh()"] = (scenarios.converged_output(base) if variant == "at570"
                                        else running_output(base, busy=variant == "busy"))
     data["plan_variant"] = variant

@@ -318,3 +318,26 @@ def test_roles_read_settings_per_run_never_from_an_earlier_run():
     assert run(**minimal(nvidia_driver_version="550.163.01")).nvidia_driver_version == "550.163.01"
     with pytest.raises(common.GpuhostError, match=r"reboot_policy: .*\[gpu-01\]"):
         run(**minimal(reboot_policy="always"))
+
+
+def test_a_local_repo_named_for_another_driver_or_distro_is_refused():
+    base = "https://example.com/nvidia/"
+    good = {"debian12": {"url": base + "nvidia-driver-local-repo-debian12-570.172.08_1.0-1_amd64.deb",
+                         "sha256": SHA},
+            "rhel9": {"path": "/srv/nvidia-driver-local-repo-rhel9-570.172.08-1.0-1.x86_64.rpm",
+                      "sha256": SHA}}
+    assert problems_for(nvidia_local_repo=good) == []
+    # the version moved, the package did not: said before any host is contacted
+    problems = problems_for(nvidia_local_repo=good, nvidia_driver_version="580.95.05")
+    assert [p.split(":")[0] for p in problems] == ["nvidia_local_repo[debian12]",
+                                                   "nvidia_local_repo[rhel9]"], problems
+    assert "is the local repo of driver 570.172.08, but nvidia_driver_version is 580.95.05" \
+        in problems[0]
+    # a package under the wrong tag
+    swapped = {"ubuntu2204": good["debian12"]}
+    assert problems_for(nvidia_local_repo=swapped) == [
+        "nvidia_local_repo[ubuntu2204]: nvidia-driver-local-repo-debian12-570.172.08 is "
+        "NVIDIA's package for debian12, not ubuntu2204"]
+    # a name that is not NVIDIA's is not judged here (the header is read once fetched)
+    assert problems_for(nvidia_local_repo={"debian12": {"url": base + "driver.deb",
+                                                        "sha256": SHA}}) == []
