@@ -518,7 +518,9 @@ def cdi_state(sections: Sections) -> dict[str, Any]:
     from gpuhost import cdi
 
     rc, text = section(sections, "cdi_specs")
-    return {"specs": cdi.parse_specs(text) if rc == 0 else []}
+    unit_rc, unit_text = section(sections, "cdi_boot_unit")
+    return {"specs": cdi.parse_specs(text) if rc == 0 else [],
+            "boot_unit": cdi.parse_boot_unit(unit_rc, unit_text)}
 
 
 def toolkit_state(sections: Sections) -> dict[str, Any]:

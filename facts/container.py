@@ -65,16 +65,18 @@ class CdiSpecs(SectionFact):
     """
     The CDI spec files in /etc/cdi and /var/run/cdi (YAML or JSON), parsed with
     ``gpuhost.cdi.parse_spec``; ``gpuhost.cdi.judge(state)`` tells whether the NVIDIA one is
-    fresh for the host's GPUs, MIG devices and loaded driver.
+    fresh for the host's GPUs, MIG devices and loaded driver. ``boot_unit``: gpuhost's unit
+    that writes the spec at boot (``gpuhost.cdi.BOOT_UNIT``), None when absent.
 
     .. code:: python
 
         {"specs": [{"path": "/var/run/cdi/nvidia.yaml", "kind": "nvidia.com/gpu",
                     "cdi_version": "0.5.0", "devices": ["0", "GPU-...", "all"],
-                    "driver_versions": ["570.172.08"], "error": None}]}
+                    "driver_versions": ["570.172.08"], "error": None}],
+         "boot_unit": {"sha256": "5f3c...", "enabled": True}}
     """
 
-    sections = ("cdi_specs",)
+    sections = ("cdi_specs", "cdi_boot_unit")
     assemble = staticmethod(cdi_state)
 
 

@@ -123,6 +123,11 @@ SECTIONS: dict[str, str] = {
     "cdi_specs": "_n=0; for f in /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml "
     '/var/run/cdi/*.json; do test -f "$f" || continue; _n=1; echo "==> $f <=="; cat "$f"; '
     'echo; done; test "$_n" = 1 || exit 3',
+    # gpuhost's boot unit for the spec (gpuhost.cdi.BOOT_UNIT_PATH): its sha256 and whether
+    # it is enabled; exit 3 when there is none
+    "cdi_boot_unit": "test -f /etc/systemd/system/gpuhost-cdi-spec.service || exit 3; "
+    "sha256sum /etc/systemd/system/gpuhost-cdi-spec.service; "
+    "systemctl is-enabled gpuhost-cdi-spec.service 2>&1; true",
 }
 
 # Slow tools run side by side: each chain is one background job; sections within a chain

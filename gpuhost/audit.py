@@ -198,14 +198,22 @@ def _cdi_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dic
                             state["toolkit"]["version"], docker.get("docker_version"))
     if mode != "cdi" or not docker["docker_installed"]:
         return []
+    items = []
     judged = cdi.judge(state)
     if judged["status"] == "missing":
-        return [_item("cdi_spec", "missing", "fresh", "cdi-spec-missing: no nvidia.com/gpu CDI "
-                      f"spec in {' or '.join(cdi.SPEC_DIRS)} (container_runtime_mode cdi)")]
-    if judged["status"] == "stale":
-        return [_item("cdi_spec", "stale", "fresh",
-                      "cdi-spec-stale: " + "; ".join(judged["problems"]))]
-    return []
+        items.append(_item("cdi_spec", "missing", "fresh", "cdi-spec-missing: no nvidia.com/gpu "
+                           f"CDI spec in {' or '.join(cdi.SPEC_DIRS)} (container_runtime_mode "
+                           "cdi): run the deploy"))
+    elif judged["status"] == "stale":
+        items.append(_item("cdi_spec", "stale", "fresh",
+                           "cdi-spec-stale: " + "; ".join(judged["problems"])))
+    unit = (state.get("cdi") or {}).get("boot_unit")
+    if unit is None or not unit.get("enabled"):
+        items.append(_item("cdi_boot_unit", "missing" if unit is None else "disabled", "enabled",
+                           f"{cdi.BOOT_UNIT} is {'missing' if unit is None else 'not enabled'}: "
+                           "after a reboot Docker may start before any CDI spec exists; run "
+                           "the deploy"))
+    return items
 
 
 def _mig_config_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -39,6 +39,49 @@ TOOLKIT_CDI = (1, 18, 0)
 DOCKER_CDI = (25, 0, 0)
 DOCKER_CDI_DEFAULT = (28, 2, 0)
 
+# gpuhost's unit that writes the spec at every boot before the container engines start
+# (docs/container-runtime.md, "At boot"): NVIDIA's nvidia-cdi-refresh.service is ordered
+# after multi-user.target in some releases (NVIDIA/nvidia-container-toolkit PR #1638, undone
+# by PR #1746), so a container Docker restarts at boot can find no spec; ordering Docker after
+# NVIDIA's unit then forms a cycle (issue #1735). This unit has no such ordering.
+BOOT_UNIT = "gpuhost-cdi-spec.service"
+BOOT_UNIT_PATH = f"/etc/systemd/system/{BOOT_UNIT}"
+
+
+def boot_unit_text(output: str) -> str:
+    """The unit file: ``nvidia-smi -L`` first (it creates the device nodes the generator
+    looks for, as NVIDIA's later refresh unit does), then ``nvidia-ctk cdi generate`` to
+    ``output``; after the driver's own services and gpuhost's MIG unit (the MIG devices are
+    in the spec), before Docker, containerd and kubelet; bounded, so an engine never waits long."""
+    return f"""[Unit]
+Description=gpuhost: the NVIDIA CDI spec for this boot, before the container engines start
+ConditionPathExists=/usr/bin/nvidia-ctk
+After=systemd-modules-load.service nvidia-persistenced.service nvidia-fabricmanager.service gpuhost-mig-layout.service
+Before=docker.service containerd.service kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+TimeoutStartSec=120
+ExecStartPre=-/usr/bin/nvidia-smi -L
+ExecStart=/usr/bin/nvidia-ctk cdi generate --output={output}
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def parse_boot_unit(rc: int, text: str) -> dict[str, Any] | None:
+    """The ``cdi_boot_unit`` section: None when gpuhost's unit file is absent (exit 3), else
+    {"sha256": hex or None, "enabled": bool}."""
+    if rc != 0:
+        return None
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    digest = next((line.split()[0] for line in lines
+                   if re.fullmatch(r"[0-9a-f]{64}(\s+\S.*)?", line)), None)
+    return {"sha256": digest, "enabled": "enabled" in lines}
+
+
 # a driver library's versioned name: libnvidia-ml.so.570.172.08, libcuda.so.550.54.15
 _DRIVER_LIB = re.compile(r"/lib[\w.+-]*\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
 

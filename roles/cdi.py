@@ -10,6 +10,7 @@ nothing of 1.17 writes it again). A stale spec elsewhere is regenerated where it
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from pyinfra import host
@@ -19,6 +20,7 @@ from facts.container import DockerDaemonConfig
 from facts.host import GpuHostState
 from gpuhost import cdi
 from roles.common import executing, fail_command, host_settings, host_state
+from roles.files import atomic_write
 
 LEGACY_OUTPUT = "/etc/cdi/nvidia.yaml"
 
@@ -99,6 +101,36 @@ def refresh_after_change(reason: str = "the GPU devices changed") -> None:
 
 
 @operation()
+def boot_unit(output: str | None):
+    """
+    gpuhost's unit that writes the NVIDIA CDI spec at every boot before Docker, containerd and
+    kubelet start (``gpuhost.cdi.BOOT_UNIT``): written and enabled in cdi mode, removed
+    (gpuhost's own file only) in legacy mode. Judged from the one fact command: a host whose
+    unit is as wanted gets no command.
+
+    + output: the spec path the unit writes (cdi mode), or None (remove gpuhost's unit)
+    """
+    unit = (host_state().get("cdi") or {}).get("boot_unit")
+    path = cdi.BOOT_UNIT_PATH
+    if output is None:
+        if unit is None:
+            host.noop(f"no {cdi.BOOT_UNIT} (legacy mode)")
+            return
+        yield StringCommand("systemctl disable", cdi.BOOT_UNIT, ">/dev/null 2>&1;", "rm -f",
+                            QuoteString(path), "&&", "systemctl daemon-reload")
+        return
+    text = cdi.boot_unit_text(output)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    if unit and unit["sha256"] == digest and unit["enabled"]:
+        host.noop(f"{cdi.BOOT_UNIT} writes {output} at boot, before Docker starts")
+        return
+    if not unit or unit["sha256"] != digest:
+        yield from atomic_write(path, text.encode(), "644")
+        yield StringCommand("systemctl daemon-reload")
+    yield StringCommand("systemctl enable", cdi.BOOT_UNIT, ">/dev/null 2>&1")
+
+
+@operation()
 def require_docker_cdi():
     """
     Fail the host when its Docker is older than 25.0 (no CDI devices): read when the op runs
@@ -130,7 +162,11 @@ def configure() -> None:
     """cdi mode: the spec must exist and be fresh (generated or regenerated). legacy mode: a
     spec that exists (toolkit 1.18 writes one itself) is regenerated when stale, none is
     created; a converged host with a fresh spec or none gets no change."""
-    if runtime_mode() != "cdi":
+    config = host_settings()
+    if runtime_mode(config) != "cdi":
         refresh_after_change("legacy mode: a stale spec is regenerated, none is created")
+        boot_unit(name=f"No {cdi.BOOT_UNIT} (legacy mode)", output=None)
         return
     refresh_after_change("container_runtime_mode cdi")
+    boot_unit(name=f"{cdi.BOOT_UNIT}: the spec written at every boot, before Docker starts",
+              output=output_path(config.container_toolkit_version))

@@ -72,7 +72,8 @@ def _make_state(driver: str | None = "570.172.08", packages: str | None = None,
                docker: bool = True, daemon_json: str | None = '{"runtimes": {"nvidia": '
                '{"path": "nvidia-container-runtime", "args": []}}}', running_default: str | None
                = None, lgi: str | None = None, lspci: str | None = None, os_release: str = DEBIAN,
-               smi_list: str | None = None, cdi_specs: str | None = None):
+               smi_list: str | None = None, cdi_specs: str | None = None,
+               cdi_boot_unit: str | None = None):
     """A GpuHostState as the fact returns it; ``packages`` defaults to the loaded driver's."""
     sections = {name: {"rc": 127, "out": ""} for name in ALL_SECTIONS}
     sections.update({name: {"rc": 3, "out": ""} for name in ("proc_version", "daemon_json")})
@@ -98,6 +99,8 @@ def _make_state(driver: str | None = "570.172.08", packages: str | None = None,
         sections["smi_list"] = {"rc": 0, "out": smi_list}
     if cdi_specs is not None:  # the cdi_specs section: "==> PATH <==" and each file
         sections["cdi_specs"] = {"rc": 0, "out": cdi_specs}
+    if cdi_boot_unit is not None:  # gpuhost's boot unit: "SHA256  PATH" and is-enabled
+        sections["cdi_boot_unit"] = {"rc": 0, "out": cdi_boot_unit}
     if lspci is not None:
         sections["lspci"] = {"rc": 0, "out": lspci}
     if docker:

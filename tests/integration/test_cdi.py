@@ -10,7 +10,8 @@ gpu-03  H100 x1, bare (no Docker), Docker CE 26 from the sandbox's stand-in of D
 gpu-01; a second run changes nothing; a MIG change makes the audit flag the stale spec and
 the next deploy regenerates it; cdi mode is refused on a Docker without CDI (20.10) before
 daemon.json is touched; on gpu-03 cdi mode converges and Docker's own CDI
-(`docker run --device nvidia.com/gpu=all`, dockerd 26 applies the spec itself) lists the GPU;
+(`docker run --device nvidia.com/gpu=all`, dockerd 26 applies the spec itself) lists the GPU,
+also right after a reboot (gpuhost-cdi-spec.service writes the spec before Docker starts);
 a driver change by gpuhost's upgrade regenerates a spec on gpu-02 (1.17.8, no refresh unit),
 and one left from the old driver is flagged by the audit and fixed by the next deploy.
 """
@@ -168,6 +169,37 @@ def test_cdi_mode_on_docker_ce_26_runs_cdi_devices(converged, ssh):
         "", "unknown ok not-installed")
     assert json.loads(ssh("gpu-03", "cat /etc/docker/daemon.json"))["features"]["cdi"] is True
     assert cdi.judge(state(ssh, "gpu-03"))["status"] == "fresh"
+    out = ssh("gpu-03", f"docker run --rm --network=none --device nvidia.com/gpu=all {IMAGE} "
+                        "nvidia-smi -L")
+    assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out
+
+
+def test_cdi_mode_writes_the_spec_at_boot_before_docker_starts(converged, ssh, sandbox_tools):
+    """gpu-03 after a reboot: /var/run is empty at boot, gpuhost-cdi-spec.service wrote a
+    fresh spec before docker.service started, and the CDI device run works right away."""
+    import time
+
+    from gpuhost import cdi
+
+    assert ssh("gpu-03", "systemctl is-enabled gpuhost-cdi-spec.service").strip() == "enabled"
+    boots = sandbox_tools.boots("gpu-03")
+    ssh("gpu-03", "systemctl reboot", check=False)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if sandbox_tools.boots("gpu-03") > boots and ssh(
+                "gpu-03", "systemctl is-system-running --wait", check=False,
+                timeout=120).strip() in ("running", "degraded"):
+            break
+        time.sleep(2)
+    else:
+        pytest.fail("gpu-03 did not come back from the reboot")
+    # the unit had finished (spec written) when Docker began to start
+    written, docker_start = ssh("gpu-03", (
+        "systemctl show -p ActiveEnterTimestampMonotonic --value gpuhost-cdi-spec.service; "
+        "systemctl show -p InactiveExitTimestampMonotonic --value docker.service")).split()
+    assert 0 < int(written) <= int(docker_start), (written, docker_start)
+    judged = cdi.judge(state(ssh, "gpu-03"))
+    assert judged["status"] == "fresh" and "/var/run/cdi/nvidia.yaml" in judged["specs"], judged
     out = ssh("gpu-03", f"docker run --rm --network=none --device nvidia.com/gpu=all {IMAGE} "
                         "nvidia-smi -L")
     assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out

@@ -41,6 +41,14 @@ def test_cdi_mode_generates_the_spec_after_the_runtime_and_verifies_both_docker_
     assert GENERATE in lines
     assert lines.index(GENERATE) > lines.index("mv -f /etc/docker/daemon.json.gpuhost-new "
                                                "/etc/docker/daemon.json")
+    # then gpuhost's boot unit, written atomically and enabled (the spec before Docker at boot)
+    unit = "/etc/systemd/system/gpuhost-cdi-spec.service"
+    start = lines.index(f"upload {unit}.gpuhost-new")
+    assert lines[start:start + 5] == [
+        f"upload {unit}.gpuhost-new", f"chmod 644 {unit}.gpuhost-new",
+        f"mv -f {unit}.gpuhost-new {unit}", "systemctl daemon-reload",
+        "systemctl enable gpuhost-cdi-spec.service >/dev/null 2>&1"]
+    assert start > lines.index(GENERATE)
     # the verification read both runs (the fake host answered them) and passed
     assert "verification failed" not in result.stdout + result.stderr
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from pathlib import Path
 
 import pytest
@@ -29,9 +31,10 @@ def section(*files: tuple[str, str]) -> str:
 def host(make_state, lgi_table):
     """A host with two A100s, GPU 0 in MIG mode with two 3g.20gb devices, driver 570.172.08."""
     def make(specs: str | None, *, driver="570.172.08", smi_list=SMI_LIST, lgi=LGI,
-             toolkit="1.18.2", running_default="runc"):
+             toolkit="1.18.2", running_default="runc", boot_unit=None):
         return make_state(driver=driver, gpus=A100_MIG, smi_list=smi_list, lgi=lgi_table(lgi),
-                          cdi_specs=specs, toolkit=toolkit, running_default=running_default)
+                          cdi_specs=specs, toolkit=toolkit, running_default=running_default,
+                          cdi_boot_unit=boot_unit)
     return make
 
 
@@ -169,7 +172,8 @@ def test_the_audit_drift_in_cdi_mode(host):
         {**want, "container_runtime_mode": "cdi"})) if i["item"] == "cdi_spec"]
     assert cdi_items == [{"item": "cdi_spec", "have": "missing", "want": "fresh",
                           "message": "cdi-spec-missing: no nvidia.com/gpu CDI spec in /etc/cdi "
-                                     "or /var/run/cdi (container_runtime_mode cdi)"}]
+                                     "or /var/run/cdi (container_runtime_mode cdi): run the "
+                                     "deploy"}]
     # legacy (the default), and auto with this host's Docker 20.10: no spec needed
     for mode in ("legacy", "auto"):
         desired = audit.desired_settings({**want, "container_runtime_mode": mode})
@@ -179,3 +183,37 @@ def test_the_audit_drift_in_cdi_mode(host):
         {**want, "nvidia_driver_version": "580.95.05", "container_runtime_mode": "cdi"}))
         if i["item"] == "cdi_spec"]
     assert item["have"] == "stale" and item["message"].startswith("cdi-spec-stale: ")
+
+
+def test_the_boot_unit_is_read_and_its_absence_is_drift_in_cdi_mode(host):
+    """gpuhost-cdi-spec.service: the section's sha256sum and is-enabled lines; missing or
+    disabled is the drift item cdi_boot_unit in cdi mode only."""
+    text = cdi.boot_unit_text("/var/run/cdi/nvidia.yaml")
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    assert "ExecStart=/usr/bin/nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml" in text
+    assert "Before=docker.service containerd.service kubelet.service" in text
+    # never ordered after multi-user.target: Docker is wanted by it (a cycle, NVIDIA #1735)
+    assert "multi-user.target" not in text.split("[Install]")[0]
+    spec = section(("/var/run/cdi/nvidia.yaml", SPEC))
+    want = audit.desired_settings({"nvidia_driver_version": "570.172.08",
+                                   "container_toolkit_version": "1.18.2",
+                                   "container_runtime_mode": "cdi"})
+
+    def items(state):
+        return [(i["item"], i["have"]) for i in audit.host_drift(state, want)
+                if i["item"].startswith("cdi")]
+
+    enabled = host(spec, boot_unit=f"{digest}  {cdi.BOOT_UNIT_PATH}\nenabled\n")
+    assert enabled["cdi"]["boot_unit"] == {"sha256": digest, "enabled": True}
+    assert items(enabled) == []
+    disabled = host(spec, boot_unit=f"{digest}  {cdi.BOOT_UNIT_PATH}\ndisabled\n")
+    assert items(disabled) == [("cdi_boot_unit", "disabled")]
+    absent = host(spec)
+    assert absent["cdi"]["boot_unit"] is None
+    assert items(absent) == [("cdi_boot_unit", "missing")]
+    legacy = audit.desired_settings({"nvidia_driver_version": "570.172.08",
+                                     "container_toolkit_version": "1.18.2"})
+    assert [i for i in audit.host_drift(absent, legacy) if i["item"].startswith("cdi")] == []
+    # the section's path is gpuhost.cdi's
+    from facts.script import SECTIONS
+    assert SECTIONS["cdi_boot_unit"].count(cdi.BOOT_UNIT_PATH) == 2
