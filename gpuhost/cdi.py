@@ -40,10 +40,10 @@ DOCKER_CDI = (25, 0, 0)
 DOCKER_CDI_DEFAULT = (28, 2, 0)
 
 # gpuhost's unit that writes the spec at every boot before the container engines start
-# (docs/container-runtime.md, "At boot"): NVIDIA's nvidia-cdi-refresh.service is ordered
-# after multi-user.target in some releases (NVIDIA/nvidia-container-toolkit PR #1638, undone
-# by PR #1746), so a container Docker restarts at boot can find no spec; ordering Docker after
-# NVIDIA's unit then forms a cycle (issue #1735). This unit has no such ordering.
+# (docs/container-runtime.md, "At boot"): NVIDIA's nvidia-cdi-refresh.service is not
+# ordered before Docker (v1.18.2, v1.19.1) and in v1.19.0 even after multi-user.target, so a
+# container Docker restarts at boot can find no spec; ordering Docker after NVIDIA's unit
+# forms a cycle with v1.19.0 (toolkit issue #1735). This unit has no such ordering.
 BOOT_UNIT = "gpuhost-cdi-spec.service"
 BOOT_UNIT_PATH = f"/etc/systemd/system/{BOOT_UNIT}"
 

@@ -59,10 +59,10 @@ CDI_REFRESH = (
     f"elif [ -e {CDI_SPEC} ] && command -v nvidia-ctk >/dev/null 2>&1; then "
     f"nvidia-ctk cdi generate --output={CDI_SPEC} >/dev/null; fi"
 )
-# At boot the unit must not wait for nvidia-cdi-refresh.service: that unit is ordered
-# After=multi-user.target (nvidia-container-toolkit deployments/systemd/
-# nvidia-cdi-refresh.service), which waits for this unit, so a blocking `systemctl
-# restart` would hang the boot. The boot script runs the same generator itself, before
+# At boot the unit must not wait for nvidia-cdi-refresh.service: toolkit v1.19.0 orders
+# that unit After=multi-user.target (deployments/systemd/nvidia-cdi-refresh.service; not
+# in v1.18.2 or v1.19.1), which waits for this unit, so a blocking `systemctl restart`
+# would hang the boot there. The boot script runs the same generator itself, before
 # Docker starts, where the toolkit's unit or an existing spec shows the host uses CDI.
 BOOT_CDI_REFRESH = (
     "if command -v nvidia-ctk >/dev/null 2>&1 && { [ -e " + CDI_SPEC + " ] || "
