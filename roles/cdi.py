@@ -127,7 +127,7 @@ def boot_unit(output: str | None):
     if not unit or unit["sha256"] != digest:
         yield from atomic_write(path, text.encode(), "644")
         yield StringCommand("systemctl daemon-reload")
-    yield StringCommand("systemctl enable", cdi.BOOT_UNIT, ">/dev/null 2>&1")
+    yield StringCommand("systemctl enable", cdi.BOOT_UNIT, ">/dev/null")  # errors stay visible
 
 
 @operation()
