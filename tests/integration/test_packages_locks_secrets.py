@@ -141,6 +141,7 @@ def test_docker_version_is_pinned_and_a_second_run_changes_nothing(local_runs, f
         kind = "deb" if host["os"] == "debian12" else "rpm"
         args = ["-y", "deploys/gpu_host.py", "--limit", host["name"],
                 "--data", "docker_version=20.10.24",
+                "--data", f"container_toolkit_version={LOCAL_TOOLKIT}",
                 "--data", "container_toolkit_source=local",
                 "--data", "container_toolkit_local_packages=" + json.dumps(toolkit_files(kind))]
         first = pyinfra(*args, check=False, timeout=900)
