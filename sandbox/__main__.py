@@ -1,11 +1,13 @@
 """CLI: python -m sandbox up --hosts N [--ol K] [--ubuntu U] [--docker-hosts D] [--spec JSON|@file]
+                            [--fresh | --snapshot NAME]
+         python -m sandbox snapshot save NAME | ls | rm NAME
          python -m sandbox down | status | base [--ol] | mirror [--refresh]"""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import base, fleet, mirror, spec
+from . import base, fleet, mirror, snapshot, spec
 from .util import SandboxError, eprint, need_root
 
 
@@ -26,6 +28,19 @@ def main(argv: list[str] | None = None) -> int:
                       help='per-host overrides, JSON or @file: {"gpu-01": {"gpu_count": 8}}')
     p_up.add_argument("--refresh", action="store_true",
                       help="re-read the Debian archive's package lists for the mirror")
+    start = p_up.add_mutually_exclusive_group()
+    start.add_argument("--fresh", action="store_true",
+                       help="create every host anew from the base layers (bare root "
+                            "filesystems), whatever ran on them before")
+    start.add_argument("--snapshot", metavar="NAME", default=None,
+                       help="boot every host from snapshot NAME (made with this spec)")
+    p_snap = sub.add_parser("snapshot", help="keep the fleet's hosts as a snapshot, list or "
+                                             "remove snapshots")
+    snap = p_snap.add_subparsers(dest="action", required=True)
+    snap.add_parser("save", help="power the hosts off cleanly, keep them as NAME, boot them "
+                                 "again from it").add_argument("name")
+    snap.add_parser("ls", help="list the snapshots")
+    snap.add_parser("rm", help="remove snapshot NAME").add_argument("name")
     sub.add_parser("down", help="stop and remove every host, the HTTP server, runtime files")
     sub.add_parser("status", help="show the fleet (exit 1 when something is down)")
     p_base = sub.add_parser("base", help="build the cached base roots only")
@@ -36,7 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.cmd == "up":
             fleet.up(a.hosts, a.ol, a.docker_hosts, spec.load_overrides(a.spec), a.refresh,
-                     ubuntu_hosts=a.ubuntu)
+                     ubuntu_hosts=a.ubuntu, fresh=a.fresh, from_snapshot=a.snapshot)
+        elif a.cmd == "snapshot":
+            need_root()
+            if a.action == "save":
+                fleet.save_snapshot(a.name)
+            elif a.action == "ls":
+                return snapshot.listing()
+            else:
+                snapshot.remove(a.name)
         elif a.cmd == "down":
             fleet.down()
         elif a.cmd == "status":

@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import base, hosts, mirror, paths, spec, supervisor, traits, ubuntu
+from . import base, hosts, mirror, paths, snapshot, spec, supervisor, traits, ubuntu
 from .util import (SandboxError, need_commands, need_root, pid_alive, read_json, read_pid,
                    run, say, step, write_file)
 
@@ -116,14 +116,20 @@ def _http_ok() -> bool:
 # ---------------------------------------------------------------- up
 
 def up(n_hosts: int, ol: int = 0, docker_hosts: int = 1, overrides: dict | None = None,
-       refresh: bool = False, ubuntu_hosts: int = 0) -> dict:
+       refresh: bool = False, ubuntu_hosts: int = 0, fresh: bool = False,
+       from_snapshot: str | None = None) -> dict:
+    """Bring the fleet to the spec. ``fresh``: every host created anew from the base layers
+    (bare root filesystems), whatever ran on them; ``from_snapshot``: every host booted from
+    that snapshot (sandbox/snapshot.py), which must have been made with this spec."""
     need_root()
     with _lock():
-        return _up(n_hosts, ol, docker_hosts, overrides, refresh, ubuntu_hosts)
+        return _up(n_hosts, ol, docker_hosts, overrides, refresh, ubuntu_hosts, fresh,
+                   from_snapshot)
 
 
 def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
-        refresh: bool, ubuntu_hosts: int = 0) -> dict:
+        refresh: bool, ubuntu_hosts: int = 0, fresh: bool = False,
+        from_snapshot: str | None = None) -> dict:
     t0 = time.monotonic()
     rd = paths.run_dir()
     request = {"hosts": n_hosts, "ol": ol, "docker_hosts": docker_hosts,
@@ -131,7 +137,8 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
     if ubuntu_hosts:
         request["ubuntu"] = ubuntu_hosts
     current = read_json(_state_file())
-    if current and current.get("request") == request and _all_up(current["hosts"]):
+    if (current and current.get("request") == request and not fresh and not from_snapshot
+            and _all_up(current["hosts"])):
         say(f"fleet of {n_hosts} hosts is already up (no change): {rd / 'fleet.json'}")
         return json.loads((rd / "fleet.json").read_text())
 
@@ -148,20 +155,26 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
         ubuntu.build_repo(mstate)
     wanted = spec.plan(n_hosts, ol, docker_hosts, overrides or {}, mstate["kernel_release"],
                        ubuntu=ubuntu_hosts)
+    if from_snapshot:
+        snapshot.check(from_snapshot, wanted)
     pubkey = _ensure_ssh_key()
     with step(f"HTTP server on {paths.MIRROR_URL} (/debian, /nvidia, /ubuntu)"):
         start_httpd()
 
     old = {h["name"]: h for h in (current or {}).get("hosts", [])}
-    keep = {h["name"] for h in wanted if old.get(h["name"]) == h
-            and hosts.host_dir(h["name"]).is_dir()}
+    keep = set() if fresh or from_snapshot else {
+        h["name"] for h in wanted if old.get(h["name"]) == h and hosts.host_dir(h["name"]).is_dir()}
     drop = [name for name in old if name not in keep]
     if drop:
         with step(f"remove {len(drop)} hosts no longer in the spec"):
             with ThreadPoolExecutor(8) as ex:
                 list(ex.map(hosts.destroy, drop))
     new = [h for h in wanted if h["name"] not in keep]
-    if new:
+    if new and from_snapshot:
+        with step(f"create {len(new)} hosts from snapshot {from_snapshot}"):
+            with ThreadPoolExecutor(8) as ex:
+                list(ex.map(lambda h: snapshot.restore(from_snapshot, h, pubkey), new))
+    elif new:
         with step(f"create {len(new)} hosts (upper dirs, keys, simulator files)"):
             with ThreadPoolExecutor(8) as ex:
                 list(ex.map(lambda h: hosts.create(h, pubkey), new))
@@ -173,7 +186,8 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
             hosts.start(h["name"])
         _wait_ready(wanted)
     _write_known_hosts(wanted)
-    staged = [h for h in new if h.get("traits")]
+    # (hosts of a snapshot had their traits applied before it was taken)
+    staged = [] if from_snapshot else [h for h in new if h.get("traits")]
     if staged:
         with step(f"host traits after the first boot ({len(staged)} hosts)"):
             with ThreadPoolExecutor(8) as ex:
@@ -232,10 +246,34 @@ def _wait_ready(wanted: list[dict]) -> None:
 def _write_known_hosts(wanted: list[dict]) -> None:
     lines = []
     for h in wanted:
-        pub = (hosts.host_dir(h["name"]) / "upper/etc/ssh/ssh_host_ed25519_key.pub").read_text()
+        pub = hosts.root_file(h["name"], "etc/ssh/ssh_host_ed25519_key.pub").read_text()
         keytype, key = pub.split()[:2]
         lines.append(f"[{h['address']}]:{h['port']} {keytype} {key}\n")
     write_file(paths.run_dir() / "known_hosts", "".join(lines))
+
+
+# ---------------------------------------------------------------- snapshots
+
+def save_snapshot(name: str) -> dict:
+    """Power every host off cleanly, keep them as snapshot NAME (sandbox/snapshot.py), boot
+    the fleet again from it. Returns fleet.json's data."""
+    need_root()
+    with _lock():
+        current = read_json(_state_file())
+        if not current:
+            raise SandboxError("no fleet is up: nothing to snapshot")
+        t0 = time.monotonic()
+        with step(f"power off {len(current['hosts'])} hosts"):
+            with ThreadPoolExecutor(8) as ex:
+                list(ex.map(snapshot.poweroff, current["hosts"]))
+        with step(f"keep them as snapshot {name}"):
+            snapshot.take(name, current)
+        req = current["request"]
+        fleet = _up(req["hosts"], req["ol"], req["docker_hosts"], req["overrides"], False,
+                    req.get("ubuntu", 0), from_snapshot=name)
+        say(f"snapshot {name}: {len(current['hosts'])} hosts in {time.monotonic() - t0:.1f}s; "
+            f"`python -m sandbox up ... --snapshot {name}` boots them again")
+        return fleet
 
 
 # ---------------------------------------------------------------- down

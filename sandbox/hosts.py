@@ -36,6 +36,17 @@ def host_dir(name: str) -> Path:
     return paths.HOSTS_DIR / name
 
 
+def root_file(name: str, rel: str) -> Path:
+    """The file REL of the host's root as the overlay shows it (upper dir, then each lower
+    layer), without mounting it: a host booted from a snapshot has most files below."""
+    d = host_dir(name)
+    layers = [d / "upper"] + [Path(p) for p in (d / "lower").read_text().split(":")]
+    for layer in layers:
+        if (layer / rel).exists():
+            return layer / rel
+    raise SandboxError(f"{name}: no /{rel} in its root ({', '.join(map(str, layers))})")
+
+
 def host_run_dir(name: str) -> Path:
     return paths.run_dir() / "hosts" / name
 
