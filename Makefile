@@ -47,21 +47,33 @@ lock:
 TEST_TREES = tests sandbox/tests vagrant/tests
 
 # The README's test command: unit and plan tests (seconds), then the sandbox integration
-# tests and the QEMU VM test. Installs everything it needs on a fresh Debian 12 machine.
-# CORPUS_CHECK: a command that checks facts/parsers.py against a corpus of real captured
-# outputs (CI sets it to the team's corpus checker); empty by default.
+# tests and the QEMU VM test, then the Molecule scenario. Installs everything it needs on a
+# fresh Debian 12 machine. pytest runs TEST_WORKERS processes (pytest-xdist; each drives a
+# private sandbox fleet of its own, see conftest.py); `make test TEST_WORKERS=0` runs one.
+# It ends with where the time went (tests/timing_plugin.py; the JSON in $(TIMINGS)).
+# CORPUS_CHECK: optional command run first that checks facts/parsers.py against a corpus of
+# real captured outputs (CI runs the team's corpus checker as a step of its own).
 CORPUS_CHECK ?=
+TEST_WORKERS ?= 2
+TIMINGS ?= build/test-timings.json
+PYTEST_WORKERS = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 test: setup deps nvidia-artifacts
-	@if [ -n "$(CORPUS_CHECK)" ]; then $(CORPUS_CHECK); fi
-	$(PY) -m pytest -q -p no:cacheprovider $(TEST_TREES)
+ifneq ($(strip $(CORPUS_CHECK)),)
+	$(CORPUS_CHECK)
+endif
+	@mkdir -p $(dir $(TIMINGS))
+	GPUHOST_TIMINGS=$(TIMINGS) $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) $(TEST_TREES)
 	@echo "==> molecule test -s sandbox (the Molecule wiring against the sandbox fleet)"
+	@date +%s > $(TIMINGS).molecule-start
 	@$(MAKE) --no-print-directory molecule-sandbox
+	@$(PY) -m tests.timing_plugin $(TIMINGS) --add "molecule test -s sandbox" \
+	  $$(( $$(date +%s) - $$(cat $(TIMINGS).molecule-start) ))
 
 test-unit: setup deps
-	$(PY) -m pytest -q -m "not integration and not vm" $(TEST_TREES)
+	$(PY) -m pytest -q -p no:cacheprovider -m "not integration and not vm" $(TEST_TREES)
 
 test-integration: setup deps nvidia-artifacts
-	$(PY) -m pytest -q -m integration $(TEST_TREES)
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) -m integration $(TEST_TREES)
 
 lint: setup
 	$(VENV)/bin/ruff check facts gpuhost roles deploys inventories sandbox tests vagrant/tests conftest.py

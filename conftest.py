@@ -1,36 +1,66 @@
 """Fixtures shared by every test tree (tests/, sandbox/tests/, vagrant/tests/).
 
-The integration tests' sandbox fleet (real SSH hosts on this machine), one per session
-whatever tree asks for it:
+The integration tests' sandbox fleets (real SSH hosts on this machine). Every integration
+module declares the hosts it needs and gets exactly those, whatever ran before it:
 
-    fleet        session: brings the sandbox up with `sandbox_spec`, yields fleet.json's
-                 data, runs `sandbox down` at the end unless GPUHOST_KEEP_SANDBOX=1 or the
-                 fleet was already running when the session started (someone else's)
-    sandbox_spec session: {"hosts": 4, "ol": 2, "docker_hosts": 1}; override the fixture
-                 in a conftest of your own, or set GPUHOST_SANDBOX_SPEC='{"hosts": 6, ...}'
-    pyinfra      run the pyinfra CLI (subprocess: the CLI monkey-patches gevent) from the
-                 project root against inventories/sandbox.py
-    ssh          run a shell command on a sandbox host over real SSH
+    pytestmark = [pytest.mark.integration,
+                  pytest.mark.fleet(hosts=3, ol=1, docker_hosts=1, ubuntu=0,
+                                    overrides={"gpu-02": {"traits": ["secure-boot"]}},
+                                    state="bare", why="the converge from bare is the point")]
 
-Tests that must run after every other sandbox test (they take the fleet down) carry
-@pytest.mark.sandbox_last; they are moved to the end of the session (see
-pytest_collection_modifyitems for the order of the others).
+    state="bare"        every host created anew from the base layers (`sandbox up --fresh`)
+    state="converged"   booted in seconds from a snapshot of hosts that deploys/gpu_host.py
+                        converged from bare once in this test session, for this exact spec
+                        (the first module that asks makes it: `sandbox snapshot save`)
+
+Without the marker a module gets DEFAULT_SPEC, bare. Fixtures (module scope):
+
+    fleet          fleet.json's data of the module's fleet
+    sandbox_spec   the module's spec (hosts, ol, docker_hosts, ubuntu, overrides, state)
+    pyinfra        pyinfra(*args, timeout=600, check=True) -> tests.support.PyinfraRun
+                   against inventories/sandbox.py (which reads the fleet's fleet.json)
+    ssh            ssh(name, command, timeout=300, check=True) -> CompletedProcess
+    sandbox_tools  (session) the sandbox CLI, boots(), ssh(), run_pyinfra, wait_for_reboot
+
+Each pytest process drives a private fleet of its own (slot N: runtime directory
+/run/gpuhost-test-N, state /var/lib/gpuhost-test-N, hosts on 127.77.(10+N).x, mirror on
+port 8010+N, cgroup gpuhost-test-N): N is 0, or pytest-xdist's worker number. Tests never
+touch the fleet of `make demo`/`make sandbox-up` (/run/gpuhost-sandbox). The fleet and its
+snapshots are removed at the end of the session unless GPUHOST_KEEP_SANDBOX=1.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import support
+
+pytest_plugins = ["tests.timing_plugin"]
+
 ROOT = Path(__file__).resolve().parent
 INVENTORY = "inventories/sandbox.py"
 DEFAULT_SPEC = {"hosts": 4, "ol": 2, "docker_hosts": 1}
-_SESSION = {"was_up": False}
+FLEET_KEYS = ("hosts", "ol", "docker_hosts", "ubuntu", "overrides")
+CONVERGE_TIMEOUT = 2400
+
+
+def _slot() -> int:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+
+
+def _private_fleet_env(slot: int) -> dict[str, str]:
+    return {"GPUHOST_SANDBOX_DIR": f"/run/gpuhost-test-{slot}",
+            "GPUHOST_SANDBOX_STATE": f"/var/lib/gpuhost-test-{slot}",
+            "GPUHOST_SANDBOX_HOST_PREFIX": f"127.77.{10 + slot}.",
+            "GPUHOST_SANDBOX_HTTP_PORT": str(8010 + slot),
+            "GPUHOST_SANDBOX_CGROUP": f"gpuhost-test-{slot}"}
 
 
 def run_dir() -> Path:
@@ -38,10 +68,7 @@ def run_dir() -> Path:
 
 
 def pyinfra_bin() -> str:
-    venv = ROOT / ".venv" / "bin" / "pyinfra"
-    if venv.exists():
-        return str(venv)
-    return str(Path(sys.executable).parent / "pyinfra")
+    return support.pyinfra_bin()
 
 
 def sandbox_cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -60,69 +87,138 @@ def up_args(spec: dict) -> list[str]:
     if spec.get("ubuntu"):
         args += ["--ubuntu", str(spec["ubuntu"])]
     if spec.get("overrides"):
-        args += ["--spec", json.dumps(spec["overrides"])]
+        args += ["--spec", json.dumps(spec["overrides"], sort_keys=True)]
     return args
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "sandbox_last: run after every other test (takes the sandbox fleet down)")
-    config.addinivalue_line(
-        "markers", "sandbox_bare: needs the fleet's hosts as `sandbox up` made them (host "
-        "traits shown before any deploy): runs before the other tests that share the fleet")
+        "markers", "fleet(hosts=4, ol=2, docker_hosts=1, ubuntu=0, overrides=None, "
+        "state='bare'|'converged', why=''): the sandbox fleet an integration module needs "
+        "(root conftest.py)")
+    # this process's private fleet, for the sandbox CLI, inventories/sandbox.py and every
+    # subprocess the tests start (set before any test module imports sandbox.paths; an
+    # xdist worker inherits its controller's environment, so set, not setdefault)
+    os.environ.update(_private_fleet_env(_slot()))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that share the fleet run first (those marked sandbox_bare before the rest),
-    in the order of their file names whatever
-    tree they are in (test_audit, test_fake_packages_installed, test_gpu_host, test_sandbox,
-    test_upgrade: the upgrade reshapes the fleet and takes it down, so it comes last), then
-    the others in collection order, then those marked sandbox_last."""
-    last = [i for i in items if i.get_closest_marker("sandbox_last")]
-    rest = [i for i in items if i not in last]
-    shared = sorted((i for i in rest if i.get_closest_marker("integration")),
-                    key=lambda i: (not i.get_closest_marker("sandbox_bare"), i.path.name))
-    # (stable: test order within a file is kept)
-    items[:] = shared + [i for i in rest if not i.get_closest_marker("integration")] + last
+# Modules that take longest start first (pytest-xdist hands work out in this order; measured:
+# bench/results/suite-after.md). The rest keep their collection order.
+SLOW_FIRST = ["tests/integration/test_upgrade.py", "tests/vm/test_vm.py"]
 
 
-@pytest.fixture(scope="session")
-def sandbox_spec() -> dict:
-    env = os.environ.get("GPUHOST_SANDBOX_SPEC")
-    return json.loads(env) if env else dict(DEFAULT_SPEC)
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (make test: --dist loadgroup) each module's tests stay on one
+    worker (they share its fleet and module fixtures); modules that boot the same converged
+    snapshot share a worker too (the snapshot is made once); the VM tests share one VM.
+    Integration modules come first, the slowest of them before the others, so the long waits
+    overlap; then the rest in collection order."""
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        if item.get_closest_marker("vm"):
+            group = "vm"
+        elif item.get_closest_marker("integration"):
+            spec = module_spec(item.module)
+            group = (f"converged-{snapshot_name(spec)}" if spec["state"] == "converged"
+                     else f"fleet-{path}")
+        else:
+            group = f"module-{path}"
+        item.add_marker(pytest.mark.xdist_group(group))
+
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::")[0]
+        if path in SLOW_FIRST:
+            return SLOW_FIRST.index(path)
+        slow = item.get_closest_marker("integration") or item.get_closest_marker("vm")
+        return len(SLOW_FIRST) + (0 if slow else 1)
+
+    items.sort(key=rank)  # stable: the order inside a module is kept
 
 
-@pytest.fixture(scope="session")
-def fleet(sandbox_spec: dict):
-    if os.geteuid() != 0:
-        pytest.fail("the integration tests need root (namespaces, mounts): run them as root")
-    _SESSION["was_up"] = (run_dir() / "fleet.json").is_file()
-    sandbox_cli(*up_args(sandbox_spec))
-    data = json.loads((run_dir() / "fleet.json").read_text())
-    yield data
-    if not keep_fleet():
-        sandbox_cli("down")
+def module_spec(module) -> dict:
+    """The fleet a test module declares with pytest.mark.fleet (DEFAULT_SPEC, bare, when it
+    declares none)."""
+    marks = getattr(module, "pytestmark", [])
+    marks = marks if isinstance(marks, list) else [marks]
+    mark = next((m for m in marks if m.name == "fleet"), None)
+    kwargs = dict(mark.kwargs) if mark else {}
+    unknown = set(kwargs) - set(FLEET_KEYS) - {"state", "why", "converge"}
+    if unknown:
+        raise pytest.UsageError(f"{module.__name__}: unknown fleet() keys {sorted(unknown)}")
+    spec = {**DEFAULT_SPEC, **{k: v for k, v in kwargs.items() if k in FLEET_KEYS}}
+    spec["overrides"] = spec.get("overrides") or {}
+    spec["state"] = kwargs.get("state", "bare")
+    if spec["state"] not in ("bare", "converged"):
+        raise pytest.UsageError(f"{module.__name__}: fleet(state=) is 'bare' or 'converged'")
+    spec["converge"] = list(kwargs.get("converge", []))
+    return spec
+
+
+def snapshot_name(spec: dict) -> str:
+    """One snapshot per fleet shape and converge arguments."""
+    key = json.dumps({k: spec.get(k) for k in (*FLEET_KEYS, "converge")}, sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def keep_fleet() -> bool:
-    """Leave the fleet up after the session: asked for, or it was up before we started."""
-    return os.environ.get("GPUHOST_KEEP_SANDBOX") == "1" or _SESSION["was_up"]
+    """Leave the test fleet and its snapshots up after the session (debugging)."""
+    return os.environ.get("GPUHOST_KEEP_SANDBOX") == "1"
 
 
-def _run_pyinfra(*args: str, timeout: float = 600, check: bool = True,
-                 inventory: str = INVENTORY) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYINFRA_PROGRESS": "off"}
-    proc = subprocess.run([pyinfra_bin(), inventory, *args], cwd=ROOT, text=True,
-                          capture_output=True, timeout=timeout, env=env)
-    if check and proc.returncode != 0:
-        pytest.fail(f"pyinfra {inventory} {shlex.join(args)} failed (exit {proc.returncode}):\n"
-                    f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
-    return proc
+def _snapshots_dir() -> Path:
+    return Path(os.environ["GPUHOST_SANDBOX_STATE"]) / "snapshots"
 
 
 @pytest.fixture(scope="session")
+def _fleet_session():
+    """This process's private fleet: snapshots of earlier sessions removed (they were made
+    by other code), everything removed at the end."""
+    if os.geteuid() != 0:
+        pytest.fail("the integration tests need root (namespaces, mounts): run them as root")
+    subprocess.run(["rm", "-rf", "--one-file-system", str(_snapshots_dir())], check=True)
+    yield
+    if not keep_fleet():
+        sandbox_cli("down")
+        subprocess.run(["rm", "-rf", "--one-file-system", str(_snapshots_dir())], check=True)
+
+
+def provide_fleet(spec: dict) -> dict:
+    """Bring this process's fleet to ``spec`` (module_spec's shape): fresh bare hosts, or
+    hosts booted from the converged snapshot of that spec (made first when missing)."""
+    args = up_args(spec)
+    if spec["state"] == "converged":
+        name = snapshot_name(spec)
+        if (_snapshots_dir() / name / "snapshot.json").is_file():
+            sandbox_cli(*args, "--snapshot", name)
+        else:
+            sandbox_cli(*args, "--fresh")
+            support.run_pyinfra(INVENTORY, "-y", "deploys/gpu_host.py", *spec["converge"],
+                                timeout=CONVERGE_TIMEOUT)
+            sandbox_cli("snapshot", "save", name)
+    else:
+        sandbox_cli(*args, "--fresh")
+    return json.loads((run_dir() / "fleet.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def sandbox_spec(request) -> dict:
+    return module_spec(request.module)
+
+
+@pytest.fixture(scope="module")
+def fleet(_fleet_session, sandbox_spec: dict):
+    yield provide_fleet(sandbox_spec)
+
+
+def _run_pyinfra(*args: str, timeout: float = 600, check: bool = True,
+                 inventory: str = INVENTORY, env: dict | None = None) -> support.PyinfraRun:
+    return support.run_pyinfra(inventory, *args, timeout=timeout, check=check, env=env)
+
+
+@pytest.fixture(scope="module")
 def pyinfra(fleet):
-    """pyinfra(*args, timeout=600, check=True) -> CompletedProcess (inventory prepended)."""
+    """pyinfra(*args, timeout=600, check=True) -> PyinfraRun (inventory prepended)."""
     return _run_pyinfra
 
 
@@ -136,45 +232,18 @@ def _ssh(fleet: dict, name: str, command: str, timeout: float = 300,
             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
             "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR",
             f"root@{h['address']}", command]
-    proc = subprocess.run(argv, text=True, capture_output=True, timeout=timeout)
+    try:
+        proc = subprocess.run(argv, text=True, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        if check:
+            pytest.fail(f"ssh {name} {command!r} timed out after {timeout:.0f}s")
+        proc = subprocess.CompletedProcess(argv, 124, exc.stdout or "", exc.stderr or "")
+        proc.stdout = proc.stdout if isinstance(proc.stdout, str) else proc.stdout.decode()
+        proc.stderr = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode()
     if check and proc.returncode != 0:
         pytest.fail(f"ssh {name} {command!r} failed (exit {proc.returncode}):\n"
                     f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
-
-
-@pytest.fixture(scope="session")
-def sandbox_tools():
-    """Helpers for tests that drive the sandbox CLI themselves (no import of conftest)."""
-    from types import SimpleNamespace
-
-    return SimpleNamespace(root=ROOT, run_dir=run_dir, pyinfra_bin=pyinfra_bin,
-                           cli=sandbox_cli, up_args=up_args, keep_fleet=keep_fleet, boots=boots,
-                           ssh=_ssh, reshaped=reshaped, run_pyinfra=_run_pyinfra)
-
-
-def reshaped(spec: dict, session_spec: dict):
-    """Context manager for a test module that needs its own fleet shape (host traits): brings
-    the fleet to ``spec``, yields fleet.json's data, then back to the session's spec.
-
-        @pytest.fixture(scope="module")
-        def fleet(fleet, sandbox_tools, sandbox_spec):
-            with sandbox_tools.reshaped(SPEC, sandbox_spec) as data:
-                yield data
-
-    (a module that overrides ``fleet`` overrides ``ssh`` and ``pyinfra`` too: the session's
-    depend on the session's fleet; ``sandbox_tools.ssh``/``run_pyinfra`` build them)
-    """
-    from contextlib import contextmanager
-
-    @contextmanager
-    def _cm():
-        sandbox_cli(*up_args(spec))
-        try:
-            yield json.loads((run_dir() / "fleet.json").read_text())
-        finally:
-            sandbox_cli(*up_args(session_spec))
-    return _cm()
 
 
 def boots(name: str) -> int:
@@ -184,6 +253,21 @@ def boots(name: str) -> int:
 
 
 @pytest.fixture(scope="session")
+def sandbox_tools():
+    """Helpers for tests that drive the sandbox CLI themselves (no import of conftest)."""
+    from types import SimpleNamespace
+
+    def wait_for_reboot(fleet: dict, name: str, before: int, timeout: float = 300) -> None:
+        support.wait_for_reboot(lambda n, c, **kw: _ssh(fleet, n, c, **kw), boots, name,
+                                before, timeout)
+
+    return SimpleNamespace(root=ROOT, run_dir=run_dir, pyinfra_bin=pyinfra_bin,
+                           cli=sandbox_cli, up_args=up_args, keep_fleet=keep_fleet, boots=boots,
+                           ssh=_ssh, run_pyinfra=_run_pyinfra, provide=provide_fleet,
+                           wait_for_reboot=wait_for_reboot)
+
+
+@pytest.fixture(scope="module")
 def ssh(fleet):
     """ssh(name, command, timeout=300, check=True) -> CompletedProcess."""
     return lambda name, command, **kw: _ssh(fleet, name, command, **kw)

@@ -66,10 +66,12 @@ def main(argv: list[str] | None = None) -> int:
             return fleet.status()
         elif a.cmd == "base":
             need_root()
-            base.build_all(ol=a.ol)
+            with fleet.cache_lock():
+                base.build_all(ol=a.ol)
         elif a.cmd == "mirror":
             need_root()
-            mirror.build(refresh=a.refresh)
+            with fleet.cache_lock():
+                mirror.build(refresh=a.refresh)
     except SandboxError as e:
         eprint(f"sandbox: error: {e}")
         return 1

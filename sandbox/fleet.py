@@ -39,6 +39,20 @@ def _lock():
         yield
 
 
+@contextlib.contextmanager
+def cache_lock():
+    """Serialise building the shared caches (base roots, mirror, Ubuntu archive): fleets side
+    by side (the test suite's workers) share them."""
+    paths.CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(paths.CACHE_DIR / ".build.lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say("waiting for another fleet to finish building the shared caches")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def _state_file() -> Path:
     return paths.run_dir() / "state.json"
 
@@ -149,10 +163,11 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
         with step("remove stale hosts from an earlier session"):
             _kill_strays()
             hosts.remove_tree(paths.HOSTS_DIR)
-    base.build_all(ol=ol > 0, ubuntu_layers=ubuntu_hosts > 0)
-    mstate = mirror.build(refresh=refresh)
-    if ubuntu_hosts:
-        ubuntu.build_repo(mstate)
+    with cache_lock():
+        base.build_all(ol=ol > 0, ubuntu_layers=ubuntu_hosts > 0)
+        mstate = mirror.build(refresh=refresh)
+        if ubuntu_hosts:
+            ubuntu.build_repo(mstate)
     wanted = spec.plan(n_hosts, ol, docker_hosts, overrides or {}, mstate["kernel_release"],
                        ubuntu=ubuntu_hosts)
     if from_snapshot:

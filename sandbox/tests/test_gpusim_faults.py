@@ -5,7 +5,7 @@ says, sandbox/tests/smi_health.py) and each Xid/SXid through the host's `dmesg`.
 The hosts get the fake driver's own nvidia-smi (the nvidia-utils package built by
 sandbox.nvidia.build, installed with dpkg from its local repo) and a module "built" for the
 running kernel, then `modprobe nvidia`: no deploy, so the faults are seen as gpusim makes
-them. The module reshapes the fleet to SPEC (below) and back.
+them. Bare hosts of SPEC (below).
 """
 from __future__ import annotations
 
@@ -19,8 +19,6 @@ import pytest
 
 from sandbox.tests import smi_health
 
-pytestmark = pytest.mark.integration
-
 VERSION = "570.172.08"
 OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
 LOCAL_REPO = OUT / "local-repos" / VERSION / f"nvidia-driver-local-repo-debian12-{VERSION}_1.0-1_amd64.deb"
@@ -32,16 +30,16 @@ SPEC = {"hosts": 2, "ol": 0, "docker_hosts": 0, "overrides": {
                "faults": ["fault set row_remap_failure --gpu 6", "xid 79 --gpu 1 --next-load"]},
     "gpu-02": {"gpu_model": "V100-SXM2-16GB", "gpu_count": 2, "nvswitch": False,
                "faults": ["fault set retired_pages 2 --gpu 0"]}}}
+pytestmark = [pytest.mark.integration, pytest.mark.fleet(**SPEC, state="bare")]
 FLAVOR = {"gpu-01": "open", "gpu-02": "proprietary"}
 H100_BUS = ["18:00", "2A:00", "3A:00", "5D:00", "9A:00", "AB:00", "BA:00", "DB:00"]
 
 
 @pytest.fixture(scope="module")
-def fleet(fleet, sandbox_tools, sandbox_spec):
+def fleet(fleet):
     if not LOCAL_REPO.is_file():
         pytest.fail(f"{LOCAL_REPO} is missing: run `python -m sandbox.nvidia.build` first")
-    with sandbox_tools.reshaped(SPEC, sandbox_spec) as data:
-        yield data
+    return fleet
 
 
 @pytest.fixture(scope="module")

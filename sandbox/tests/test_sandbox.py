@@ -1,20 +1,23 @@
 """The sandbox fleet itself: real SSH hosts reached by real pyinfra, the package mirror,
-reboots, Docker inside a host, and a `down` that leaves nothing behind."""
+reboots, Docker inside a host, and a `down` that leaves nothing behind (the module's last
+test takes its fleet down; the next module's fleet is made anew)."""
 from __future__ import annotations
 
 import json
 import os
 import re
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, state="bare")]
 
-# The fleet under test: the default one, or a private one beside it (sandbox/paths.py)
+# The fleet under test: the test session's private one (root conftest.py, sandbox/paths.py)
 STATE_DIR = Path(os.environ.get("GPUHOST_SANDBOX_STATE", "/var/lib/gpuhost-sandbox"))
 HOST_PREFIX = os.environ.get("GPUHOST_SANDBOX_HOST_PREFIX", "127.77.1.")
 HTTP_PORT = os.environ.get("GPUHOST_SANDBOX_HTTP_PORT", "8000")
@@ -193,6 +196,34 @@ def test_docker_runs_in_a_host_and_survives_reboot(fleet, ssh):
     assert "docker0" not in links
 
 
+def test_a_snapshot_keeps_what_the_hosts_wrote_and_boots_them_again(fleet, sandbox_spec,
+                                                                   sandbox_tools, ssh):
+    """sandbox/snapshot.py: `snapshot save` keeps each host's files (a deleted base file
+    stays deleted: the upper dir's whiteout is honoured as a lower layer), boots the fleet
+    from the snapshot; hosts booted from it write above it, never into it."""
+    t = sandbox_tools
+    name = fleet["hosts"][0]["name"]
+    ssh(name, "echo kept > /etc/gpuhost-snapshot-marker && rm /etc/issue.net")
+    boots = _boots(name)
+    t.cli("snapshot", "save", "sandbox-test")
+    assert _boots(name) == 1 and boots >= 1  # a new host, booted from the snapshot
+    assert ssh(name, "cat /etc/gpuhost-snapshot-marker").stdout == "kept\n"
+    assert ssh(name, "test -e /etc/issue.net", check=False).returncode == 1
+    assert ssh(name, "timeout 60 systemctl is-system-running --wait",
+               check=False).stdout.strip() == "running"
+    ssh(name, "echo changed > /etc/gpuhost-snapshot-marker")
+    t.cli(*t.up_args(sandbox_spec), "--snapshot", "sandbox-test")
+    assert ssh(name, "cat /etc/gpuhost-snapshot-marker").stdout == "kept\n"
+    # another spec is refused, with what to do
+    other = subprocess.run([sys.executable, "-m", "sandbox", "up", "--hosts", "1",
+                            "--snapshot", "sandbox-test"], cwd=t.root, capture_output=True,
+                           text=True, timeout=120)
+    assert other.returncode == 1 and "was made for another fleet" in other.stderr, other.stderr
+    assert "sandbox-test" in t.cli("snapshot", "ls").stdout
+    t.cli("snapshot", "rm", "sandbox-test")
+    assert "sandbox-test" not in t.cli("snapshot", "ls").stdout
+
+
 def test_up_again_with_the_same_spec_is_a_quick_noop(fleet, sandbox_spec, sandbox_tools):
     boots = {h["name"]: _boots(h["name"]) for h in fleet["hosts"]}
     t0 = time.monotonic()
@@ -202,7 +233,6 @@ def test_up_again_with_the_same_spec_is_a_quick_noop(fleet, sandbox_spec, sandbo
     assert {h["name"]: _boots(h["name"]) for h in fleet["hosts"]} == boots
 
 
-@pytest.mark.sandbox_last
 def test_down_leaves_nothing(fleet, sandbox_spec, sandbox_tools):
     t = sandbox_tools
     t.cli("down")
@@ -219,11 +249,11 @@ def test_down_leaves_nothing(fleet, sandbox_spec, sandbox_tools):
             mi = (p / "mountinfo").read_text()
         except OSError:
             continue
-        # a host's systemd-nspawn names its root under STATE_DIR (other fleets, e.g. the
-        # benchmark's private one, do not count); the hosts' own processes are in their
-        # cgroups, checked below
-        if any(m in cmd for m in markers) or ("systemd-nspawn" in cmd
-                                               and f"{STATE_DIR}/" in cmd):
+        # this fleet's processes name its runtime or state directory (other fleets, e.g.
+        # another test worker's, the benchmark's or a VM test's mirror server, do not
+        # count); the hosts' own processes are in their cgroups, checked below
+        ours = f"{t.run_dir()}/" in cmd or f"{STATE_DIR}/" in cmd
+        if ours and (any(m in cmd for m in markers) or "systemd-nspawn" in cmd):
             procs.append(cmd)
         mounts += [line for line in mi.splitlines() if str(STATE_DIR) in line]
     assert procs == []

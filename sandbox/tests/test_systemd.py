@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, state="bare")]
 
 
 def _run_dir() -> Path:

@@ -1,17 +1,14 @@
 """The boot traits (sandbox/traits/boot.py) are really in effect on booted hosts, before any
 product behaviour is tested against them:
 
-The module reshapes the fleet to BOOT_SPEC (below: each boot trait on a host of its own)
-and back; a test whose trait no host carries fails.
+Bare hosts of BOOT_SPEC (below: each boot trait on a host of its own); a test whose trait no
+host carries fails.
 """
 from __future__ import annotations
 
 import time
 
 import pytest
-
-pytestmark = pytest.mark.integration
-
 
 # One fleet shape for the boot traits' tests (sandbox/tests/test_traits_boot.py and
 # tests/integration/test_boot_safety.py use the same): every boot trait on a host of its own.
@@ -21,21 +18,7 @@ BOOT_SPEC = {"hosts": 4, "ol": 1, "docker_hosts": 0, "overrides": {
     "ol8-04": {"traits": ["next-kernel", "secure-boot-enrolled"]}}}
 
 
-@pytest.fixture(scope="module")
-def fleet(fleet, sandbox_tools, sandbox_spec):
-    """The session's fleet reshaped to BOOT_SPEC for this module, then back."""
-    with sandbox_tools.reshaped(BOOT_SPEC, sandbox_spec) as data:
-        yield data
-
-
-@pytest.fixture(scope="module")
-def ssh(fleet, sandbox_tools):
-    return lambda name, command, **kw: sandbox_tools.ssh(fleet, name, command, **kw)
-
-
-@pytest.fixture(scope="module")
-def pyinfra(fleet, sandbox_tools):
-    return sandbox_tools.run_pyinfra
+pytestmark = [pytest.mark.integration, pytest.mark.fleet(**BOOT_SPEC, state="bare")]
 
 MODULE = ("m=/lib/modules/$(uname -r)/updates/dkms; mkdir -p $m && "
           "printf 'gpusim-module version=570.172.08 flavor=open kernel=%s\\n' $(uname -r) > $m/nvidia.ko")

@@ -2,14 +2,11 @@
 dockerd refuses a daemon.json that clashes with the unit's flags, and live-restore keeps a
 container running across a Docker restart.
 
-Brings the fleet to DOCKER_TRAITS_SPEC (the same spec as tests/integration/
-test_docker_mig_safety.py, so the two share one fleet)."""
+Bare hosts of DOCKER_TRAITS_SPEC (the spec of tests/integration/test_docker_mig_safety.py)."""
 from __future__ import annotations
 
 
 import pytest
-
-pytestmark = pytest.mark.integration
 
 DOCKER_TRAITS_SPEC = {"hosts": 3, "ol": 0, "docker_hosts": 3, "overrides": {
     "gpu-01": {"traits": ["daemon-json-clash"]},
@@ -18,21 +15,7 @@ DOCKER_TRAITS_SPEC = {"hosts": 3, "ol": 0, "docker_hosts": 3, "overrides": {
 }}
 
 
-@pytest.fixture(scope="module")
-def fleet(fleet, sandbox_tools, sandbox_spec):
-    """The session's fleet reshaped to DOCKER_TRAITS_SPEC for this module, then back."""
-    with sandbox_tools.reshaped(DOCKER_TRAITS_SPEC, sandbox_spec) as data:
-        yield data
-
-
-@pytest.fixture(scope="module")
-def ssh(fleet, sandbox_tools):
-    return lambda name, command, **kw: sandbox_tools.ssh(fleet, name, command, **kw)
-
-
-@pytest.fixture(scope="module")
-def pyinfra(fleet, sandbox_tools):
-    return sandbox_tools.run_pyinfra
+pytestmark = [pytest.mark.integration, pytest.mark.fleet(**DOCKER_TRAITS_SPEC, state="bare")]
 
 
 @pytest.fixture(scope="module")

@@ -34,12 +34,13 @@ def test_the_pci_tree_holds_sysfs_files_of_every_function(tmp_path):
                             "subsystem_device", "revision"}
 
 
+# the integration tests below: bare hosts with the GPU traits
+pytestmark = pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, overrides=OVERRIDES, state="bare")
+
+
 @pytest.fixture(scope="module")
-def gpu_fleet(fleet, sandbox_tools, sandbox_spec, ssh):
-    wanted = {**sandbox_spec, "hosts": 4, "ol": 2, "overrides": OVERRIDES}
-    sandbox_tools.cli(*sandbox_tools.up_args(wanted))
-    yield lambda name, command, **kw: ssh(name, command, **kw)
-    sandbox_tools.cli(*sandbox_tools.up_args(sandbox_spec))  # the session's fleet again
+def gpu_fleet(fleet, ssh):
+    return lambda name, command, **kw: ssh(name, command, **kw)
 
 
 @pytest.mark.integration

@@ -9,10 +9,13 @@ import pytest
 from sandbox import traits
 from sandbox.nvidia.pkg.oracle import CHANNELS
 
+# the integration tests: bare hosts of the default spec (OL8 with container-tools, OL9)
+pytestmark = pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, state="bare")
+
+
 def integration(test):
-    """Integration test on the fleet's hosts as `sandbox up` made them (sandbox_bare: run
-    before any deploy of the session converges them)."""
-    return pytest.mark.integration(pytest.mark.sandbox_bare(test))
+    """Integration test on the fleet's hosts as `sandbox up` made them."""
+    return pytest.mark.integration(test)
 
 
 def _hosts(fleet, os_name: str, trait: str | None = None) -> list[str]:
@@ -30,7 +33,7 @@ def _enabled_repos(ssh, host: str) -> list[str]:
 def test_stock_channels_enabled_and_dkms_only_from_epel(fleet, ssh, ol):
     hosts = _hosts(fleet, ol)
     if not hosts:
-        pytest.skip(f"no {ol} host in this fleet")
+        pytest.fail(f"no {ol} host in this fleet (the fleet marker changed?)")
     host = hosts[0]
     baseos, appstream, uek, crb, epel = CHANNELS[ol]
     assert _enabled_repos(ssh, host) == sorted([baseos, appstream, uek])
@@ -60,7 +63,7 @@ def test_stock_channels_enabled_and_dkms_only_from_epel(fleet, ssh, ol):
 def test_container_tools_trait_is_installed_and_conflicts_with_containerd_io(fleet, ssh):
     hosts = _hosts(fleet, "ol8", "container-tools")
     if not hosts:
-        pytest.skip("no OL8 host with the container-tools trait in this fleet")
+        pytest.fail("no OL8 host with the container-tools trait in this fleet")
     host = hosts[0]
     out = ssh(host, "rpm -q --qf '%{NAME}\\n' podman buildah runc containers-common").stdout
     assert out.split() == ["podman", "buildah", "runc", "containers-common"]
@@ -89,10 +92,10 @@ def test_deploy_stops_a_container_tools_host_before_any_change_without_replace(f
     item 2): the host stops with the packages and the setting named, nothing changed."""
     hosts = _hosts(fleet, "ol8", "container-tools")
     if not hosts:
-        pytest.skip("no OL8 host with the container-tools trait in this fleet")
+        pytest.fail("no OL8 host with the container-tools trait in this fleet")
     host = hosts[0]
     if ssh(host, "rpm -q docker-ce", check=False).returncode == 0:
-        pytest.skip(f"{host} already has Docker (converged by an earlier test)")
+        pytest.fail(f"{host} already has Docker: its fleet is not bare")
     before = ssh(host, "rpm -qa | sort; ls /etc/yum.repos.d /etc/modprobe.d").stdout
     proc = pyinfra("-y", "--limit", host, "deploys/gpu_host.py",
                    "--data", "docker_replace_podman=False", check=False)

@@ -2,9 +2,8 @@
 each shown in effect on a booted host over real SSH, then what gpuhost does there:
 the apt pin it writes holds against unattended-upgrades allowed to take anything.
 
-The module reshapes the fleet (like tests/integration/test_upgrade.py): a Debian host
-with unattended-upgrades and containerd, an Ubuntu 22.04 host with docker.io, an Ubuntu
-24.04 host with its default traits.
+Bare hosts of SPEC: a Debian host with unattended-upgrades and containerd, an Ubuntu 22.04
+host with docker.io, an Ubuntu 24.04 host with its default traits.
 """
 from __future__ import annotations
 
@@ -16,20 +15,19 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 SPEC = {"hosts": 3, "ubuntu": 2, "docker_hosts": 0, "overrides": {
     "gpu-01": {"traits": ["unattended-upgrades", "distro-containerd"]},
     "u22-02": {"traits": ["distro-docker"]},
 }}
 
 
+pytestmark = [pytest.mark.integration, pytest.mark.fleet(**SPEC, ol=0, state="bare")]
+
+
 @pytest.fixture(scope="module")
-def hosts(fleet, sandbox_tools, sandbox_spec):
-    """The fleet reshaped to SPEC for this module, then back to the session's."""
-    with sandbox_tools.reshaped(SPEC, sandbox_spec) as fleet:
-        yield {h["name"]: h | {"key": fleet["ssh_key"], "known": fleet["known_hosts"]}
-               for h in fleet["hosts"]}
+def hosts(fleet):
+    return {h["name"]: h | {"key": fleet["ssh_key"], "known": fleet["known_hosts"]}
+            for h in fleet["hosts"]}
 
 
 def sh(h: dict, command: str, check: bool = True, stdin: str | None = None):

@@ -23,13 +23,15 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 SPEC = {"hosts": 3, "ol": 0, "docker_hosts": 2, "overrides": {
     "gpu-01": {"traits": [], "gpu_model": "H100-80GB-HBM3", "gpu_count": 2},
     "gpu-02": {"traits": [], "gpu_model": "A100-SXM4-40GB", "gpu_count": 1},
     "gpu-03": {"traits": [], "gpu_model": "H100-80GB-HBM3", "gpu_count": 1},
 }}
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(**SPEC, state="bare",
+                                why="toolkit 1.18/1.17 and Docker CE 26 in cdi mode, converged "
+                                    "from bare with this module's own inventory")]
 DEPLOY = "deploys/gpu_host.py"
 IMAGE = "gpuhost/verify:sandbox"
 # host data outranks the sandbox's group data
@@ -46,23 +48,6 @@ for _name, _value in list(vars(_shared).items()):
         globals()[_name] = ([(n, {{**d, **_OVERRIDES.get(n, {{}})}}) for n, d in _value[0]],
                             _value[1])
 """
-
-
-def totals(output: str) -> dict[str, int]:
-    for line in output.splitlines():
-        if "Grand total" in line:
-            cells = line.split("Grand total", 1)[1].split()
-            values = [0 if cell == "-" else int(cell) for cell in cells]
-            return dict(zip(("operations", "changed", "error", "no_change"), values, strict=True))
-    raise AssertionError(f"no Grand total in pyinfra's output:\n{output[-3000:]}")
-
-
-@pytest.fixture(scope="module")
-def fleet(fleet, sandbox_tools, sandbox_spec):
-    """Bare hosts of SPEC (whatever ran before), then back to the session's fleet."""
-    sandbox_tools.cli("down")
-    with sandbox_tools.reshaped(SPEC, sandbox_spec) as data:
-        yield data
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +90,7 @@ def test_both_toolkits_converge_and_a_second_run_changes_nothing(converged, ssh)
     first, second = converged
     assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
     assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
-    assert totals(second.stdout + second.stderr)["changed"] == 0, second.stderr[-4000:]
+    assert second.totals["changed"] == 0, second.stderr[-4000:]
     version = "dpkg-query -W -f '${Version}' nvidia-container-toolkit"
     assert ssh("gpu-01", version) == "1.18.2-1"
     assert ssh("gpu-02", version) == "1.17.8-1"
@@ -138,7 +123,7 @@ def test_a_mig_change_is_flagged_by_the_audit_and_fixed_by_the_next_deploy(
     assert "lacks device(s) the host has: 0:0, 0:1" in finding["message"], finding
     fix = pyinfra("-y", DEPLOY, "--limit", "gpu-01", timeout=600)
     assert "Regenerating the stale NVIDIA CDI spec" in fix.stdout + fix.stderr
-    assert totals(fix.stdout + fix.stderr)["changed"] == 1, fix.stderr[-3000:]
+    assert fix.totals["changed"] == 1, fix.stderr[-3000:]
     again = audit(sandbox_tools, tmp_path, "gpu-01")
     assert not [f for f in again["health"]["findings"] if f["id"].startswith("cdi")]
     assert "nvidia.com/gpu=0:1" in ssh("gpu-01", "nvidia-ctk cdi list").split()
@@ -174,25 +159,16 @@ def test_cdi_mode_on_docker_ce_26_runs_cdi_devices(converged, ssh):
     assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out
 
 
-def test_cdi_mode_writes_the_spec_at_boot_before_docker_starts(converged, ssh, sandbox_tools):
+def test_cdi_mode_writes_the_spec_at_boot_before_docker_starts(converged, ssh, sandbox_tools,
+                                                              fleet):
     """gpu-03 after a reboot: /var/run is empty at boot, gpuhost-cdi-spec.service wrote a
     fresh spec before docker.service started, and the CDI device run works right away."""
-    import time
-
     from gpuhost import cdi
 
     assert ssh("gpu-03", "systemctl is-enabled gpuhost-cdi-spec.service").strip() == "enabled"
     boots = sandbox_tools.boots("gpu-03")
     ssh("gpu-03", "systemctl reboot", check=False)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if sandbox_tools.boots("gpu-03") > boots and ssh(
-                "gpu-03", "systemctl is-system-running --wait", check=False,
-                timeout=120).strip() in ("running", "degraded"):
-            break
-        time.sleep(2)
-    else:
-        pytest.fail("gpu-03 did not come back from the reboot")
+    sandbox_tools.wait_for_reboot(fleet, "gpu-03", boots)
     # the unit had finished (spec written) when Docker began to start
     written, docker_start = ssh("gpu-03", (
         "systemctl show -p ActiveEnterTimestampMonotonic --value gpuhost-cdi-spec.service; "
@@ -233,7 +209,7 @@ def test_a_driver_upgrade_regenerates_the_spec_and_a_stale_one_is_flagged_and_fi
     assert "libraries are driver 570.172.08, the loaded driver is 550.163.01" in finding[
         "message"], finding
     fix = pyinfra("-y", DEPLOY, "--limit", "gpu-02", timeout=600)
-    assert totals(fix.stdout + fix.stderr)["changed"] == 1, (fix.stdout + fix.stderr)[-4000:]
+    assert fix.totals["changed"] == 1, (fix.stdout + fix.stderr)[-4000:]
     assert cdi.judge(state(ssh, "gpu-02"))["status"] == "fresh"
     out = ssh("gpu-02", f"docker run --rm --network=none --gpus all {IMAGE} nvidia-smi -L")
     assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out

@@ -13,24 +13,16 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 HOST = "gpu-01"
+# one bare Debian host with Debian's containerd 1.6: only gpuhost's containerd step runs
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(hosts=1, ol=0, docker_hosts=1,
+                                overrides={HOST: {"traits": ["distro-containerd"]}})]
 DEPLOY = "tests/integration/containerd_only.py"
 ON = ("--data", "containerd_nvidia_runtime=true")
 CONFIG = "/etc/containerd/config.toml"
 DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
 IMPORTS = 'imports = ["/etc/containerd/conf.d/*.toml"]'
-
-
-@pytest.fixture(scope="module")
-def fleet(fleet, sandbox_tools, sandbox_spec):
-    """The session's fleet with Debian's containerd on gpu-01 (its spec plus the trait)."""
-    overrides = dict(sandbox_spec.get("overrides") or {})
-    traits = set((overrides.get(HOST) or {}).get("traits") or []) | {"distro-containerd"}
-    overrides[HOST] = {**(overrides.get(HOST) or {}), "traits": sorted(traits)}
-    with sandbox_tools.reshaped({**sandbox_spec, "overrides": overrides}, sandbox_spec) as data:
-        yield data
 
 
 @pytest.fixture(scope="module")
@@ -46,14 +38,6 @@ def run(fleet, sandbox_tools):
     return _run
 
 
-def totals(output: str) -> dict[str, int]:
-    """pyinfra's 'Grand total' row: operations, success (changed), error, no change."""
-    for line in output.splitlines():
-        if "Grand total" in line:
-            cells = line.split("Grand total", 1)[1].split()
-            values = [0 if cell == "-" else int(cell) for cell in cells]
-            return dict(zip(("operations", "changed", "error", "no_change"), values, strict=True))
-    raise AssertionError(f"no Grand total in pyinfra's output:\n{output[-3000:]}")
 
 
 def test_the_nvidia_runtime_reaches_containerd_through_the_drop_in_only(sh, run):
@@ -73,7 +57,7 @@ def test_the_nvidia_runtime_reaches_containerd_through_the_drop_in_only(sh, run)
         users = sh(f"sha256sum {CONFIG}").stdout.split()[0]
         pid = sh("systemctl show -p MainPID --value containerd").stdout.strip()
         first = run()
-        assert totals(first.stdout + first.stderr)["changed"] == 1
+        assert first.totals["changed"] == 1
         dump = sh("containerd config dump").stdout
         assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' in dump, dump
         assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in dump
@@ -88,7 +72,7 @@ def test_the_nvidia_runtime_reaches_containerd_through_the_drop_in_only(sh, run)
         # 3. converged: nothing changes, containerd is not restarted
         pid = sh("systemctl show -p MainPID --value containerd").stdout.strip()
         second = run()
-        row = totals(second.stdout + second.stderr)
+        row = second.totals
         assert row["changed"] == 0 and row["no_change"] == 1, row
         assert sh("systemctl show -p MainPID --value containerd").stdout.strip() == pid
 

@@ -5,7 +5,8 @@ gpu-01  daemon-json-clash: a hand-written "hosts" key that docker.service passes
 gpu-02  live-restore: one container runs; H100 x2 (MIG, no reset needed)
 gpu-03  no trait, A100 x2 (Ampere: a MIG mode change needs a reset): the daemon.json tries
 
-The spec is the one of sandbox/tests/test_traits_docker.py (one fleet for both).
+The spec is the one of sandbox/tests/test_traits_docker.py. Bare hosts: the first converge
+on those traits is what the module tests.
 """
 from __future__ import annotations
 
@@ -13,22 +14,16 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 SPEC = {"hosts": 3, "ol": 0, "docker_hosts": 3, "overrides": {
     "gpu-01": {"traits": ["daemon-json-clash"]},
     "gpu-02": {"traits": ["live-restore"]},
     "gpu-03": {"traits": [], "gpu_model": "A100-SXM4-40GB", "gpu_count": 2},
 }}
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(**SPEC, state="bare",
+                                why="the first converge on each Docker trait is the point")]
 DEPLOY = "deploys/gpu_host.py"
 SLEEPER = "docker inspect -f '{{.State.Running}} {{.State.Pid}}' gpuhost-sandbox-sleeper"
-
-
-@pytest.fixture(scope="module")
-def fleet(fleet, sandbox_tools, sandbox_spec):
-    """The session's fleet reshaped to SPEC for this module, then back."""
-    with sandbox_tools.reshaped(SPEC, sandbox_spec) as data:
-        yield data
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +99,7 @@ def test_a_converged_host_gets_no_change_and_no_docker_restart(first_run, pyinfr
     started = "systemctl show -p ActiveEnterTimestampMonotonic --value docker.service"
     before = ssh("gpu-03", started).stdout
     second = pyinfra("-y", DEPLOY, "--limit", "gpu-03", timeout=900)
-    row = _summary_row(second, "Docker daemon.json | Merge the nvidia runtime")
+    row = second.summary_row("Docker daemon.json | Merge the nvidia runtime")
     assert row == ["1", "-", "-", "1"], row
     assert ssh("gpu-03", started).stdout == before  # Docker was not restarted
 
@@ -114,7 +109,7 @@ def test_a_value_of_the_wrong_type_is_refused_before_any_host_is_touched(first_r
                    'docker_daemon_settings={"log-driver": 5}', check=False)
     assert proc.returncode != 0
     assert "'log-driver' must be a string" in proc.stdout + proc.stderr
-    assert "[gpu-03] Success" not in proc.stdout
+    assert "[gpu-03] Success" not in proc.output
 
 
 def test_a_config_docker_rejects_is_put_back_and_docker_runs(first_run, pyinfra, ssh):
@@ -158,14 +153,6 @@ def test_docker_is_restarted_when_the_running_daemon_lacks_the_runtime(first_run
     assert "nvidia" in ssh("gpu-03", "docker info -f '{{json .Runtimes}}'").stdout
 
 
-def _summary_row(proc, operation: str) -> list[str]:
-    """The pyinfra summary row of an operation: [hosts, success, error, no change]."""
-    for line in (proc.stdout + proc.stderr).splitlines():
-        if line.strip().startswith(operation):
-            return line.split()[-4:]
-    raise AssertionError(f"no summary row {operation!r}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-
-
 def test_a_mig_layout_given_as_profile_ids_converges(first_run, pyinfra, ssh):
     data = ["--data", "mig_mode=enabled", "--data", "mig_layout=[19, 19, 9]"]
     pyinfra("-y", DEPLOY, "--limit", "gpu-02", *data, timeout=900)
@@ -173,30 +160,20 @@ def test_a_mig_layout_given_as_profile_ids_converges(first_run, pyinfra, ssh):
     assert layout.count("1g.10gb") == 4 and layout.count("3g.40gb") == 2, layout
     uuids = ssh("gpu-02", "nvidia-smi -L").stdout
     second = pyinfra("-y", DEPLOY, "--limit", "gpu-02", *data, timeout=900)
-    assert _summary_row(second, "MIG | MIG layout 19, 19, 9") == ["1", "-", "-", "1"]
+    assert second.summary_row("MIG | MIG layout 19, 19, 9") == ["1", "-", "-", "1"]
     assert ssh("gpu-02", "nvidia-smi -L").stdout == uuids  # the same MIG devices
 
 
-def test_the_mig_layout_survives_a_reboot(first_run, pyinfra, ssh, sandbox_tools):
+def test_the_mig_layout_survives_a_reboot(first_run, pyinfra, ssh, sandbox_tools, fleet):
     """GPU instances do not survive a reboot (NVIDIA MIG user guide); gpuhost's boot-time
     unit re-creates the inventory's layout before the GPU clients start."""
-    import time
-
     data = ["--data", "mig_mode=enabled", "--data", "mig_layout=[19, 19, 9]"]
     pyinfra("-y", DEPLOY, "--limit", "gpu-02", *data, timeout=900)
     layout = ssh("gpu-02", "nvidia-smi mig -lgi").stdout
     assert layout.count("1g.10gb") == 4, layout
     boots = sandbox_tools.boots("gpu-02")
     ssh("gpu-02", "systemctl reboot", check=False)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if sandbox_tools.boots("gpu-02") > boots and ssh(
-                "gpu-02", "systemctl is-system-running --wait", check=False, timeout=120
-        ).stdout.strip() in ("running", "degraded"):
-            break
-        time.sleep(2)
-    else:
-        pytest.fail("gpu-02 did not come back from the reboot")
+    sandbox_tools.wait_for_reboot(fleet, "gpu-02", boots)
     after = ssh("gpu-02", "nvidia-smi mig -lgi").stdout
     assert after.count("1g.10gb") == 4 and after.count("3g.40gb") == 2, after
     # ordered before the GPU clients: Docker started after the layout was made
@@ -260,21 +237,8 @@ def _profiles(ssh, name: str) -> list[list[str]]:
     return [sorted(r["profile"] for r in rows if r["gpu"] == i) for i in (0, 1)]
 
 
-def _wait_for_reboot(ssh, sandbox_tools, name: str, boots: int) -> None:
-    import time
-
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if sandbox_tools.boots(name) > boots and ssh(
-                name, "systemctl is-system-running --wait", check=False, timeout=120
-        ).stdout.strip() in ("running", "degraded"):
-            return
-        time.sleep(2)
-    pytest.fail(f"{name} did not come back from the reboot")
-
-
 def test_a_named_mig_config_converges_survives_a_reboot_and_a_misfit_is_refused_unseen(
-        first_run, pyinfra, ssh, sandbox_tools, tmp_path):
+        first_run, pyinfra, ssh, sandbox_tools, tmp_path, fleet):
     import subprocess
     import sys
 
@@ -288,7 +252,7 @@ def test_a_named_mig_config_converges_survives_a_reboot_and_a_misfit_is_refused_
         assert _profiles(ssh, name) == [wanted, wanted], name
     # second run: nothing to do (the plan says so too, from one read-only command per host)
     second = pyinfra("-y", DEPLOY, *limit, *data, timeout=900)
-    assert _summary_row(second, "MIG | MIG layout of mig_config balanced") == ["2", "-", "-", "2"]
+    assert second.summary_row("MIG | MIG layout of mig_config balanced") == ["2", "-", "-", "2"]
     plan = subprocess.run([sys.executable, "-m", "gpuhost.cli", "mig", "plan",
                            "inventories/sandbox.py", *limit, *data], cwd=sandbox_tools.root,
                           capture_output=True, text=True, timeout=300)
@@ -300,7 +264,7 @@ def test_a_named_mig_config_converges_survives_a_reboot_and_a_misfit_is_refused_
     for name in BALANCED:
         ssh(name, "systemctl reboot", check=False)
     for name, count in boots.items():
-        _wait_for_reboot(ssh, sandbox_tools, name, count)
+        sandbox_tools.wait_for_reboot(fleet, name, count)
     for name, wanted in BALANCED.items():
         assert _profiles(ssh, name) == [wanted, wanted], name
         order = ssh(name, "systemctl show -p ActiveEnterTimestampMonotonic --value "

@@ -1,4 +1,5 @@
-"""deploys/gpu_host.py over real SSH against the sandbox fleet, from bare hosts.
+"""deploys/gpu_host.py over real SSH against the sandbox fleet, from bare hosts (the
+converge from bare is this module's point: its fleet is bare, not a snapshot).
 
 One module-scoped converge run provisions the whole fleet (Debian hosts with real apt, real
 DKMS against real linux-headers, a real dockerd on the docker host; Oracle hosts through
@@ -19,7 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/sandbox.py"
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, state="bare",
+                                why="the converge from bare (Debian and Oracle) is the point")]
 
 USER_DAEMON_JSON = {
     "log-driver": "json-file",
@@ -27,16 +30,6 @@ USER_DAEMON_JSON = {
     "registry-mirrors": ["https://registry-mirror.example.invalid"],
 }
 BROKEN_DAEMON_JSON = '{\n  "log-driver": "json-file",\n  "runtimes": {\n}\n'
-
-
-def totals(output: str) -> dict[str, int]:
-    """pyinfra's 'Grand total' row: operations, success (changed), error, no change."""
-    for line in output.splitlines():
-        if "Grand total" in line:
-            cells = line.split("Grand total", 1)[1].split()
-            values = [0 if cell == "-" else int(cell) for cell in cells]
-            return dict(zip(("operations", "changed", "error", "no_change"), values, strict=True))
-    raise AssertionError(f"no Grand total in pyinfra's output:\n{output[-3000:]}")
 
 
 def host_state(ssh, host: str) -> dict:
@@ -54,10 +47,7 @@ def ssh(ssh):
 
 
 @pytest.fixture(scope="module")
-def converged(fleet, ssh, pyinfra, sandbox_tools, sandbox_spec):
-    # bare hosts: whatever earlier tests did to the fleet, start from fresh root filesystems
-    sandbox_tools.cli("down")
-    sandbox_tools.cli(*sandbox_tools.up_args(sandbox_spec))
+def converged(fleet, ssh, pyinfra, sandbox_tools):
     names = [h["name"] for h in fleet["hosts"]]
     debian = [h["name"] for h in fleet["hosts"] if h["os"] == "debian12"]
     assert "gpu-01" in debian and "gpu-02" in debian, "the tests expect gpu-01 and gpu-02"
@@ -104,12 +94,12 @@ def test_second_run_changes_nothing(converged):
     result = converged["second"]
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
-    row = totals(output)
-    assert row["changed"] == 0 and row["error"] == 0, row
+    row = result.totals
+    assert row["changed"] == 0 and row["error"] == 0, (row, result.changed())
     # every converged host really ran (pyinfra 3.10 does not split --limit a,b: a typo here
     # would make an empty run that "changes nothing")
-    ran = set(re.findall(r"\[([\w-]+)\] (?:No changes|Success)", output))
-    assert ran == set(converged["names"]) - {"gpu-02"}, ran
+    ran = result.hosts_that_ran()
+    assert ran == set(converged["names"]) - {"gpu-02"}, (ran, output[-2000:])
     assert row["operations"] >= 20 * len(ran), row
 
 

@@ -4,7 +4,8 @@ health finding (the driver branch's lifecycle aside: the sandbox's 570 branch is
 of life, a fact about the branch, not a fault) — still one remote command per host.
 
 Faults come from gpusim (sandbox/nvidia/README.md, "faults"), on hosts that
-deploys/gpu_host.py converged (the simulated driver must be loaded): a row remap failure,
+deploys/gpu_host.py converged (the simulated driver must be loaded; the fleet boots from the
+session's converged snapshot of the default spec): a row remap failure,
 a PCIe link narrower than the slot, an Xid 48 (uncorrectable ECC) in this boot's kernel log,
 an NVLink that did not train (`nvidia-smi nvlink -s`, read in the same single command).
 """
@@ -19,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1,
+                                                         state="converged")]
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else sys.executable
@@ -39,11 +41,10 @@ SEVERITY = {"critical": 0, "warning": 1}
 
 
 @pytest.fixture(scope="module")
-def faulted(fleet, pyinfra, ssh):
+def faulted(fleet, ssh):
     names = [h["name"] for h in fleet["hosts"]]
     if len(names) < len(FAULTS) + 1:
         pytest.fail(f"needs {len(FAULTS) + 1} hosts, the fleet has {len(names)}")
-    pyinfra("-y", "deploys/gpu_host.py", timeout=2400)  # quick when converged
     models = {h["name"]: h.get("gpu_model") for h in fleet["hosts"]}
     injected, free = {}, list(names)
     for faults in FAULTS:

@@ -8,8 +8,8 @@
 - the dnf proxy with credentials lands in /etc/dnf/dnf.conf mode 600, the file's other lines
   kept, the secret in no output even at -vvv (fact output included).
 
-GPUHOST_SANDBOX_SPEC='{"hosts": 2, "ol": 1, "docker_hosts": 1}' is enough (one Debian, one
-Oracle Linux host).
+Bare hosts of the default spec (two Debian, OL8, OL9): the first install of each package
+source is the point. The hosts of one package kind (deb, rpm) run together in one pyinfra run.
 """
 
 from __future__ import annotations
@@ -21,20 +21,12 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, state="bare",
+                                why="the first install from local files and apt/dnf sources")]
 
 OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
 SECRET = "s3cr3t-Pa55"
-
-
-def totals(output: str) -> dict[str, int]:
-    """pyinfra's 'Grand total' row: operations, changed, error, no change."""
-    for line in output.splitlines():
-        if "Grand total" in line:
-            cells = line.split("Grand total", 1)[1].split()
-            values = [0 if cell == "-" else int(cell) for cell in cells]
-            return dict(zip(("operations", "changed", "error", "no_change"), values, strict=True))
-    raise AssertionError(f"no Grand total in pyinfra's output:\n{output[-3000:]}")
 
 
 # the fake repos serve 1.17.8 and 1.18.2 (issue 16): local files of the older one, a host
@@ -48,29 +40,41 @@ def toolkit_files(kind: str) -> list[str]:
     return files
 
 
-@pytest.fixture(scope="module")
-def local_runs(fleet, pyinfra, sandbox_tools, sandbox_spec):
-    sandbox_tools.cli("down")  # bare hosts
-    sandbox_tools.cli(*sandbox_tools.up_args(sandbox_spec))
-    runs = {}
+def by_kind(fleet) -> dict[str, list[str]]:
+    """The fleet's hosts by package kind: {"deb": [...], "rpm": [...]}."""
+    kinds: dict[str, list[str]] = {}
     for host in fleet["hosts"]:
-        kind = "deb" if host["os"] == "debian12" else "rpm"
+        kinds.setdefault("deb" if host["os"] == "debian12" else "rpm", []).append(host["name"])
+    return kinds
+
+
+def limits(names: list[str]) -> list[str]:
+    return [arg for name in names for arg in ("--limit", name)]
+
+
+@pytest.fixture(scope="module")
+def local_runs(fleet, pyinfra, sandbox_tools):
+    runs = {}
+    for kind, names in by_kind(fleet).items():
         data = ["--data", "container_toolkit_source=local",
                 "--data", f"container_toolkit_version={LOCAL_TOOLKIT}",
                 "--data", "container_toolkit_local_packages=" + json.dumps(toolkit_files(kind))]
-        args = ["-y", "deploys/gpu_host.py", "--limit", host["name"], *data]
-        if kind == "deb" and "no_contrib" not in runs:
-            sources = sandbox_tools.ssh(fleet, host["name"], "cat /etc/apt/sources.list").stdout
-            runs["no_contrib"] = (host["name"], sources, pyinfra(
-                *args, "--data", "debian_enable_contrib=false", check=False, timeout=1800))
-        runs[host["name"]] = (pyinfra(*args, check=False, timeout=1800),
-                              pyinfra(*args, check=False, timeout=900))
+        args = ["-y", "deploys/gpu_host.py", *data]
+        if kind == "deb":
+            first_deb = names[0]
+            sources = sandbox_tools.ssh(fleet, first_deb, "cat /etc/apt/sources.list").stdout
+            runs["no_contrib"] = (first_deb, sources, pyinfra(
+                *args, "--limit", first_deb, "--data", "debian_enable_contrib=false",
+                check=False, timeout=1800))
+        both = (pyinfra(*args, *limits(names), check=False, timeout=1800),
+                pyinfra(*args, *limits(names), check=False, timeout=900))
+        runs.update({name: both for name in names})
     return runs
 
 
 def test_debian_needs_contrib_and_gets_it_in_gpuhost_own_file(local_runs, ssh):
     if "no_contrib" not in local_runs:
-        pytest.skip("no Debian host in this fleet")
+        pytest.fail("no Debian host in this fleet (the fleet marker changed?)")
     name, sources, without = local_runs["no_contrib"]
     # a stock Debian 12 host without contrib: apt cannot install NVIDIA's packages
     assert without.returncode != 0
@@ -92,8 +96,9 @@ def test_local_toolkit_files_converge_and_the_second_run_changes_nothing(local_r
         first, second = runs
         assert first.returncode == 0, f"{name}:\n{first.stdout[-4000:]}\n{first.stderr[-3000:]}"
         assert second.returncode == 0, second.stdout[-3000:]
-        assert totals(second.stdout + second.stderr)["changed"] == 0, (
-            f"{name}: the second run changed something:\n{second.stdout[-5000:]}")
+        assert second.totals["changed"] == 0, (
+            f"{name}: the second run changed something: {second.changed()}\n"
+            f"{second.output[-5000:]}")
         out = ssh(name, "command -v dpkg-query >/dev/null && dpkg-query -W "
                         "-f '${Version}' nvidia-container-toolkit || "
                         "rpm -q --qf '%{VERSION}-%{RELEASE}' nvidia-container-toolkit").stdout
@@ -104,7 +109,7 @@ def test_local_toolkit_files_converge_and_the_second_run_changes_nothing(local_r
 def ol_host(fleet):
     names = [h["name"] for h in fleet["hosts"] if h["os"] in ("ol8", "ol9")]
     if not names:
-        pytest.skip("no Oracle Linux host in this fleet")
+        pytest.fail("no Oracle Linux host in this fleet (the fleet marker changed?)")
     return names[0]
 
 
@@ -120,7 +125,7 @@ def test_the_dnf_proxy_is_a_mode_600_file_and_no_output_shows_the_password(local
         for run in (first, second):
             assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
             assert SECRET not in run.stdout + run.stderr
-        assert totals(second.stdout + second.stderr)["changed"] == 0
+        assert second.totals["changed"] == 0
         stat = ssh(ol_host, "stat -c '%a %U' /etc/dnf/dnf.conf").stdout.strip()
         assert stat == "600 root"
         after = ssh(ol_host, "cat /etc/dnf/dnf.conf").stdout
@@ -137,20 +142,21 @@ def test_docker_version_is_pinned_and_a_second_run_changes_nothing(local_runs, f
                                                                    ssh):
     # issue 13 item 6; the sandbox's Docker is 20.10.24 (Debian's docker.io, the fake
     # docker-ce of the Oracle hosts' stand-in for Docker's RHEL repository)
-    for host in fleet["hosts"]:
-        kind = "deb" if host["os"] == "debian12" else "rpm"
-        args = ["-y", "deploys/gpu_host.py", "--limit", host["name"],
+    for kind, names in by_kind(fleet).items():
+        args = ["-y", "deploys/gpu_host.py", *limits(names),
                 "--data", "docker_version=20.10.24",
                 "--data", f"container_toolkit_version={LOCAL_TOOLKIT}",
                 "--data", "container_toolkit_source=local",
                 "--data", "container_toolkit_local_packages=" + json.dumps(toolkit_files(kind))]
         first = pyinfra(*args, check=False, timeout=900)
         second = pyinfra(*args, check=False, timeout=900)
-        assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
-        assert totals(second.stdout + second.stderr)["changed"] == 0, second.stdout[-4000:]
-        if kind == "deb":
-            policy = ssh(host["name"], "apt-cache policy docker.io").stdout
-            assert " 1000\n" in policy, policy  # the pin holds the installed version
-        else:
-            out = ssh(host["name"], "rpm -q --qf '%{VERSION}\\n' docker-ce docker-ce-cli").stdout
-            assert out.split() == ["20.10.24", "20.10.24"]
+        assert first.returncode == 0, first.output[-6000:]
+        assert second.totals["changed"] == 0, (names, second.changed(), second.output[-4000:])
+        assert second.hosts_that_ran() == set(names), second.hosts_that_ran()
+        for name in names:
+            if kind == "deb":
+                policy = ssh(name, "apt-cache policy docker.io").stdout
+                assert " 1000\n" in policy, policy  # the pin holds the installed version
+            else:
+                out = ssh(name, "rpm -q --qf '%{VERSION}\\n' docker-ce docker-ce-cli").stdout
+                assert out.split() == ["20.10.24", "20.10.24"]

@@ -11,12 +11,9 @@ One story, one step per fixture (each builds on the one before):
 6. ``resumed``     the fault cleared, the same command again: done hosts untouched, the
                    rest finished
 
-By default the shared sandbox fleet of the root conftest.py is used (reshaped to six
-Debian hosts). ``GPUHOST_UPGRADE_PRIVATE_SANDBOX=1`` runs a private fleet instead, beside the
-shared one (as bench/private_sandbox.py does): a copy of the sandbox code with hosts at
-127.77.3.N, its HTTP server on port 8003, its own runtime and state directories, and an
-inventory that points inventories/sandbox.py's URLs at that server. The run's full output
-goes to ``GPUHOST_UPGRADE_LOG`` (default: a file under pytest's tmp_path).
+Six bare Debian hosts (the root conftest.py's private test fleet): provisioning an older
+branch from bare is step 1 of the story. The run's full output goes to
+``GPUHOST_UPGRADE_LOG`` (default: a file under pytest's tmp_path).
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -40,74 +36,16 @@ FROM, TARGET = "550.163.01", "570.172.08"
 NAMES = [f"gpu-{n:02d}" for n in range(1, 7)]
 BATCHES = ["--canary", "1", "--batch", "50%"]  # 6 hosts: canary, then 3 and 2
 
-pytestmark = pytest.mark.integration
-
-
-PRIVATE_PORT = 8003
-PRIVATE_LAUNCHER = f"""
-import sys
-sys.path.insert(0, sys.argv.pop(1))
-from sandbox import paths
-paths.host_address = lambda index: "127.77.3." + str(index)
-paths.HTTP_PORT = {PRIVATE_PORT}
-paths.MIRROR_URL = f"http://{{paths.HTTP_ADDRESS}}:{PRIVATE_PORT}"
-paths.CGROUP_PARENT_PREFIX = "gpuhost-upgrade-test"
-from sandbox.__main__ import main
-sys.exit(main(sys.argv[1:]))
-"""
-PRIVATE_INVENTORY = f"""
-# inventories/sandbox.py for the private fleet: every sandbox URL on port {PRIVATE_PORT}
-import sys
-sys.path.insert(0, {str(ROOT)!r})
-import inventories.sandbox as _shared
-
-
-def _moved(value):
-    if isinstance(value, str):
-        return value.replace("127.77.0.1:8000", "127.77.0.1:{PRIVATE_PORT}")
-    if isinstance(value, dict):
-        return {{k: _moved(v) for k, v in value.items()}}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_moved(v) for v in value)
-    return value
-
-
-for _name, _value in list(vars(_shared).items()):
-    if not _name.startswith("_") and isinstance(_value, (list, tuple)):
-        globals()[_name] = _moved(_value)
-"""
-
-
-def _private_sandbox(tmp: Path) -> SimpleNamespace:
-    run_dir = Path("/run/gpuhost-upgrade-test")
-    env = {"GPUHOST_SANDBOX_DIR": str(run_dir), "GPUHOST_SANDBOX_STATE": "/var/lib/gpuhost-upgrade-test"}
-    # A fixed place for the copy: `sandbox down` finds a fleet's processes by the paths of its
-    # scripts, so a later run must use the same paths to stop a fleet an earlier run kept.
-    code = Path("/var/lib/gpuhost-upgrade-test/code")
-    shutil.rmtree(code / "sandbox", ignore_errors=True)
-    shutil.copytree(ROOT / "sandbox", code / "sandbox", ignore=shutil.ignore_patterns("__pycache__"))
-    inventory = tmp / "private_sandbox_inventory.py"
-    inventory.write_text(PRIVATE_INVENTORY)
-
-    def cli(*args: str) -> None:
-        done = subprocess.run([sys.executable, "-c", PRIVATE_LAUNCHER, str(code), *args], cwd=code,
-                              env={**os.environ, **env}, text=True, capture_output=True, timeout=1800)
-        if done.returncode != 0:
-            pytest.fail(f"private sandbox {' '.join(args)} failed:\n{done.stdout[-2000:]}\n"
-                        f"{done.stderr[-2000:]}")
-
-    return SimpleNamespace(cli=cli, run_dir=run_dir, env=env, inventory=str(inventory),
-                           keep=lambda: os.environ.get("GPUHOST_KEEP_SANDBOX") == "1")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(**SPEC, state="bare",
+                                why="step 1 provisions the older branch from bare")]
 
 
 @pytest.fixture(scope="module")
-def sandbox(sandbox_tools, tmp_path_factory):
-    """The fleet to use: the shared one (conftest) or a private one (see the docstring)."""
-    if os.environ.get("GPUHOST_UPGRADE_PRIVATE_SANDBOX") == "1":
-        yield _private_sandbox(tmp_path_factory.mktemp("private"))
-        return
-    yield SimpleNamespace(cli=sandbox_tools.cli, run_dir=sandbox_tools.run_dir(), env={},
-                          inventory=INVENTORY, keep=sandbox_tools.keep_fleet)
+def sandbox(fleet, sandbox_tools):
+    """The module's fleet (root conftest.py: bare hosts of SPEC)."""
+    return SimpleNamespace(cli=sandbox_tools.cli, run_dir=sandbox_tools.run_dir(), env={},
+                           inventory=INVENTORY, keep=sandbox_tools.keep_fleet)
 
 
 class Fleet:
@@ -171,10 +109,6 @@ def by_host(report: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def at_550(sandbox, sandbox_tools, tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.fail("the integration tests need root (namespaces, mounts): run them as root")
-    sandbox.cli("down")  # fresh root filesystems
-    sandbox.cli(*sandbox_tools.up_args(SPEC))
     log = Path(os.environ.get("GPUHOST_UPGRADE_LOG", tmp_path_factory.mktemp("upgrade") / "run.log"))
     fleet = Fleet(sandbox, log)
     assert [h["name"] for h in fleet.data["hosts"]] == NAMES
@@ -184,9 +118,7 @@ def at_550(sandbox, sandbox_tools, tmp_path_factory):
     for name in NAMES:
         driver = fleet.state(name)["driver"]
         assert (driver["state"], driver["loaded_version"]) == ("loaded", FROM), (name, driver)
-    yield fleet
-    if not sandbox.keep():
-        sandbox.cli("down")
+    return fleet
 
 
 @pytest.fixture(scope="module")
