@@ -227,6 +227,14 @@ def parser() -> argparse.ArgumentParser:
                     "or `as wanted`. Exit 0 nothing to do, 2 changes pending, 1 invalid "
                     "configuration or a host that could not be read.")
     _common(plan)
+    data_age = commands.add_parser(
+        "data-age", help="which vendor data files in gpuhost/data are older than six months",
+        description="List gpuhost's vendor data files (gpuhost/data/*.json) with the date each "
+                    "was last read from its source (_date), oldest first; exit 1 when one is "
+                    "older than six months.")
+    from gpuhost import data_age as _data_age
+
+    _data_age.add_arguments(data_age)
     return main_parser
 
 
@@ -240,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         from gpuhost import cli_mig
 
         return cli_mig.run(args)
+    if args.command == "data-age":
+        from gpuhost import data_age
+
+        return data_age.run(args.today, args.max_age_days)
     if args.command == "report":
         from gpuhost import cli_audit
 

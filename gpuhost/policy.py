@@ -79,6 +79,10 @@ def lookup_model(name: str | None = None, pci_device_id: str | None = None) -> d
 # NVIDIA's published rows are listed: a version that is not here raises ValueError.
 _CUDA = _data("cuda_drivers.json")
 CUDA_MIN_DRIVER: dict[str, str] = dict(_CUDA["min_driver"])
+# Toolkits NVIDIA released whose own minimum gpuhost could not read from NVIDIA's table: the
+# value is a lower bound (the newest confirmed row before it; NVIDIA's toolkit drivers never
+# go down from one release to the next). cuda_drivers.json's _notes say which and why.
+CUDA_MIN_DRIVER_LOWER_BOUND: dict[str, str] = dict(_CUDA.get("min_driver_lower_bound", {}))
 
 # Minor-version compatibility: an application built with any CUDA X.* runtime runs on a
 # driver at or above this floor (features that need a newer driver are unavailable).
@@ -116,13 +120,23 @@ def min_driver_for_cuda(cuda: str) -> str:
     """Minimum Linux x86_64 driver that runs CUDA toolkit ``cuda`` natively.
 
     ``cuda`` is "12.8" (GA, also accepted as "12.8.0") or "12.8.1" (Update 1).
-    Raises ValueError for a version NVIDIA's table does not list.
+    Raises ValueError for a version NVIDIA's table does not list. For a toolkit NVIDIA
+    released whose row gpuhost could not confirm (``cuda_drivers.json``,
+    ``min_driver_lower_bound``) the answer is a lower bound: see
+    ``cuda_min_driver_confirmed``.
     """
     key = _cuda_key(cuda)
-    if key not in CUDA_MIN_DRIVER:
-        known = ", ".join(sorted(CUDA_MIN_DRIVER, key=Version))
-        raise ValueError(f"unknown CUDA version {cuda!r}: known versions are {known}")
-    return CUDA_MIN_DRIVER[key]
+    if key in CUDA_MIN_DRIVER:
+        return CUDA_MIN_DRIVER[key]
+    if key in CUDA_MIN_DRIVER_LOWER_BOUND:  # released; NVIDIA's exact row not confirmed
+        return CUDA_MIN_DRIVER_LOWER_BOUND[key]
+    known = ", ".join(sorted({**CUDA_MIN_DRIVER, **CUDA_MIN_DRIVER_LOWER_BOUND}, key=Version))
+    raise ValueError(f"unknown CUDA version {cuda!r}: known versions are {known}")
+
+
+def cuda_min_driver_confirmed(cuda: str) -> bool:
+    """Whether ``min_driver_for_cuda(cuda)`` is NVIDIA's own row (False: a lower bound)."""
+    return _cuda_key(cuda) in CUDA_MIN_DRIVER
 
 
 def newest_cuda(driver_version: str) -> str | None:
@@ -148,8 +162,9 @@ def cuda_compat(driver: str, cuda: str, gpu_model: str | None = None) -> dict:
       driver to an older kernel driver. Data-center GPUs only (and a few RTX parts, not
       modelled); None (unknown) when ``gpu_model`` is not given or not known.
 
-    Returns ``{"driver", "cuda", "driver_needed", "native", "minor_version_compat",
-    "forward_compat", "runs", "how"}``; ``driver_needed`` is the native minimum and
+    Returns ``{"driver", "cuda", "driver_needed", "driver_needed_confirmed", "native",
+    "minor_version_compat", "forward_compat", "runs", "how"}``; ``driver_needed`` is the native
+    minimum (a lower bound where ``driver_needed_confirmed`` is False) and
     ``how`` is "native", "minor-version-compat", "forward-compat" or None.
     """
     drv = _version(driver, "driver version")
@@ -175,6 +190,7 @@ def cuda_compat(driver: str, cuda: str, gpu_model: str | None = None) -> dict:
         "driver": driver,
         "cuda": cuda,
         "driver_needed": needed,
+        "driver_needed_confirmed": cuda_min_driver_confirmed(cuda),
         "native": native,
         "minor_version_compat": minor,
         "forward_compat": forward,
@@ -234,10 +250,13 @@ def proprietary_supported(architecture: str, driver_version: str) -> bool:
     return True
 
 
-# Rules of a GPU known only by NVIDIA's supported-gpus.json (no architecture there): the
-# pre-Turing generations (Maxwell, Pascal, Volta) share one rule set, so do Turing and
-# newer (Blackwell aside, which needs drivers newer than the snapshot's). (shown, rules)
-GENERATIONS = {"pre-turing": ("pre-Turing", "volta"), "turing-or-newer": ("Turing or newer", "turing")}
+# Rules of a GPU known only by NVIDIA's supported-gpus.json or gpuhost's device-id rule (no
+# architecture there): the pre-Turing generations (Maxwell, Pascal, Volta) share one rule
+# set, so do Turing and newer; a GPU NVIDIA's table lists for the open modules only (no
+# 'gsp_proprietary_supported': Blackwell, GH200) follows Blackwell's. (shown, rules)
+GENERATIONS = {"pre-turing": ("pre-Turing", "volta"),
+               "turing-or-newer": ("Turing or newer", "turing"),
+               "open-only": ("open-modules-only", "blackwell")}
 
 
 def _labelled(architectures: Iterable) -> list[tuple[str, str, str]]:
@@ -292,7 +311,8 @@ def choose_flavor(setting: str, architectures: Iterable, driver_version: str) ->
             why = (f"driver {driver_version} has no proprietary modules "
                    f"(removed in {PROPRIETARY_REMOVED_BRANCH})")
         elif arch in OPEN_ONLY_ARCHITECTURES:
-            why = f"{arch.capitalize()} GPUs need the open kernel modules"
+            why = (f"{arch.capitalize()} GPUs need the open kernel modules" if shown == arch
+                   else "NVIDIA's supported-gpus.json lists it for the open kernel modules only")
         else:
             who = arch.capitalize() if shown == arch else f"{shown} GPUs"
             why = f"R{LEGACY_LAST_BRANCH} is the last driver branch for {who}"
@@ -305,12 +325,33 @@ def choose_flavor(setting: str, architectures: Iterable, driver_version: str) ->
     return setting
 
 
-# --- GPUs by PCI id: gpuhost's table, then NVIDIA's own device table -----------------------
-# nvidia_supported_gpus.json: NVIDIA's supported-gpus.json (shipped with every Linux driver),
-# reduced to device id -> name, open (the 'kernelopen' feature), legacy_branch; its _source,
-# _driver and _date say which driver's copy it is (scripts/refresh_supported_gpus.py).
+# --- GPUs by PCI id: gpuhost's table, NVIDIA's device table, NVIDIA's device numbering -----
+# nvidia_supported_gpus.json: NVIDIA's supported-gpus.json (shipped with every Linux driver and
+# with NVIDIA's nvidia-driver-assistant), reduced by ``python -m gpuhost.supported_gpus`` to
+# device id -> name, generation, open, proprietary, legacy_branch, kernelopen; its _source,
+# _driver and _date say which table it is.
 SUPPORTED_GPUS: dict = _data("nvidia_supported_gpus.json")
 _SUPPORTED = SUPPORTED_GPUS["devices"]
+SUPPORTED_GPUS_DRIVER = SUPPORTED_GPUS["_driver"].split(":")[0]  # "R590 era"
+
+# NVIDIA's PCI device numbering, for a display-class NVIDIA device id no table has yet
+# (docs/real-hosts.md, "GPUs by PCI id"). NVIDIA gives each GPU chip a block of device ids and
+# the blocks grow with each generation. In NVIDIA's R590-era supported-gpus.json every id of
+# 0x1340-0x1DFF is a Maxwell, Pascal or Volta GPU whose last branch is R580 (the 162 ids
+# tagged 'legacybranch 580.xx' are exactly the ids of that span it lists), every id from
+# 0x1E00 up is Turing or newer with 'kernelopen' and no legacy branch, and every id below
+# 0x1340 has an older legacy branch (<= 470). No new pre-Turing chip will come, so an unknown
+# id from 0x1E00 up is a Turing-or-newer GPU. NVIDIA's gpu-admin-tools (gpu/devid_chips.py,
+# NVIDIA/gpu-admin-tools@82422cc, 2025-10-21) names the Blackwell chips' blocks: GB100
+# 0x2900-0x297F, GB102 0x2980-0x29FF, GB202 0x2B80-0x2BFF, GB203 0x2C00-0x2C7F, GB206
+# 0x2D00-0x2D7F, GB207 0x2D80-0x2DFF, GB205 0x2F00-0x2F7F, GB110 0x3180-0x31FF, GB112
+# 0x3200-0x327F: Blackwell, open kernel modules only. Ids below 0x1340 are not claimed (a
+# legacy branch gpuhost does not install; NVIDIA's table lists them all).
+DEVICE_ID_TURING_FIRST = 0x1E00
+DEVICE_ID_LEGACY_580 = (0x1340, 0x1DFF)
+DEVICE_ID_BLACKWELL_BLOCKS = ((0x2900, 0x297F), (0x2980, 0x29FF), (0x2B80, 0x2BFF),
+                              (0x2C00, 0x2C7F), (0x2D00, 0x2D7F), (0x2D80, 0x2DFF),
+                              (0x2F00, 0x2F7F), (0x3180, 0x31FF), (0x3200, 0x327F))
 
 
 def _pci_id(device_id: str | None) -> str | None:
@@ -322,30 +363,64 @@ def _pci_id(device_id: str | None) -> str | None:
     return pci if re.fullmatch(r"[0-9a-f]{4}", pci) else None
 
 
+def device_id_rule(device_id: str | None) -> dict | None:
+    """What NVIDIA's device numbering says of display-class NVIDIA device ``device_id``:
+    ``{"generation", "architecture", "open", "proprietary", "legacy_branch"}`` where a field
+    the rule does not decide is None (``architecture`` is given for the Blackwell blocks only,
+    ``proprietary`` for the R580-legacy span and the Blackwell blocks only). None below 0x1340
+    and for what is not a device id."""
+    pci = _pci_id(device_id)
+    if pci is None:
+        return None
+    number = int(pci, 16)
+    low, high = DEVICE_ID_LEGACY_580
+    if low <= number <= high:
+        return {"generation": "pre-turing", "architecture": None, "open": False,
+                "proprietary": True, "legacy_branch": str(LEGACY_LAST_BRANCH)}
+    if number >= DEVICE_ID_TURING_FIRST:
+        blackwell = any(a <= number <= b for a, b in DEVICE_ID_BLACKWELL_BLOCKS)
+        return {"generation": "turing-or-newer", "architecture": "blackwell" if blackwell else None,
+                "open": True, "proprietary": False if blackwell else None, "legacy_branch": None}
+    return None
+
+
 def classify_pci(device_id: str | None) -> dict:
     """What gpuhost knows of NVIDIA PCI device ``device_id`` ("1db4", "0x1DB4").
 
     ``{"device_id", "name", "model", "architecture", "generation", "open_modules",
-    "legacy_branch", "known_by"}``: ``known_by`` is "gpu_models" (gpuhost's table, with the
-    architecture), "supported-gpus" (NVIDIA's table: ``generation`` "pre-turing" or
-    "turing-or-newer" from its 'kernelopen' feature) or None (unknown: every other field but
-    ``device_id`` is None).
+    "proprietary_modules", "legacy_branch", "known_by"}``: ``known_by`` is "gpu_models"
+    (gpuhost's table, with the architecture), "supported-gpus" (NVIDIA's table: ``generation``
+    "pre-turing" when it gives the GPU a legacy branch, else "turing-or-newer"),
+    "device-id-rule" (NVIDIA's device numbering, ``device_id_rule``) or None (unknown: every
+    other field but ``device_id`` is None). ``architecture`` comes from gpuhost's table or, for
+    the Blackwell id blocks, from the rule; ``proprietary_modules`` False means the open
+    modules only (None: not known).
     """
     pci = _pci_id(device_id)
     out = {"device_id": pci, "name": None, "model": None, "architecture": None,
-           "generation": None, "open_modules": None, "legacy_branch": None, "known_by": None}
+           "generation": None, "open_modules": None, "proprietary_modules": None,
+           "legacy_branch": None, "known_by": None}
     model = lookup_model(pci_device_id=pci) if pci else None
     row = _SUPPORTED.get(pci) if pci else None
+    rule = device_id_rule(pci)
     if model:
         arch = model["architecture"]
         opens = open_module_supported(arch)
-        out.update(name=model["names"][0], model=model["key"], architecture=arch,
-                   generation="turing-or-newer" if opens else "pre-turing",
-                   open_modules=opens, known_by="gpu_models")
+        out.update(name=row["name"] if row else model["names"][0], model=model["key"],
+                   architecture=arch, generation="turing-or-newer" if opens else "pre-turing",
+                   open_modules=opens,
+                   proprietary_modules=arch not in OPEN_ONLY_ARCHITECTURES
+                   and (bool(row["proprietary"]) if row else True),
+                   legacy_branch=str(LEGACY_LAST_BRANCH) if arch in LEGACY_ARCHITECTURES else None,
+                   known_by="gpu_models")
     elif row:
-        out.update(name=row["name"], open_modules=bool(row["open"]),
-                   generation="turing-or-newer" if row["open"] else "pre-turing",
-                   known_by="supported-gpus")
+        out.update(name=row["name"], generation=row["generation"], open_modules=bool(row["open"]),
+                   proprietary_modules=bool(row["proprietary"]),
+                   architecture=(rule or {}).get("architecture"), known_by="supported-gpus")
+    elif rule:
+        out.update(generation=rule["generation"], architecture=rule["architecture"],
+                   open_modules=rule["open"], proprietary_modules=rule["proprietary"],
+                   legacy_branch=rule["legacy_branch"], known_by="device-id-rule")
     if row:
         out["legacy_branch"] = row["legacy_branch"]
     return out
@@ -359,39 +434,67 @@ def _pci_label(gpu: dict) -> str:
     return f"GPU {gpu.get('index', '?')} ({name}{pci})"
 
 
+def _known_arch(text) -> bool:
+    return bool(text) and str(text).strip().lower() in ARCHITECTURES + ("ada lovelace",)
+
+
+def _rules_of(gpu: dict) -> str | None:
+    """The architecture (or GENERATIONS key) whose flavour rules apply to ``gpu``: the
+    architecture nvidia-smi or gpuhost's table named, else what its PCI id says (gpuhost's
+    table, NVIDIA's supported-gpus.json, NVIDIA's device numbering), else the facts'
+    generation; "open-only" where NVIDIA's table lists the GPU for the open modules only;
+    None when nothing classifies it."""
+    info = classify_pci(gpu.get("pci_device_id"))
+    arch = gpu["architecture"] if _known_arch(gpu.get("architecture")) else info["architecture"]
+    if info["open_modules"] and info["proprietary_modules"] is False and not (
+            arch and _arch(arch) in OPEN_ONLY_ARCHITECTURES):
+        return "open-only"  # NVIDIA lists it for the open modules only (GH200)
+    if arch:
+        return arch
+    if info["generation"]:
+        return info["generation"]
+    if gpu.get("generation") in GENERATIONS:
+        return gpu["generation"]
+    return None
+
+
 def flavor_for_gpus(setting: str, gpus: Iterable[dict], driver_version: str) -> str:
     """``choose_flavor`` for GPUs as the facts report them (``facts.nvidia.NvidiaGpus``:
     ``architecture``, ``generation``, ``legacy_branch``, ``pci_device_id``, ``name``,
     ``index``). Raises ValueError naming the GPU, its PCI id and the fix when:
 
-    * a GPU needs a legacy branch older than ``driver_version`` (NVIDIA's legacybranch);
-    * ``setting`` is "auto" and a GPU cannot be classified (neither gpuhost's table nor
-      NVIDIA's supported-gpus.json snapshot knows its PCI id, and nvidia-smi did not name
-      its architecture): auto would guess, and a wrong guess leaves a driver that never loads.
+    * a GPU needs a legacy branch older than R580 (NVIDIA's legacybranch: gpuhost installs
+      none of them) and ``driver_version`` is newer; a GPU whose last branch is R580
+      (Maxwell, Pascal, Volta) follows the pre-Turing rules of ``choose_flavor`` instead
+      (proprietary modules, a driver <= 580);
+    * ``setting`` is "auto" and a GPU cannot be classified (neither gpuhost's table, NVIDIA's
+      supported-gpus.json nor NVIDIA's device numbering knows its PCI id, and nvidia-smi did
+      not name its architecture): auto would guess, and a wrong guess leaves a driver that
+      never loads.
     """
     branch = int(driver_branch(driver_version))
     labelled = []
     for gpu in gpus:
         label = _pci_label(gpu)
         legacy = gpu.get("legacy_branch")
-        if legacy and str(legacy).isdigit() and branch > int(legacy):
+        if legacy and str(legacy).isdigit() and int(legacy) < LEGACY_LAST_BRANCH \
+                and branch > int(legacy):
             raise ValueError(
                 f"{label} is driven only by NVIDIA's {legacy}.xx legacy driver branch "
                 f"(NVIDIA's supported-gpus.json), not by {driver_version}: gpuhost does not "
                 "install legacy branches; remove this host from the inventory")
-        if gpu.get("architecture"):
-            labelled.append((label, gpu["architecture"]))
-        elif gpu.get("generation") in GENERATIONS:
-            labelled.append((label, gpu["generation"]))
+        rules = _rules_of(gpu)
+        if rules is not None:
+            labelled.append((label, rules))
         elif setting == "auto":
             raise ValueError(
                 f"{label} is in neither gpuhost's GPU table nor NVIDIA's supported-gpus.json "
-                f"snapshot (driver {SUPPORTED_GPUS['_driver'].split()[0]}), so "
-                "nvidia_driver_flavor 'auto' cannot tell whether the open kernel modules drive "
-                "it: set nvidia_driver_flavor to 'open' (Turing and newer GPUs) or "
+                f"({SUPPORTED_GPUS_DRIVER} table), and NVIDIA's device numbering does not place "
+                "it, so nvidia_driver_flavor 'auto' cannot tell whether the open kernel modules "
+                "drive it: set nvidia_driver_flavor to 'open' (Turing and newer GPUs) or "
                 "'proprietary' (Maxwell, Pascal, Volta) for this host, or refresh "
                 "gpuhost/data/nvidia_supported_gpus.json from a newer driver "
-                "(scripts/refresh_supported_gpus.py)")
+                "(python -m gpuhost.supported_gpus)")
     return choose_flavor(setting, labelled, driver_version)
 
 

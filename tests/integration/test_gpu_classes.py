@@ -1,8 +1,11 @@
-"""GPUs the product's table does not know, on hosts without lspci (issue 13 item 3), over real
-SSH: a V100 PCIe host without pciutils converges with the proprietary modules (its ids come
-from /sys/bus/pci/devices, NVIDIA's supported-gpus.json says pre-Turing), and a host whose
-GPU nobody's table knows (B200, 10de:2901, pci.ids too old) stops before any change with a
-message naming the PCI id and the setting. The traits themselves are shown in effect by
+"""GPUs read from PCI ids alone, on hosts without lspci or whose pci.ids is too old (issue 13
+item 3, issue 22), over real SSH: a V100 PCIe host without pciutils converges with the
+proprietary modules (its ids come from /sys/bus/pci/devices, NVIDIA's supported-gpus.json
+says its last branch is R580), and a B200 host whose lspci cannot name its GPU (10de:2901,
+pci.ids too old) converges from bare with `nvidia_driver_flavor: auto` and the open modules
+(gpuhost's table knows the id; before issue 22 it stopped there). A GPU that no table and
+no rule of the device numbering knows stops before any change: tests/plans/test_plans.py
+(the exact plan is one refusal). The traits themselves are shown in effect by
 sandbox/tests/test_traits_gpus.py."""
 from __future__ import annotations
 
@@ -10,16 +13,10 @@ import pytest
 
 from sandbox.tests.test_traits_gpus import OVERRIDES
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, overrides=OVERRIDES, state="bare",
+                                why="what a fresh host of an unknown GPU class does is the point")]
 LIMIT = ("--limit", "gpu-01", "--limit", "gpu-02")
-
-
-def totals(output: str) -> dict[str, int]:
-    for line in output.splitlines():
-        if "Grand total" in line:
-            cells = [0 if c == "-" else int(c) for c in line.split("Grand total", 1)[1].split()]
-            return dict(zip(("operations", "changed", "error", "no_change"), cells, strict=True))
-    raise AssertionError(f"no Grand total in pyinfra's output:\n{output[-3000:]}")
 
 
 def gpus(ssh, host: str) -> list[dict]:
@@ -31,17 +28,11 @@ def gpus(ssh, host: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def runs(fleet, sandbox_tools, sandbox_spec, ssh, pyinfra):
-    wanted = {**sandbox_spec, "hosts": 4, "ol": 2, "overrides": OVERRIDES}
-    sandbox_tools.cli("down")  # bare hosts
-    sandbox_tools.cli(*sandbox_tools.up_args(wanted))
+def runs(fleet, ssh, pyinfra):
     before = {name: gpus(ssh, name) for name in ("gpu-01", "gpu-02")}
     first = pyinfra("-y", "deploys/gpu_host.py", *LIMIT, check=False, timeout=1800)
-    second = pyinfra("-y", "deploys/gpu_host.py", "--limit", "gpu-01", check=False, timeout=900)
-    yield {"before": before, "first": first.stdout + first.stderr,
-           "second": second.stdout + second.stderr}
-    sandbox_tools.cli("down")
-    sandbox_tools.cli(*sandbox_tools.up_args(sandbox_spec))
+    second = pyinfra("-y", "deploys/gpu_host.py", *LIMIT, check=False, timeout=900)
+    return {"before": before, "first": first.stdout + first.stderr, "second": second}
 
 
 def test_the_facts_see_both_hosts_gpus_without_lspci_or_names(runs):
@@ -49,17 +40,16 @@ def test_the_facts_see_both_hosts_gpus_without_lspci_or_names(runs):
     assert [(g["name"], g["pci_device_id"], g["generation"], g["source"]) for g in v100] == [
         ("Tesla V100-PCIE-16GB", "1db4", "pre-turing", "sysfs")] * 2
     (b200,) = runs["before"]["gpu-02"]
-    assert (b200["name"], b200["classified_by"], b200["generation"]) == (
-        "NVIDIA device 10de:2901", None, None)
+    assert (b200["name"], b200["pci_device_id"], b200["classified_by"], b200["generation"],
+            b200["source"]) == ("NVIDIA B200", "2901", "gpu_models", "turing-or-newer", "sysfs")
 
 
-def test_the_unknown_gpu_host_stops_before_any_change_naming_the_pci_id(runs, ssh):
-    out = runs["first"]
-    assert "gpu-02: GPU 0 (unknown model, PCI id 10de:2901) is in neither" in out, out[-3000:]
-    assert "set nvidia_driver_flavor to 'open'" in out
-    listed = ssh("gpu-02", "dpkg-query -W -f '${Package}\\n' 'nvidia*' 2>/dev/null; "
-                 "ls /etc/apt/sources.list.d /var/cache/gpuhost 2>&1", check=False).stdout
-    assert "nvidia" not in listed, listed
+def test_the_b200_host_whose_lspci_cannot_name_it_converges_with_the_open_modules(runs, ssh):
+    version = ssh("gpu-02", "cat /proc/driver/nvidia/version").stdout
+    assert "570.172.08" in version and "Open Kernel Module" in version, (
+        version, runs["first"][-3000:])
+    assert ssh("gpu-02", "nvidia-smi -L").stdout.startswith("GPU 0: NVIDIA B200")
+    assert "10de:2901" in ssh("gpu-02", "lspci -nn -d 10de:").stdout  # still unnamed there
 
 
 def test_the_v100_host_without_lspci_converges_proprietary_and_stays_converged(runs, ssh):
@@ -68,5 +58,6 @@ def test_the_v100_host_without_lspci_converges_proprietary_and_stays_converged(r
     assert ssh("gpu-01", "nvidia-smi -L").stdout.count("Tesla V100-PCIE-16GB") == 2
     assert ssh("gpu-01", "dpkg-query -W -f '${Status}' nvidia-dkms-570").stdout.endswith(
         "installed")
-    second = totals(runs["second"])
-    assert second["changed"] == 0 and second["error"] == 0, runs["second"][-3000:]
+    second = runs["second"].totals
+    assert second["changed"] == 0 and second["error"] == 0, runs["second"].output[-3000:]
+    assert runs["second"].hosts_that_ran() == {"gpu-01", "gpu-02"}

@@ -1,5 +1,6 @@
-"""GPUs by PCI id (issue 13 item 3): NVIDIA's supported-gpus.json snapshot, the sysfs ids the
-facts read without lspci, and flavour "auto" refusing a GPU it cannot classify."""
+"""GPUs by PCI id (issue 13 item 3, issue 22 item 1): NVIDIA's supported-gpus.json snapshot,
+the sysfs ids the facts read without lspci, and flavour "auto" refusing a GPU nothing can
+classify (the whole-table checks are in test_device_table.py)."""
 from __future__ import annotations
 
 import pytest
@@ -9,12 +10,14 @@ from facts.host_parsers import split_sections
 from gpuhost import policy
 
 TURING_FIRST_DEVICE_ID = 0x1E00  # NVIDIA's open-module table starts at 1E02 (TITAN RTX)
+UNKNOWN = "12ff"  # below 0x1340 (the device-id rule claims nothing there) and in no table
 
 
 def test_the_snapshot_names_its_source_driver_and_date():
     data = policy.SUPPORTED_GPUS
     assert "supported-gpus.json" in data["_source"] and data["_driver"] and data["_date"]
-    assert len(data["devices"]) > 500
+    assert "commit" in data["_source"] and data["_driver"].startswith("R590")
+    assert len(data["devices"]) > 1000
 
 
 def test_no_pre_turing_row_claims_the_open_modules():
@@ -37,8 +40,14 @@ def test_classify_by_gpuhosts_table_then_nvidias_then_unknown():
     v100 = policy.classify_pci("1db4")  # V100 PCIe 16GB: not in gpuhost's own table
     assert (v100["known_by"], v100["name"], v100["generation"], v100["open_modules"]) == (
         "supported-gpus", "Tesla V100-PCIE-16GB", "pre-turing", False)
-    b200 = policy.classify_pci("2901")  # newer than the snapshot's driver
-    assert b200["known_by"] is None and b200["generation"] is None
+    b200 = policy.classify_pci("2901")  # gpuhost's table now has its id
+    assert (b200["known_by"], b200["architecture"], b200["proprietary_modules"]) == (
+        "gpu_models", "blackwell", False)
+    newer = policy.classify_pci("3300")  # in no table yet: NVIDIA's device numbering
+    assert (newer["known_by"], newer["generation"], newer["open_modules"]) == (
+        "device-id-rule", "turing-or-newer", True)
+    nobody = policy.classify_pci(UNKNOWN)
+    assert nobody["known_by"] is None and nobody["generation"] is None
     kepler = policy.classify_pci("1023")  # Tesla K40m: 470.xx legacy
     assert kepler["legacy_branch"] == "470"
 
@@ -67,12 +76,12 @@ def test_open_on_a_pre_turing_gpu_is_refused_with_the_gpu_and_the_fix():
 
 def test_auto_refuses_a_gpu_nobody_knows_and_names_the_pci_id_and_setting():
     with pytest.raises(ValueError) as error:
-        policy.flavor_for_gpus("auto", [gpu("20b0"), gpu("2901", 1)], "570.172.08")
+        policy.flavor_for_gpus("auto", [gpu("20b0"), gpu(UNKNOWN, 1)], "570.172.08")
     message = str(error.value)
-    assert "GPU 1 (unknown model, PCI id 10de:2901)" in message
-    assert "nvidia_driver_flavor" in message and "refresh_supported_gpus" in message
+    assert f"GPU 1 (unknown model, PCI id 10de:{UNKNOWN})" in message
+    assert "nvidia_driver_flavor" in message and "gpuhost.supported_gpus" in message
     # an explicit flavour is the operator's decision
-    assert policy.flavor_for_gpus("open", [gpu("2901")], "570.172.08") == "open"
+    assert policy.flavor_for_gpus("open", [gpu(UNKNOWN)], "570.172.08") == "open"
 
 
 def test_a_legacy_gpu_is_refused_whatever_the_flavour():
@@ -91,24 +100,27 @@ def test_facts_read_sysfs_ids_without_lspci():
         lspci=(127, ""),
         pci_sysfs=(0, "0000:3b:00.0 0x1db4 0x030200 0x10de 0x1214 0xa1\n"
                       "0000:c4:00.0 0x22a3 0x068000 0x10de 0x1796 0xa1\n"
-                      "0000:d8:00.0 0x2901 0x030200 0x10de 0x1999 0xa1\n")))
+                      "0000:d8:00.0 0x2901 0x030200 0x10de 0x1999 0xa1\n"
+                      f"0000:e1:00.0 0x{UNKNOWN} 0x030200 0x10de 0x1999 0xa1\n")))
     assert [(g["name"], g["pci_device_id"], g["generation"], g["classified_by"], g["source"])
             for g in got] == [
         ("Tesla V100-PCIE-16GB", "1db4", "pre-turing", "supported-gpus", "sysfs"),
-        ("NVIDIA device 10de:2901", "2901", None, None, "sysfs"),  # shown, not dropped
+        ("NVIDIA B200", "2901", "turing-or-newer", "gpu_models", "sysfs"),
+        (f"NVIDIA device 10de:{UNKNOWN}", UNKNOWN, None, None, "sysfs"),  # shown, not dropped
     ]
 
 
 def test_lspci_names_join_sysfs_ids_and_lspci_alone_still_works():
     lspci = ('3b:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" '
-             '"Device [2901]" -ra1 "NVIDIA Corporation [10de]" "Device [1999]"\n')
+             f'"Device [{UNKNOWN}]" -ra1 "NVIDIA Corporation [10de]" "Device [1999]"\n')
     got = assemble.gpus_state(sections(lspci=(0, lspci), pci_sysfs=(3, "")))
     assert [(g["name"], g["pci_device_id"], g["source"]) for g in got] == [
-        ("NVIDIA device 10de:2901", "2901", "lspci")]
-    named = lspci.replace('"Device [2901]"', '"GB100 [B200] [2901]"')
+        (f"NVIDIA device 10de:{UNKNOWN}", UNKNOWN, "lspci")]
+    named = lspci.replace(f'"Device [{UNKNOWN}]"', f'"GK999 [Some GPU] [{UNKNOWN}]"')
     got = assemble.gpus_state(sections(
-        lspci=(0, named), pci_sysfs=(0, "0000:3b:00.0 0x2901 0x030200 0x10de 0x1999 0xa1\n")))
-    assert [(g["name"], g["source"]) for g in got] == [("GB100 [B200]", "sysfs")]
+        lspci=(0, named),
+        pci_sysfs=(0, f"0000:3b:00.0 0x{UNKNOWN} 0x030200 0x10de 0x1999 0xa1\n")))
+    assert [(g["name"], g["source"]) for g in got] == [("GK999 [Some GPU]", "sysfs")]
 
 
 def test_the_audit_shows_an_unknown_gpu_instead_of_dropping_it():
@@ -116,14 +128,15 @@ def test_the_audit_shows_an_unknown_gpu_instead_of_dropping_it():
 
     state = assemble.host_state(sections(
         os_release=(0, 'ID=debian\nVERSION_ID="12"\n'), kernel=(0, "6.1.0-56-amd64 x86_64\n"),
-        lspci=(127, ""), pci_sysfs=(0, "0000:1b:00.0 0x2901 0x030200 0x10de 0x1999 0xa1\n")))
+        lspci=(127, ""),
+        pci_sysfs=(0, f"0000:1b:00.0 0x{UNKNOWN} 0x030200 0x10de 0x1999 0xa1\n")))
     seen = audit.observed(state)
     assert seen["gpu_count"] == 1
-    assert seen["gpus"] == [{"model": "NVIDIA device 10de:2901", "count": 1}]
+    assert seen["gpus"] == [{"model": f"NVIDIA device 10de:{UNKNOWN}", "count": 1}]
 
 
 def test_the_refusal_does_not_repeat_the_placeholder_name():
-    unknown = {"index": 0, "name": "NVIDIA device 10de:2901", "pci_device_id": "2901",
+    unknown = {"index": 0, "name": f"NVIDIA device 10de:{UNKNOWN}", "pci_device_id": UNKNOWN,
                "architecture": None, "generation": None, "legacy_branch": None}
-    with pytest.raises(ValueError, match=r"^GPU 0 \(unknown model, PCI id 10de:2901\) is in"):
+    with pytest.raises(ValueError, match=rf"^GPU 0 \(unknown model, PCI id 10de:{UNKNOWN}\) is in"):
         policy.flavor_for_gpus("auto", [unknown], "570.172.08")

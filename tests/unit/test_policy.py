@@ -28,6 +28,8 @@ from gpuhost.policy import (
     ("13.0", "580.65.06"), ("12.9.1", "575.57.08"), ("12.8", "570.26"), ("12.8.1", "570.124.06"),
     ("12.6.2", "560.35.03"), ("12.4.1", "550.54.15"), ("12.0", "525.60.13"), ("11.8", "520.61.05"),
     ("11.6.2", "510.47.03"), ("11.0.3", "450.51.06"), ("10.2", "440.33"), ("12.8.0", "570.26"),
+    ("13.0.2", "580.95.05"), ("13.1", "590.44.01"), ("13.1.1", "590.48.01"),
+    ("13.2", "595.45.04"), ("13.2.2", "595.71.05"), ("13.3", "610.43.02"),
 ])
 def test_min_driver_for_cuda(cuda, driver):
     assert min_driver_for_cuda(cuda) == driver
@@ -49,11 +51,24 @@ def test_table_is_monotonic_and_parses():
 
 @pytest.mark.parametrize("driver, cuda", [
     ("570.124.06", "12.8.1"), ("570.124.05", "12.8"), ("570.172.08", "12.8.1"),
-    ("550.163.01", "12.4.1"), ("535.104.05", "12.2.2"), ("590.48.01", "13.0"),
+    ("550.163.01", "12.4.1"), ("535.104.05", "12.2.2"), ("590.48.01", "13.1.1"),
+    ("580.126.09", "13.0.2"), ("595.71.05", "13.2.2"), ("620.10.01", "13.3.1"),
     ("450.80.02", "11.0.3"), ("440.33", "10.2"), ("418.43", None),
 ])
 def test_newest_cuda(driver, cuda):
     assert newest_cuda(driver) == cuda
+
+
+def test_cuda_releases_without_a_confirmed_row_answer_with_a_lower_bound():
+    """CUDA 13.4 and 13.5: released, NVIDIA's row not read (cuda_drivers.json _notes)."""
+    for cuda in ("13.4", "13.4.0", "13.4.1", "13.5"):
+        assert min_driver_for_cuda(cuda) == "610.43.02"
+        assert not policy.cuda_min_driver_confirmed(cuda)
+    assert policy.cuda_min_driver_confirmed("13.3.1")
+    assert newest_cuda("620.10.01") == "13.3.1"  # a lower bound is never claimed as newest
+    old = cuda_compat("595.71.05", "13.4")
+    assert old["how"] == "minor-version-compat" and old["driver_needed_confirmed"] is False
+    assert cuda_compat("620.10.01", "13.4")["native"]
 
 
 def test_cuda_compat_native_minor_and_forward():
