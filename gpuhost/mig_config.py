@@ -23,14 +23,89 @@ controller-side check (no host facts); ``wanted(entries, gpus)``, ``host_problem
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from gpuhost import policy
 
 NVIDIA_VENDOR = 0x10DE
+
+# --- profile grammar ---------------------------------------------------------------------
+# mig-parted's (go-nvlib ``pkg/nvlib/device/mig_profile.go`` vendored in mig-parted @bd7160f,
+# read 2026-11-27): ``[<C>c.]<G>g.<GB>gb[(+|-)<attr>[,<attr>...]]``. C defaults to G (a GPU
+# instance with its full compute instance); with C < G it names compute instances of C
+# slices inside a G-slice GPU instance (``1c.2g.10gb``). Attributes: ``+me`` (a media
+# engine), ``+me.all`` (all of them), ``+gfx`` (graphics), ``-me`` (no media engine); a
+# profile has either ``+`` or ``-`` attributes, never both; an attribute is unique, starts
+# with a letter, has letters, digits and dots and neither starts nor ends with a dot.
+_FIELDS_RE = re.compile(r"(?:(\d+)c\.)?(\d+)g\.(\d+)gb")
+_ATTR_RE = re.compile(r"[A-Za-z][A-Za-z0-9.]*")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One parsed profile name."""
+
+    c: int
+    g: int
+    gb: int
+    sign: str                  # "", "+" or "-"
+    attributes: tuple[str, ...]
+
+    @property
+    def gpu_instance(self) -> str:
+        """The GPU instance profile name (``1c.2g.10gb`` -> ``2g.10gb``)."""
+        suffix = self.sign + ",".join(self.attributes) if self.attributes else ""
+        return f"{self.g}g.{self.gb}gb{suffix}"
+
+    @property
+    def compute_instance_form(self) -> bool:
+        return self.c != self.g
+
+    def __str__(self) -> str:
+        return (f"{self.c}c." if self.compute_instance_form else "") + self.gpu_instance
+
+
+def parse_profile(text: str) -> tuple[Profile | None, str | None]:
+    """(Profile, None) or (None, why): mig-parted's grammar, case-insensitive as gpuhost
+    has always read profile names (nvidia-smi prints them lower case)."""
+    name = str(text).strip().lower()
+    if not name:
+        return None, "the empty string is not a MIG profile name"
+    plus, minus = "+" in name, "-" in name
+    if plus and minus:
+        return None, f"{text!r} has both '+' and '-' attributes (mig-parted allows one kind)"
+    sign = "+" if plus else "-" if minus else ""
+    fields, _, attrs = name.partition(sign) if sign else (name, "", "")
+    m = _FIELDS_RE.fullmatch(fields)
+    if not m:
+        return None, (f"{text!r} is not a MIG profile name like \"1g.10gb\", \"1g.24gb+me.all\" "
+                      "or \"1c.2g.10gb\"")
+    attributes: tuple[str, ...] = ()
+    if sign:
+        parts = attrs.split(",")
+        for attr in parts:
+            if not _ATTR_RE.fullmatch(attr) or attr.endswith("."):
+                return None, f"{text!r}: attribute {attr!r} is not like \"me\", \"me.all\" or \"gfx\""
+        if len(set(parts)) != len(parts):
+            return None, f"{text!r}: an attribute is listed twice"
+        attributes = tuple(parts)
+    g, gb = int(m.group(2)), int(m.group(3))
+    c = int(m.group(1)) if m.group(1) is not None else g
+    return Profile(c, g, gb, sign, attributes), None
+
+
+def profile_name(text: str) -> str:
+    """The canonical name of a valid profile (``2c.2g.10gb`` -> ``2g.10gb``); unchanged
+    (lower-cased) when it does not parse."""
+    parsed, _ = parse_profile(text)
+    return str(parsed) if parsed else str(text).strip().lower()
 
 
 class MigConfigError(ValueError):
@@ -140,14 +215,23 @@ def _entry(raw: Any, name: str, position: int) -> tuple[Entry | None, list[str]]
     elif not isinstance(mig_devices, Mapping):
         problems.append(f"{where}: mig-devices is not a mapping of profile to count")
     else:
+        counted = 0
         for profile, count in mig_devices.items():
-            text = str(profile).strip().lower()
-            if not policy._PROFILE_RE.fullmatch(text):
-                problems.append(f"{where}: {profile!r} is not a MIG profile name like \"1g.10gb\"")
+            parsed, why = parse_profile(str(profile))
+            if why:
+                problems.append(f"{where}: {why}")
             elif isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 problems.append(f"{where}: {profile}: count {count!r} is not a whole number >= 0")
-            elif count:
-                pairs.append((text, count))
+            else:
+                counted += 1
+                if count:
+                    pairs.append((str(parsed), count))
+        # mig-parted (pkg/types/mig_config.go AssertValidFormat): a non-empty mig-devices
+        # whose counts are all 0 is refused; a 0 beside other counts is ignored.
+        if counted and counted == len(mig_devices) and not pairs:
+            problems.append(f"{where}: mig-devices: all counts are 0 (mig-parted refuses this; "
+                            "write {} for MIG enabled without instances, or a count of at "
+                            "least 1)")
         if enabled is False and pairs:
             problems.append(f"{where}: MIG devices listed while mig-enabled is false")
     if problems:
@@ -157,6 +241,8 @@ def _entry(raw: Any, name: str, position: int) -> tuple[Entry | None, list[str]]
 
 def parse(document: Any, source: str = "mig_config_file") -> dict[str, tuple[Entry, ...]]:
     """The file's configurations (name -> entries); MigConfigError lists every problem."""
+    if isinstance(document, Mapping) and document.get("kind") == "ConfigMap":
+        document = _from_config_map(document, source)
     if not isinstance(document, Mapping):
         raise MigConfigError([f"{source}: not a mapping with version and mig-configs"])
     problems = []
@@ -184,6 +270,24 @@ def parse(document: Any, source: str = "mig_config_file") -> dict[str, tuple[Ent
     if problems:
         raise MigConfigError(problems)
     return result
+
+
+def _from_config_map(document: Mapping, source: str) -> Any:
+    """GPU Operator ships its default as a Kubernetes ConfigMap (``default-mig-parted-config``,
+    ``data: {config.yaml: |...}``, the key mig-manager reads): the config inside it."""
+    import yaml
+
+    data = document.get("data")
+    if not isinstance(data, Mapping) or not data:
+        raise MigConfigError([f"{source}: a ConfigMap without data"])
+    key = "config.yaml" if "config.yaml" in data else (next(iter(data)) if len(data) == 1 else None)
+    if key is None or not isinstance(data[key], str):
+        raise MigConfigError([f"{source}: ConfigMap data has no config.yaml (it has: "
+                              f"{', '.join(map(str, data))})"])
+    try:
+        return yaml.safe_load(data[key])
+    except yaml.YAMLError as error:
+        raise MigConfigError([f"{source}: ConfigMap data {key} is not YAML ({error})"]) from None
 
 
 _CACHE: dict[tuple, dict[str, tuple[Entry, ...]] | MigConfigError] = {}
@@ -224,21 +328,157 @@ def select(path: str, name: str) -> tuple[Entry, ...]:
 
 
 # --- fitting layouts to GPU models ------------------------------------------------------
+# gpuhost/data/mig_profiles.json: ``tables`` (profile -> id, max, size, starts), their
+# sources and dates (``table_sources``) and ``gpus``: product name as nvidia-smi prints it
+# -> table, compute slices and the gpu_models.json key.
 
-def _tables() -> dict[str, list[str]]:
-    """Profile table -> the MIG models that use it (models without a table left out)."""
+@dataclass(frozen=True)
+class GpuTable:
+    """The MIG profile table of one GPU product."""
+
+    name: str          # shown in messages: the gpu_models key where there is one
+    table: str         # the key in mig_profiles.json's tables
+    slices: int        # compute slices
+    profiles: Mapping[str, Mapping[str, Any]]
+
+
+def _norm(name: str) -> str:
+    text = " ".join(str(name).split()).lower()
+    return text[len("nvidia "):] if text.startswith("nvidia ") else text
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict:
+    return json.loads(resources.files("gpuhost").joinpath("data", "mig_profiles.json")
+                      .read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _gpus() -> dict[str, GpuTable]:
+    """Normalised product name, gpu_models key and PCI device id ("pci:2348") -> its
+    GpuTable. A gpu_models key whose products have different tables (GH200 96GB and
+    144GB) maps to the first; messages then name the product, not the key."""
+    data = _data()
+    tables_of: dict[str, set[str]] = {}
+    for spec in data["gpus"].values():
+        if spec["model"]:
+            tables_of.setdefault(spec["model"], set()).add(spec["table"])
+    result: dict[str, GpuTable] = {}
+    for product, spec in data["gpus"].items():
+        model = spec["model"]
+        shown = model if model and len(tables_of[model]) == 1 else product
+        gpu = GpuTable(shown, spec["table"], spec["slices"], data["tables"][spec["table"]])
+        result[_norm(product)] = gpu
+        if model:
+            result.setdefault(_norm(model), gpu)
+        for pci in spec.get("pci_device_ids") or ():
+            result[f"pci:{pci.lower()}"] = gpu
+    return result
+
+
+def gpu_table(model_key: str | None = None, name: str | None = None,
+              pci_device_id: str | None = None) -> GpuTable | None:
+    """The profile table for a GPU named by its PCI device id ("2348", "0x234810DE"), its
+    product name (as nvidia-smi prints it, "NVIDIA " prefix or not) or its gpu_models
+    key, in that order; None when gpuhost has none."""
+    packed = _packed(pci_device_id)
+    if packed and f"pci:{packed[2:6].lower()}" in _gpus():
+        return _gpus()[f"pci:{packed[2:6].lower()}"]
+    for text in (name, model_key):
+        if text and _norm(text) in _gpus():
+            return _gpus()[_norm(text)]
+    model = policy.lookup_model(model_key or name, pci_device_id) \
+        if (model_key or name or pci_device_id) else None
+    if model and _norm(model["key"]) in _gpus():
+        return _gpus()[_norm(model["key"])]
+    return None
+
+
+def _fits(sizes: list[tuple[int, tuple[int, ...]]], used: frozenset[int]) -> bool:
+    """Backtracking placement: can every (size, starts) be placed without overlap?"""
+    if not sizes:
+        return True
+    size, starts = sizes[0]
+    for start in starts:
+        slots = frozenset(range(start, start + size))
+        if not slots & used and _fits(sizes[1:], used | slots):
+            return True
+    return False
+
+
+def table_problems(gpu: GpuTable, profiles: Iterable[str]) -> list[str]:
+    """Why ``profiles`` (one entry per instance, as Entry.profiles) do not fit one GPU of
+    ``gpu``: profile known to it, instances per profile, compute slices, a placement of
+    the memory slices. A compute-instance form (``1c.2g.10gb`` x n) needs GPU instances
+    of its G profile, each holding G // C such compute instances. [] fits."""
+    problems: list[str] = []
+    wanted: dict[str, int] = {}       # GPU instance profile -> compute instances (by C)
+    per_gi: dict[str, int] = {}
+    for text in profiles:
+        parsed, why = parse_profile(text)
+        if why:
+            problems.append(why)
+            continue
+        gi = parsed.gpu_instance
+        if gi not in gpu.profiles:
+            problems.append(f"unknown MIG profile {gi!r} for {gpu.name} (known: "
+                            f"{', '.join(gpu.profiles)})")
+            continue
+        if parsed.c < 1 or parsed.c > parsed.g:
+            problems.append(f"{parsed}: a compute instance of {parsed.c} slices does not fit "
+                            f"a {parsed.g}-slice GPU instance")
+            continue
+        key = f"{parsed.c}c.{gi}" if parsed.compute_instance_form else gi
+        wanted[key] = wanted.get(key, 0) + 1
+        per_gi[key] = parsed.g // parsed.c
+    if problems:
+        return sorted(set(problems), key=problems.index)
+    instances: dict[str, int] = {}    # GPU instance profile -> GPU instances needed
+    for key, count in wanted.items():
+        gi = key.split("c.", 1)[1] if "c." in key else key
+        instances[gi] = instances.get(gi, 0) + -(-count // per_gi[key])
+    for gi, count in instances.items():
+        allowed = gpu.profiles[gi]["max"]
+        if count > allowed:
+            problems.append(f"{gi} x{count}: {gpu.name} allows at most {allowed}")
+    slices = sum(int(gi.split("g.", 1)[0]) * n for gi, n in instances.items())
+    if slices > gpu.slices:
+        problems.append(f"layout uses {slices} compute slices, {gpu.name} has {gpu.slices}")
+    if not problems:
+        sizes = sorted(((gpu.profiles[gi]["size"], tuple(gpu.profiles[gi]["starts"]))
+                        for gi, n in instances.items() for _ in range(n)), reverse=True)
+        if not _fits(sizes, frozenset()):
+            names = [gi for gi, n in instances.items() for _ in range(n)]
+            problems.append(f"layout {' + '.join(names)} does not fit on {gpu.name}: no "
+                            "placement of the memory slices works (see `nvidia-smi mig -lgipp`)")
+    return problems
+
+
+def layout_problems(model_key: str | None, profiles: list[str], name: str | None = None,
+                    pci_device_id: str | None = None) -> list[str]:
+    """Why ``profiles`` do not fit one GPU of ``model_key`` (gpu_models key), ``name``
+    (product name) or ``pci_device_id``: by gpuhost's profile table for that GPU; a GPU
+    with none falls back to policy's check; a GPU gpuhost does not know at all is not
+    checked ([]). [] fits."""
+    gpu = gpu_table(model_key, name, pci_device_id)
+    if gpu is not None:
+        return table_problems(gpu, profiles) if profiles else []
+    model = policy.lookup_model(model_key or name) if (model_key or name) else None
+    if model is None:
+        return []
+    if not model["mig"]:
+        return [f"{model['key']} does not support MIG"]
+    return policy.mig_layout_valid(model["key"], profiles) if profiles else []
+
+
+def _distinct_tables() -> dict[str, list[str]]:
+    """Table -> the GPU names that use it (for messages), in the file's order."""
     tables: dict[str, list[str]] = {}
-    for key, model in policy.GPU_MODELS.items():
-        if model["mig"] and model["mig"]["profiles"]:
-            tables.setdefault(id(model["mig"]["profiles"]), []).append(key)  # type: ignore[arg-type]
-    return {models[0]: models for models in tables.values()}
-
-
-def layout_problems(model_key: str, profiles: list[str]) -> list[str]:
-    """Why ``profiles`` do not fit one GPU of ``model_key`` (policy's check); [] fits."""
-    return policy.mig_layout_valid(model_key, profiles) if profiles else \
-        ([] if (policy.lookup_model(model_key) or {}).get("mig") else
-         [f"{model_key} does not support MIG"])
+    for gpu in _gpus().values():
+        names = tables.setdefault(gpu.table, [])
+        if gpu.name not in names:
+            names.append(gpu.name)
+    return tables
 
 
 def check(path: str, name: str) -> list[str]:
@@ -246,7 +486,7 @@ def check(path: str, name: str) -> list[str]:
     starting with the name or with ``mig_config_file``): the file parses, ``name`` is
     in it, every entry with a device-filter fits each GPU model the filter names (ids
     gpuhost's table does not know are matched on the host and checked there), and every
-    entry without one fits at least one MIG model (each host's own GPUs are checked again
+    entry without one fits at least one MIG GPU (each host's own GPUs are checked again
     when its facts arrive, before any host is changed)."""
     try:
         entries = select(path, name)
@@ -259,25 +499,27 @@ def check(path: str, name: str) -> list[str]:
         layout = compact(entry.profiles)
         if entry.device_filter:
             for packed in entry.device_filter:
+                gpu = gpu_table(pci_device_id=packed)
                 model = policy.lookup_model(pci_device_id=packed)
-                if model is None:
+                if gpu is None and model is None:
                     continue
-                found = layout_problems(model["key"], entry.profiles)
+                found = table_problems(gpu, entry.profiles) if gpu else \
+                    layout_problems(model["key"], entry.profiles)
                 if found:
                     problems.append(f"{name} {entry.shown()}: {layout} does not fit "
-                                    f"{model['key']} ({packed}): {'; '.join(found)}")
+                                    f"{gpu.name if gpu else model['key']} ({packed}): "
+                                    f"{'; '.join(found)}")
             continue
         reasons = {}
-        candidates = [k for k, m in policy.GPU_MODELS.items() if m["mig"]]
-        for key in candidates:
-            found = layout_problems(key, entry.profiles)
+        for table, gpus in _distinct_tables().items():
+            found = table_problems(_gpus()[_norm(gpus[0])], entry.profiles)
             if not found:
                 reasons = {}
                 break
-            reasons[key] = found
+            reasons[table] = (gpus, found)
         if reasons:
-            shown = [f"{models[0]}{' (and ' + ', '.join(models[1:]) + ')' if models[1:] else ''}"
-                     f": {'; '.join(reasons[models[0]])}" for models in _tables().values()]
+            shown = [f"{gpus[0]}{' (and ' + ', '.join(gpus[1:]) + ')' if gpus[1:] else ''}"
+                     f": {'; '.join(found)}" for gpus, found in reasons.values()]
             problems.append(f"{name} {entry.shown()}: {layout} fits no MIG GPU "
                             f"model: {' | '.join(shown)}")
     return problems
@@ -323,7 +565,13 @@ def host_problems(name: str, wants: Mapping[int, Want], gpus: Iterable[Mapping])
             continue
         gpu = by_index.get(index, {})
         model = want.model or gpu.get("name") or "unknown model"
-        found = layout_problems(want.model, list(want.profiles)) if want.model else []
+        found = layout_problems(want.model, list(want.profiles), gpu.get("name"),
+                                gpu.get("pci_device_id"))
+        ci_forms = sorted({p for p in want.profiles if "c." in p})
+        if ci_forms:
+            found.append(f"{', '.join(ci_forms)}: compute-instance profiles are checked but "
+                         "not created by gpuhost (it creates each GPU instance with its "
+                         "default compute instance); use GPU instance profiles")
         if found:
             problems.append(f"mig_config {name} {want.entry.shown()}: GPU {index} ({model}): "
                             f"{compact(want.profiles)} does not fit: {'; '.join(found)}")
