@@ -1,7 +1,8 @@
 """Fixtures for the QEMU/TCG VM tests (marker `vm`): `make test-vm`.
 
-Every test boots its own VM on a throw-away overlay and powers it off at the end, pass or
-fail. The VM tooling lives in vagrant/qemu/ (not a package: `vagrant` would shadow
+The tests share one VM per session (a TCG boot takes minutes): booted on a throw-away overlay
+by the first test that asks for it, booted again only if a test powered it off (the power-off
+test runs last), and powered off at the end of the session, pass or fail. The VM tooling lives in vagrant/qemu/ (not a package: `vagrant` would shadow
 python-vagrant, which Molecule's vagrant driver imports), so it is loaded from its path; the
 tests get it, the pyinfra runner and the timings through the fixtures below.
 """
@@ -99,20 +100,51 @@ def sandbox_caches():
     return json.loads(MANIFEST.read_text())
 
 
+class SharedVM:
+    """The session's one VM: booted on first use, and again when a test powered it off."""
+
+    def __init__(self):
+        self.machine = vm_module.VM(run_dir=RUN_DIR)
+        self.boot_error: str | None = None
+        self.boots = 0
+
+    def get(self):
+        if self.boot_error is not None:
+            # Do not spend another boot timeout per test on a VM that could not boot.
+            pytest.fail(f"the VM did not come up (earlier in this session): {self.boot_error}")
+        if self.machine.running():
+            return self.machine
+        t0 = time.monotonic()
+        try:
+            state = self.machine.up()
+        except vm_module.VMError as exc:
+            self.boot_error = str(exc)
+            pytest.fail(f"the VM did not come up: {exc}")
+        self.boots += 1
+        suffix = "" if self.boots == 1 else f"_{self.boots}"
+        record_timing(f"boot_to_ssh{suffix}", state["boot_seconds"])
+        record_timing(f"boot_to_ready{suffix}", time.monotonic() - t0)
+        return self.machine
+
+
+@pytest.fixture(scope="session")
+def shared_vm(vm_image, sandbox_caches):
+    """The session's SharedVM; whatever is still running at the end is powered off and its
+    overlay deleted. GPUHOST_VM_DIR points pyinfra's inventory at it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUHOST_VM_DIR", str(RUN_DIR))
+        shared = SharedVM()
+        yield shared
+        if shared.machine.running():
+            t1 = time.monotonic()
+            shared.machine.down()
+            record_timing("shutdown_at_session_end", time.monotonic() - t1)
+        else:
+            shared.machine.down()   # a VM that died on its own: drop its overlay and state
+
+
 @pytest.fixture
-def vm(vm_image, sandbox_caches, monkeypatch):
-    """A booted VM (SSH up, tunnel to the mirror, GPU simulator installed); powered off and
-    its overlay deleted afterwards. GPUHOST_VM_DIR points pyinfra's inventory at it."""
-    monkeypatch.setenv("GPUHOST_VM_DIR", str(RUN_DIR))
-    machine = vm_module.VM(run_dir=RUN_DIR)
-    t0 = time.monotonic()
-    try:
-        state = machine.up()
-    except vm_module.VMError as exc:
-        pytest.fail(f"the VM did not come up: {exc}")
-    record_timing("boot_to_ssh", state["boot_seconds"])
-    record_timing("boot_to_ready", time.monotonic() - t0)
-    yield machine
-    t1 = time.monotonic()
-    machine.down()
-    record_timing("shutdown", time.monotonic() - t1)
+def vm(shared_vm):
+    """The session's booted VM (SSH up, tunnel to the mirror, GPU simulator installed),
+    shared by the tests; booted here if no test did yet or one powered it off."""
+    return shared_vm.get()

@@ -1,12 +1,17 @@
 """A real kernel and a real systemd: the Debian 12 VM under QEMU/TCG (vagrant/qemu/).
 
-test_boots_real_kernel_with_systemd   boot, PID 1 is systemd, the kernel is Debian's, power off
+The tests share one VM (booted once per session, see conftest.py) and run in this order:
+test_boots_real_kernel_with_systemd   boot, PID 1 is systemd, the kernel is Debian's, every
+                                      unit is up, the simulated GPU is there
 test_deploy_restart_and_reboot        a host already running Docker is converged with
                                       deploys/gpu_host.py: systemd really restarts Docker after
                                       the daemon.json change and it comes back with the nvidia
                                       runtime; server.reboot really reboots (boot_id changes);
                                       the facts read the post-reboot state; a second converge
                                       changes nothing.
+test_powers_off                       down() powers the VM off: QEMU is gone (last: the VM is
+                                      booted again for any test after it)
+Each runs alone too (`-k deploy`): the first test to need the VM boots it.
 Run: make test-vm   (timings.json and the pyinfra logs land in
 /run/gpuhost-vm-pytest/session-PID/)
 """
@@ -28,7 +33,7 @@ def systemd_show(vm, unit: str, *props: str) -> dict:
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
-def test_boots_real_kernel_with_systemd(vm, vm_image, vm_module, record_timing):
+def test_boots_real_kernel_with_systemd(vm, vm_image, record_timing):
     t0 = time.monotonic()
     assert vm.ssh("cat /proc/1/comm").stdout.strip() == "systemd"
     assert vm.ssh("readlink -f /proc/1/exe").stdout.strip() == "/usr/lib/systemd/systemd"
@@ -46,9 +51,6 @@ def test_boots_real_kernel_with_systemd(vm, vm_image, vm_module, record_timing):
     # The simulated GPU of machine.json shows up (gpusim-boot ran from its unit).
     assert systemd_show(vm, "gpusim-boot.service", "ActiveState")["ActiveState"] == "active"
     assert "NVIDIA" in vm.ssh("lspci").stdout
-    pid = vm.state["qemu_pid"]
-    vm.down()
-    assert not vm_module.pid_alive(pid), "QEMU still running after down()"
     record_timing("test_boot_checks", time.monotonic() - t0)
 
 
@@ -137,3 +139,14 @@ def test_deploy_restart_and_reboot(vm, sandbox_caches, run_pyinfra, record_timin
     assert second["rc"] == 0 and second["errors"] == 0, second["stderr_tail"] or second
     assert second["changed"] == 0, second["changed_operations"]
     record_timing("test_deploy_total", time.monotonic() - t_test)
+
+
+def test_powers_off(vm, vm_module, record_timing):
+    # Last in the file: the VM the other tests shared (or, run alone, a fresh one) goes down.
+    pid = vm.state["qemu_pid"]
+    assert vm_module.pid_alive(pid)
+    t0 = time.monotonic()
+    vm.down()
+    record_timing("shutdown", time.monotonic() - t0)
+    assert not vm_module.pid_alive(pid), "QEMU still running after down()"
+    assert not vm.running()
