@@ -6,11 +6,15 @@ in ../shared/corpus (those tests skip only when that folder is absent).
 """
 
 import json
+import locale
+import marshal
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -90,6 +94,170 @@ ALLOWED = _minimal_modules()
 # The hosts' interpreter when this machine has it (Debian's python3 also starts 5x faster).
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
+# One `PYTHON -I -S` process for the module's runs: it imports nothing (builtins only: its
+# frames are not the guard's) and forks a child per run that becomes `PYTHON -I -S -c GUARD
+# ...`: GUARD_SRC executed as __main__ with that sys.argv, GPUSIM_ROOT set, stdin /dev/null,
+# stdout/stderr into files, its exit status the child's. The same interpreter, flags,
+# environment and guard as a fresh process, without an interpreter start per run (426 of
+# them). GPUHOST_TEST_SUBPROCESS=1: a fresh process per run, as before.
+FORK_SERVER = r"""
+import atexit, marshal, os, sys, time
+rfd, wfd, null = os.dup(0), os.dup(1), os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 0)
+os.dup2(null, 1)
+
+def read(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(rfd, n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+def send(answer):
+    data = marshal.dumps(answer)
+    os.write(wfd, len(data).to_bytes(4, "big") + data)
+
+def child(root, argv, out, err):
+    status = 1
+    try:
+        os.environ["GPUSIM_ROOT"] = root
+        for fd, name in ((1, out), (2, err)):
+            target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(target, fd)
+            os.close(target)
+        for fd in (rfd, wfd, null):
+            os.close(fd)
+        sys.argv = ["-c", *argv[1:]]
+        main = type(sys)("__main__")
+        main.__builtins__ = __builtins__
+        sys.modules["__main__"] = main
+        try:
+            exec(compile(argv[0], "<string>", "exec"), main.__dict__)
+            status = 0
+        except SystemExit as stop:
+            code = stop.code
+            if code is None:
+                status = 0
+            elif isinstance(code, int):
+                status = code & 0xFF
+            else:
+                print(code, file=sys.stderr)
+                status = 1
+        except BaseException as error:
+            tb = error.__traceback__
+            if tb is not None and tb.tb_frame.f_code is child.__code__:
+                tb = tb.tb_next  # this frame is not the command's
+            sys.excepthook(type(error), error.with_traceback(tb), tb)
+            status = 1
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(status)
+
+send(("ready", os.getpid()))
+while True:
+    size = read(4)
+    if size is None:
+        break
+    root, argv, timeout, out, err = marshal.loads(read(int.from_bytes(size, "big")))
+    pid = os.fork()
+    if pid == 0:
+        child(root, argv, out, err)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            send(("exit", os.waitstatus_to_exitcode(status)))
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            send(("timeout", 0))
+            break
+        time.sleep(0.001)
+"""
+
+
+def _text(data):
+    """As subprocess.run(..., text=True) decodes (locale encoding, universal newlines)."""
+    return (data.decode(locale.getpreferredencoding(False))
+            .replace("\r\n", "\n").replace("\r", "\n"))
+
+
+class ForkServer:
+    def __init__(self, path):
+        self.env = {"GPUSIM_ROOT": "", "PATH": path}
+        self.tmp = Path(tempfile.mkdtemp(prefix="gpusim-fork-"))
+        self.count = 0
+        with open(self.tmp / "server.log", "wb") as log:
+            self.proc = subprocess.Popen([PYTHON, "-I", "-S", "-c", FORK_SERVER], env=self.env,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=log)
+        assert self._answer(60)[0] == "ready", (self.tmp / "server.log").read_text()
+
+    def _answer(self, timeout):
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        size = self.proc.stdout.read(4) if ready else b""
+        if len(size) != 4:
+            self.close()
+            raise RuntimeError("the gpusim fork server gave no answer")
+        return marshal.loads(self.proc.stdout.read(int.from_bytes(size, "big")))
+
+    def accepts(self, env):
+        return env.keys() == self.env.keys() and env["PATH"] == self.env["PATH"]
+
+    def run(self, cmd, env, timeout):
+        """``subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)``
+        for ``cmd`` = [PYTHON, "-I", "-S", "-c", CODE, *args]."""
+        assert cmd[:4] == [PYTHON, "-I", "-S", "-c"], cmd
+        self.count += 1
+        out, err = self.tmp / f"{self.count}.out", self.tmp / f"{self.count}.err"
+        request = marshal.dumps((env["GPUSIM_ROOT"], cmd[4:], float(timeout), str(out), str(err)))
+        try:
+            self.proc.stdin.write(len(request).to_bytes(4, "big") + request)
+            self.proc.stdin.flush()
+            kind, code = self._answer(timeout + 30)
+        except BaseException:  # interrupted or gone: not usable for the next run
+            self.close()
+            raise
+        stdout, stderr = _text(out.read_bytes()), _text(err.read_bytes())
+        out.unlink()
+        err.unlink()
+        if kind == "timeout":
+            raise subprocess.TimeoutExpired(cmd, timeout, output=stdout, stderr=stderr)
+        return subprocess.CompletedProcess(cmd, code, stdout, stderr)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+FORK: ForkServer | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fork_server():
+    global FORK
+    if os.environ.get("GPUHOST_TEST_SUBPROCESS"):
+        yield
+        return
+    FORK = ForkServer(os.environ.get("PATH", "/usr/bin:/bin"))
+    try:
+        yield
+    finally:
+        FORK.close()
+        FORK = None
+
 
 def body(name):
     """A corpus file's verbatim output (after its header)."""
@@ -129,9 +297,11 @@ class Sim:
 
     def _run(self, pkg, target, args, timeout=30, crash_ok=False):
         env = {"GPUSIM_ROOT": str(self.root), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-        res = subprocess.run([PYTHON, "-I", "-S", "-c", GUARD, ALLOWED, pkg, target,
-                              *map(str, args)], capture_output=True, text=True, env=env,
-                             timeout=timeout)
+        cmd = [PYTHON, "-I", "-S", "-c", GUARD, ALLOWED, pkg, target, *map(str, args)]
+        if FORK is not None and FORK.accepts(env):
+            res = FORK.run(cmd, env, timeout)
+        else:
+            res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
         assert crash_ok or "Traceback" not in res.stderr, res.stderr
         return res
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.plans import plan_runner
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 GOLDEN = HERE / "golden"
@@ -17,9 +19,8 @@ GOLDEN = HERE / "golden"
 
 def run_plan(scenario: str, extra: dict) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, GPUHOST_PLAN_DATA=json.dumps(extra), PYINFRA_PROGRESS="off")
-    return subprocess.run([sys.executable, str(HERE / "harness.py"), scenario,
-                           "deploys/gpu_host.py"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return plan_runner.run([sys.executable, str(HERE / "harness.py"), scenario,
+                            "deploys/gpu_host.py"], cwd=ROOT, env=env, timeout=120)
 
 
 GENERATE = "mkdir -p /etc/cdi && nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.plans import plan_runner
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -48,8 +49,8 @@ def dpkg_l(*names: str) -> str:
 def plan(scenario: str, installed: tuple[str, ...], extra: dict | None = None):
     env = dict(os.environ, PLAN_DIR=str(HERE), DPKG_L=dpkg_l(*installed),
                EXTRA=json.dumps(extra or {}), PYINFRA_PROGRESS="off")
-    return subprocess.run([sys.executable, "-c", SCRIPT, scenario], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return plan_runner.run([sys.executable, "-c", SCRIPT, scenario], cwd=ROOT, env=env,
+                           timeout=120)
 
 
 @pytest.mark.parametrize("scenario", ["ubuntu2204", "ubuntu2404", "debian12"])

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
+
+from tests.plans import plan_runner
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -18,8 +19,8 @@ DRIVER = "570.172.08"
 
 def _plan(scenario: str, extra: dict | None = None, harness: str = "harness.py"):
     env = dict(os.environ, GPUHOST_PLAN_DATA=json.dumps(extra or {}), PYINFRA_PROGRESS="off")
-    result = subprocess.run([sys.executable, str(HERE / harness), scenario], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = plan_runner.run([sys.executable, str(HERE / harness), scenario], cwd=ROOT,
+                             env=env, timeout=120)
     return result, result.stdout.splitlines()
 
 

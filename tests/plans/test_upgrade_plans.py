@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.plans import plan_runner
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -32,9 +33,9 @@ PLANS = {
 
 def run_plan(scenario: str, extra: dict | None = None):
     env = dict(os.environ, GPUHOST_PLAN_DATA=json.dumps(extra or {}), PYINFRA_PROGRESS="off")
-    return subprocess.run(
+    return plan_runner.run(
         [sys.executable, str(HERE / "upgrade_harness.py"), scenario],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, env=env, timeout=120,
     )
 
 
