@@ -70,7 +70,7 @@ endif
 	  $$(( $$(date +%s) - $$(cat $(TIMINGS).molecule-start) ))
 
 test-unit: setup deps
-	$(PY) -m pytest -q -p no:cacheprovider -m "not integration and not vm" $(TEST_TREES)
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) -m "not integration and not vm" $(TEST_TREES)
 
 test-integration: setup deps nvidia-artifacts
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) -m integration $(TEST_TREES)

@@ -24,7 +24,8 @@ Without the marker a module gets DEFAULT_SPEC, bare. Fixtures (module scope):
 
 Each pytest process drives a private fleet of its own (slot N: runtime directory
 /run/gpuhost-test-N, state /var/lib/gpuhost-test-N, hosts on 127.77.(10+N).x, mirror on
-port 8010+N, cgroup gpuhost-test-N): N is 0, or pytest-xdist's worker number. Tests never
+port 8010+N, cgroup gpuhost-test-N): N is 0, or pytest-xdist's worker number (plus
+GPUHOST_TEST_FLEET_BASE, for a second test session on the same machine). Tests never
 touch the fleet of `make demo`/`make sandbox-up` (/run/gpuhost-sandbox). The fleet and its
 snapshots are removed at the end of the session unless GPUHOST_KEEP_SANDBOX=1.
 """
@@ -51,8 +52,11 @@ CONVERGE_TIMEOUT = 2400
 
 
 def _slot() -> int:
+    """0, or pytest-xdist's worker number; GPUHOST_TEST_FLEET_BASE=K shifts it (two test
+    sessions on one machine: give the second K=10)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    number = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    return int(os.environ.get("GPUHOST_TEST_FLEET_BASE", "0")) + number
 
 
 def _private_fleet_env(slot: int) -> dict[str, str]:
