@@ -56,7 +56,7 @@ TEST_TREES = tests sandbox/tests vagrant/tests
 CORPUS_CHECK ?=
 TEST_WORKERS ?= 2
 TIMINGS ?= build/test-timings.json
-PYTEST_WORKERS = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+PYTEST_WORKERS = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 test: setup deps nvidia-artifacts
 ifneq ($(strip $(CORPUS_CHECK)),)
 	$(CORPUS_CHECK)

@@ -113,23 +113,15 @@ SLOW_FIRST = ["tests/integration/test_upgrade.py", "tests/vm/test_vm.py"]
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (make test: --dist loadgroup) each module's tests stay on one
-    worker (they share its fleet and module fixtures); modules that boot the same converged
-    snapshot share a worker too (the snapshot is made once); the VM tests share one VM.
-    Integration modules come first, the slowest of them before the others, so the long waits
-    overlap; then the rest in collection order."""
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        if item.get_closest_marker("vm"):
-            group = "vm"
-        elif item.get_closest_marker("integration"):
-            spec = module_spec(item.module)
-            group = (f"converged-{snapshot_name(spec)}" if spec["state"] == "converged"
-                     else f"fleet-{path}")
-        else:
-            group = f"module-{path}"
-        item.add_marker(pytest.mark.xdist_group(group))
+    """Under pytest-xdist (make test: --dist loadfile) each module's tests stay on one
+    worker: they share its fleet and module fixtures (the VM tests their one VM).
+    Integration and VM modules come first, the slowest of them before the others, so the
+    long waits overlap; then the rest in collection order.
 
+    (xdist's --dist loadgroup, which would also keep the modules of one converged snapshot
+    on one worker, does not work with pytest 9.2: it renames the test's node id through
+    ``item._nodeid``, which pytest 9 no longer reads. Modules that boot the same snapshot on
+    two workers make it once on each.)"""
     def rank(item: pytest.Item) -> int:
         path = item.nodeid.split("::")[0]
         if path in SLOW_FIRST:

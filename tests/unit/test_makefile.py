@@ -37,5 +37,5 @@ def test_make_test_runs_pytest_in_parallel_and_ends_with_the_timing_table():
     plan = subprocess.run(["make", "-n", "--no-print-directory", "test"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60).stdout
     pytest_line = next(line for line in plan.splitlines() if " -m pytest " in line)
-    assert "-n 2 --dist loadgroup" in pytest_line and "GPUHOST_TIMINGS=" in pytest_line
+    assert "-n 2 --dist loadfile" in pytest_line and "GPUHOST_TIMINGS=" in pytest_line
     assert plan.rstrip().splitlines()[-2].startswith(".venv/bin/python -m tests.timing_plugin")
