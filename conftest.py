@@ -106,9 +106,11 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.update(_private_fleet_env(_slot()))
 
 
-# Modules that take longest start first (pytest-xdist hands work out in this order; measured:
-# bench/results/suite-after.md). The rest keep their collection order.
-SLOW_FIRST = ["tests/integration/test_upgrade.py", "tests/vm/test_vm.py"]
+# Modules that take longest start first, longest first (pytest-xdist hands work out in this
+# order; measured: bench/results/suite-after.md). The rest keep their collection order.
+SLOW_FIRST = ["tests/vm/test_vm.py", "tests/integration/test_upgrade.py",
+              "tests/integration/test_docker_mig_safety.py",
+              "tests/integration/test_packages_locks_secrets.py", "tests/integration/test_cdi.py"]
 
 
 @pytest.hookimpl(tryfirst=True)
