@@ -55,7 +55,8 @@ class NvidiaGpus(SectionFact):
     from the kernel's PCI ids in ``/sys/bus/pci/devices`` (``source: "sysfs"``; names from
     ``lspci`` when pciutils is installed) or, without that directory, from ``lspci``
     (``source: "lspci"``), with fewer fields, so a bare host still shows its GPUs, unknown
-    ones included (name "NVIDIA device 10de:2901", model None, classified_by None).
+    ones included (name "NVIDIA device 10de:12ff", model None, classified_by None: an id no
+    table has and no rule of NVIDIA's device numbering claims).
 
     .. code:: python
 
@@ -71,7 +72,7 @@ class NvidiaGpus(SectionFact):
           "pci_device_id": "20b0" | None,
           "generation": "turing-or-newer" | "pre-turing" | None,  # None: unknown GPU
           "legacy_branch": "470" | None,  # NVIDIA's supported-gpus.json legacybranch
-          "classified_by": "gpu_models" | "supported-gpus" | None,
+          "classified_by": "gpu_models" | "supported-gpus" | "device-id-rule" | None,
           "health": {...} | None,  # see below; None for a GPU seen on the PCI bus only
           "source": "nvidia-smi" | "sysfs" | "lspci"}]
 
