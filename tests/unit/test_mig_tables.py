@@ -197,3 +197,12 @@ def test_a_pci_id_picks_the_product_where_one_model_key_holds_two_tables():
     assert gpu_table(pci_device_id="0x234810DE").table == "GH200-144GB"
     assert gpu_table(pci_device_id="2342").table == "H100-96GB"
     assert gpu_table(pci_device_id="2bb5").slices == 4
+
+
+def test_the_model_table_gives_rtx_pro_6000_its_four_compute_slices():
+    # mig_mode/mig_layout's check (gpuhost.policy) reads gpu_models.json, which said 7
+    from gpuhost import policy
+
+    assert policy.mig_layout_valid("RTX-PRO-6000-BLACKWELL", ["1g.24gb"] * 4) == []
+    problems = policy.mig_layout_valid("RTX-PRO-6000-BLACKWELL", ["1g.24gb"] * 5)
+    assert problems == ["layout uses 5 compute slices, RTX-PRO-6000-BLACKWELL has 4"], problems
