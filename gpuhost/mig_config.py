@@ -394,18 +394,6 @@ def gpu_table(model_key: str | None = None, name: str | None = None,
     return None
 
 
-def _fits(sizes: list[tuple[int, tuple[int, ...]]], used: frozenset[int]) -> bool:
-    """Backtracking placement: can every (size, starts) be placed without overlap?"""
-    if not sizes:
-        return True
-    size, starts = sizes[0]
-    for start in starts:
-        slots = frozenset(range(start, start + size))
-        if not slots & used and _fits(sizes[1:], used | slots):
-            return True
-    return False
-
-
 def table_problems(gpu: GpuTable, profiles: Iterable[str]) -> list[str]:
     """Why ``profiles`` (one entry per instance, as Entry.profiles) do not fit one GPU of
     ``gpu``: profile known to it, instances per profile, compute slices, a placement of
@@ -447,7 +435,7 @@ def table_problems(gpu: GpuTable, profiles: Iterable[str]) -> list[str]:
     if not problems:
         sizes = sorted(((gpu.profiles[gi]["size"], tuple(gpu.profiles[gi]["starts"]))
                         for gi, n in instances.items() for _ in range(n)), reverse=True)
-        if not _fits(sizes, frozenset()):
+        if not policy.placement_fits(sizes, frozenset()):
             names = [gi for gi, n in instances.items() for _ in range(n)]
             problems.append(f"layout {' + '.join(names)} does not fit on {gpu.name}: no "
                             "placement of the memory slices works (see `nvidia-smi mig -lgipp`)")

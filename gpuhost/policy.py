@@ -524,14 +524,14 @@ def mig_profile_names(model_key: str | None, profiles: Iterable) -> list[str]:
     return [_profile_name(p, table) for p in profiles]
 
 
-def _fits(sizes: list[tuple[int, tuple[int, ...]]], used: set[int]) -> bool:
+def placement_fits(sizes: list[tuple[int, tuple[int, ...]]], used: frozenset[int]) -> bool:
     """Backtracking placement: can every (size, starts) be placed without overlap?"""
     if not sizes:
         return True
     size, starts = sizes[0]
     for start in starts:
-        slots = set(range(start, start + size))
-        if not slots & used and _fits(sizes[1:], used | slots):
+        slots = frozenset(range(start, start + size))
+        if not slots & used and placement_fits(sizes[1:], used | slots):
             return True
     return False
 
@@ -580,7 +580,7 @@ def mig_layout_valid(model_key: str, profiles: Iterable) -> list[str]:
         problems.append(f"layout uses {slices} compute slices, {model['key']} has {mig['slices']}")
     if not problems:
         sizes = sorted(((table[n]["size"], table[n]["starts"]) for n in names), reverse=True)
-        if not _fits(sizes, set()):
+        if not placement_fits(sizes, frozenset()):
             problems.append(
                 f"layout {' + '.join(names)} does not fit on {model['key']}: no placement of the "
                 "memory slices works (see `nvidia-smi mig -lgipp`)"

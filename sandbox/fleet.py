@@ -7,8 +7,6 @@ encodes its index and OS, so changing --ol renames (recreates) the hosts it move
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -18,39 +16,24 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import base, hosts, mirror, paths, snapshot, spec, supervisor, traits, ubuntu
-from .util import (SandboxError, need_commands, need_root, pid_alive, read_json, read_pid,
-                   run, say, step, write_file)
+from .util import (SandboxError, flocked, need_commands, need_root, pid_alive, read_json,
+                   read_pid, run, say, step, write_file)
 
 HTTPD = paths.PACKAGE_DIR / "httpd.py"
 READY_TIMEOUT = 60.0
 
 
-@contextlib.contextmanager
 def _lock():
     """Serialise `up` and `down` (several sessions share this machine's one fleet)."""
     rd = paths.run_dir()
-    rd.parent.mkdir(parents=True, exist_ok=True)
-    with open(rd.parent / f".{rd.name}.lock", "w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say("waiting for another `sandbox up/down` to finish")
-            fcntl.flock(f, fcntl.LOCK_EX)
-        yield
+    return flocked(rd.parent / f".{rd.name}.lock", "waiting for another `sandbox up/down` to finish")
 
 
-@contextlib.contextmanager
 def cache_lock():
     """Serialise building the shared caches (base roots, mirror, Ubuntu archive): fleets side
     by side (the test suite's workers) share them."""
-    paths.CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(paths.CACHE_DIR / ".build.lock", "w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say("waiting for another fleet to finish building the shared caches")
-            fcntl.flock(f, fcntl.LOCK_EX)
-        yield
+    return flocked(paths.CACHE_DIR / ".build.lock",
+                   "waiting for another fleet to finish building the shared caches")
 
 
 def _state_file() -> Path:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -15,6 +16,20 @@ from pathlib import Path
 
 class SandboxError(Exception):
     """A failure with a message that says what is wrong and what to do."""
+
+
+@contextlib.contextmanager
+def flocked(path: Path, waiting: str, tell=None) -> Iterator[None]:
+    """Hold an exclusive flock on PATH (created with its folder); when another process holds
+    it, say ``waiting`` once (through ``tell``, default say()) and wait for it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            (tell or say)(waiting)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def say(msg: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -154,18 +153,13 @@ def die(msg: str) -> None:
     raise SystemExit(1)
 
 
-@contextlib.contextmanager
 def build_lock():
     """One build at a time on this machine (make test, the sandbox and the VM tests all
     run it): a second one waits, then finds everything up to date."""
-    WORK_DIR.mkdir(parents=True, exist_ok=True)
-    with open(WORK_DIR / "build.lock", "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log("another build of the NVIDIA artifacts is running: waiting for it")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
+    from sandbox.util import flocked
+
+    return flocked(WORK_DIR / "build.lock",
+                   "another build of the NVIDIA artifacts is running: waiting for it", log)
 
 
 @contextlib.contextmanager
