@@ -74,21 +74,39 @@ def module_stream(version: str, flavor: str) -> str:
     return f"{branch(version)}-{'open' if flavor == 'open' else 'dkms'}"
 
 
+# The branch from which NVIDIA names the HGX companions (Fabric Manager, NSCQ, IMEX, NVSDM)
+# without the branch, on apt and dnf alike: NVIDIA's driver container installs
+# `nvidia-fabricmanager=${DRIVER_VERSION}-1` from 580 and `nvidia-fabricmanager-${BRANCH}`
+# before (gpu-driver-container@8cbaa51 ubuntu22.04/install.sh), and on EL
+# `nvidia-fabricmanager-${DRIVER_VERSION}` from 580, `nvidia-fabric-manager-${VERSION}` and
+# `libnvidia-nscq-${BRANCH}` before (gpu-driver-container@038c8b5 rhel9/install.sh).
+# Sources and the field reports: docs/real-hosts.md, "HGX companions".
+COMPANIONS_UNVERSIONED_FROM = 580
+# From 590 NVIDIA's apt packages of the driver itself lose the branch too, and
+# nvidia-driver-pinning-<branch> holds the branch (Driver Installation Guide, "Version
+# locking").
+APT_UNVERSIONED_FROM = 590
+
+
+def fabricmanager_package(distro_tag: str, version: str) -> str:
+    """Fabric Manager's package name for this driver branch and distribution family."""
+    br = int(branch(version))
+    if br >= COMPANIONS_UNVERSIONED_FROM:
+        return "nvidia-fabricmanager"
+    return "nvidia-fabric-manager" if family(distro_tag) == "rhel" else f"nvidia-fabricmanager-{br}"
+
+
 def driver_packages(distro_tag: str, version: str, flavor: str, fabricmanager: bool) -> list[str]:
     """The packages to install for this driver (the pin or stream chooses the version)."""
     br = branch(version)
     if family(distro_tag) == "rhel":
         names = ["nvidia-open" if flavor == "open" else "cuda-drivers"]
-        if fabricmanager:
-            names.append("nvidia-fabric-manager")
-        return names
-    if int(br) >= 590:
+    elif int(br) >= APT_UNVERSIONED_FROM:
         names = [f"nvidia-driver-pinning-{br}", "nvidia-open" if flavor == "open" else "cuda-drivers"]
     else:
         names = [f"nvidia-open-{br}" if flavor == "open" else f"cuda-drivers-{br}"]
     if fabricmanager:
-        # from 590 apt names lose the branch (the pinning package holds the version)
-        names.append("nvidia-fabricmanager" if int(br) >= 590 else f"nvidia-fabricmanager-{br}")
+        names.append(fabricmanager_package(distro_tag, version))
     return names
 
 

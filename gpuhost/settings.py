@@ -325,6 +325,22 @@ def defaults() -> dict:
     return {s.name: json.loads(json.dumps(s.default)) for s in SETTINGS if not s.required}
 
 
+def _flavor_problems(v: dict) -> list[str]:
+    """A flavour the driver branch does not have at all (known before any host is read)."""
+    from gpuhost.policy import PROPRIETARY_REMOVED_BRANCH
+
+    version = v["nvidia_driver_version"]
+    if v["nvidia_driver_flavor"] != "proprietary" or not version:
+        return []
+    branch = int(str(version).split(".", 1)[0])
+    if branch < PROPRIETARY_REMOVED_BRANCH:
+        return []
+    return [f"nvidia_driver_flavor: proprietary, but driver {version} has no proprietary "
+            f"kernel modules (NVIDIA removed them in R{PROPRIETARY_REMOVED_BRANCH}): set "
+            "nvidia_driver_flavor to open or auto, or a driver branch below "
+            f"{PROPRIETARY_REMOVED_BRANCH} (R580 for pre-Turing GPUs)"]
+
+
 def _cross_checks(v: dict) -> list[str]:
     problems = []
     if v["docker_source"] == "local" and not v["docker_local_packages"]:
@@ -344,6 +360,7 @@ def _cross_checks(v: dict) -> list[str]:
                         "(set containerd_nvidia_runtime: true)")
     problems += _mig_config_problems(v)
     problems += _local_repo_version_problems(v)
+    problems += _flavor_problems(v)
     if v["verify_image_archive"] is not None and v["verify_image"] is None:
         problems.append("verify_image_archive: set without verify_image (name the image it holds)")
     if (v["nvidia_module_signing_key"] is None) != (v["nvidia_module_signing_cert"] is None):

@@ -192,34 +192,48 @@ _BRANCHED = re.compile(r"-(\d{3})(-open|-server)?$")
 
 # Packages that belong to a driver branch without being the driver's meta package: they must
 # be at the driver's exact version and move with it (NVIDIA's driver container pins and holds
-# "FM, NSCQ, libnvsdm and IMEX" to the driver version). apt names them with the branch before
-# 590 (nvidia-fabricmanager-570, libnvidia-nscq-570, nvidia-imex-570) and without from 590,
-# where nvidia-driver-pinning-<branch> holds every driver package: the driver guide documents
-# that rename for the driver packages; that it covers these companions too is inferred (the
-# names are checked against what the host has, never guessed for a host without them).
+# "FM, NSCQ, libnvsdm and IMEX" to the driver version). Their names lose the branch from 580
+# on apt and dnf (gpuhost.packages.COMPANIONS_UNVERSIONED_FROM, with its sources): apt
+# nvidia-fabricmanager-570 becomes nvidia-fabricmanager, EL nvidia-fabric-manager becomes
+# nvidia-fabricmanager and libnvidia-nscq-570 libnvidia-nscq. The names are checked against
+# what the host has, never guessed for a host without them.
 COMPANIONS = ("nvidia-fabricmanager", "nvidia-fabric-manager", "libnvidia-nscq", "nvidia-imex",
               "libnvsdm")
 _COMPANION = re.compile(r"^(" + "|".join(map(re.escape, COMPANIONS)) + r")(-\d{3})?$")
 
 
+def _companion_kind(name: str) -> str | None:
+    """``nvidia-fabricmanager`` for both spellings of Fabric Manager, else the unversioned
+    base name; None for a package that is no companion."""
+    match = _COMPANION.match(name)
+    if not match:
+        return None
+    return "nvidia-fabricmanager" if match.group(1) == "nvidia-fabric-manager" else match.group(1)
+
+
+def companion_name(kind: str, had_branch: bool, distro_tag: str, version: str) -> str:
+    """The target's name of one companion (``kind`` as ``_companion_kind`` gives it)."""
+    branch = packages.branch(version)
+    if int(branch) >= packages.COMPANIONS_UNVERSIONED_FROM:
+        return kind
+    if kind == "nvidia-fabricmanager":
+        return packages.fabricmanager_package(distro_tag, version)
+    if had_branch or packages.family(distro_tag) == "debian":
+        return f"{kind}-{branch}"
+    return kind
+
+
 def companions(installed: list[str], distro_tag: str, version: str) -> list[str]:
     """The target's names of the branch companions a host has (``installed``: its driver
-    package names): the branch in the name moves to the target's (apt before 590, and
-    rpm names that carry one); apt from 590 drops it; an unversioned name stays as it is."""
-    branch = packages.branch(version)
-    apt_unversioned = packages.family(distro_tag) == "debian" and int(branch) >= 590
+    package names): from 580 every companion is unversioned (apt and dnf); below 580 apt
+    names carry the branch, EL names keep what they had (Fabric Manager spelled
+    ``nvidia-fabric-manager``)."""
     wanted = []
     for name in sorted(installed):
-        match = _COMPANION.match(name)
-        if not match:
+        kind = _companion_kind(name)
+        if kind is None:
             continue
-        base, had_branch = match.group(1), bool(match.group(2))
-        if apt_unversioned:
-            target = base
-        elif had_branch or packages.family(distro_tag) == "debian":
-            target = f"{base}-{branch}"
-        else:
-            target = base
+        target = companion_name(kind, bool(_COMPANION.match(name).group(2)), distro_tag, version)
         if target not in wanted:
             wanted.append(target)
     return wanted
@@ -236,11 +250,14 @@ def old_packages(installed: list[str], version: str, flavor: str, wanted: list[s
     branch = packages.branch(version)
     other_meta = ({"cuda-drivers", f"cuda-drivers-{branch}"} if flavor == "open"
                   else {"nvidia-open", f"nvidia-open-{branch}"})
+    # a companion the target spells otherwise (EL nvidia-fabric-manager -> nvidia-fabricmanager)
+    renamed = {_companion_kind(name) for name in wanted} - {None}
     old = []
     for name in sorted(installed):
         if name in wanted:
             continue
         match = _BRANCHED.search(name)
-        if (match and match.group(1) != branch) or name in other_meta:
+        if (match and match.group(1) != branch) or name in other_meta or (
+                _companion_kind(name) in renamed):
             old.append(name)
     return old

@@ -79,15 +79,16 @@ def test_invalid_settings_stop_the_run_before_any_host_is_touched():
     assert result.stdout.strip() == ""
 
 
-def test_proprietary_request_on_a_gpu_that_needs_open_fails_only_that_host():
+def test_proprietary_on_a_branch_without_proprietary_modules_is_refused_before_any_host():
+    # R620 has no proprietary modules at all: the inventory says so before a host is read
+    # (before, the host was contacted and failed with the GPU's reason)
     extra = {"nvidia_driver_flavor": "proprietary", "nvidia_driver_version": "620.10.01"}
     result = run_plan("debian12", extra)
-    lines = result.stdout.splitlines()
-    # the plan for that host is one command that fails it with the reason (the fake
-    # connector does not run it, so the host is not marked failed here); nothing else
-    assert len(lines) == 1, result.stdout
-    assert lines[0].startswith("echo 'gpuhost: ") and lines[0].endswith(">&2; exit 1")
-    assert "nvidia_driver_flavor" in lines[0]
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "nothing was changed on any host" in out
+    assert "nvidia_driver_flavor: proprietary, but driver 620.10.01 has no proprietary" in out
+    assert not [line for line in result.stdout.splitlines() if line.startswith(("upload", "apt"))]
 
 
 def test_values_with_shell_metacharacters_reach_the_host_quoted():

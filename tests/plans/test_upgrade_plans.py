@@ -222,11 +222,12 @@ def test_downgrade_with_the_setting_switches_back():
 
 
 def test_a_driver_that_cannot_drive_the_gpus_is_refused():
+    # proprietary R620 does not exist at all: refused with the inventory, before any host
     result = run_plan("debian12", {"nvidia_driver_version": "620.10.01",
                                    "nvidia_driver_flavor": "proprietary"})
     assert result.returncode != 0
-    assert commands(result) == []  # refused while preparing: not one command
-    assert "driver 620.10.01 cannot drive this host" in result.stdout
+    assert commands(result) == []
+    assert "driver 620.10.01 has no proprietary kernel modules" in result.stdout
 
 
 def test_a_host_that_did_not_boot_with_systemd_is_refused():
@@ -245,3 +246,17 @@ def test_no_reboot_into_a_kernel_without_the_new_module():
         result.stdout
     assert not any("&& reboot )" in line for line in sent), result.stdout
     assert result.stdout.splitlines()[-1].startswith("FAILED "), result.stdout
+
+
+@pytest.mark.parametrize("scenario,install", [
+    # real-host review A3: from 580 Fabric Manager is nvidia-fabricmanager on apt and dnf
+    ("debian12:clients", " nvidia-open-580 nvidia-fabricmanager "),
+    ("ol9-rhck", " nvidia-open-580.95.05 nvidia-fabricmanager-580.95.05"),
+])
+def test_an_upgrade_to_580_installs_fabric_manager_under_its_580_name(scenario, install):
+    result = run_plan(scenario, {"nvidia_driver_version": "580.95.05", "upgrade_force": True,
+                                 "nvidia_fabricmanager": True})
+    line = next(line for line in commands(result)
+                if "install -y" in line and "local-repo" not in line)
+    assert install in line + " ", line
+    assert "nvidia-fabricmanager-580 " not in line + " " and "nvidia-fabric-manager" not in line

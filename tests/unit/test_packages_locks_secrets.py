@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from gpuhost import packages
+from gpuhost import packages, settings
 from roles import common
 
 NVIDIA_TOOLKIT_KEY_URL = "https://nvidia.github.io/libnvidia-container/gpgkey"
@@ -127,15 +127,58 @@ def test_an_upgrade_moves_the_branch_companions_the_host_has():
     from gpuhost.upgrade import companions
 
     had = ["libnvidia-nscq-570", "nvidia-fabricmanager-570", "nvidia-imex-570"]
+    assert companions(had, "ubuntu2404", "575.57.08") == [
+        "libnvidia-nscq-575", "nvidia-fabricmanager-575", "nvidia-imex-575"]
+    # From 580 the companions lose the branch on apt AND dnf (NVIDIA's driver container,
+    # real-host review A3); before, gpuhost asked for nvidia-fabricmanager-580 on apt
+    # (Canonical's differently versioned build) and nvidia-fabric-manager / libnvidia-nscq-580
+    # on EL (no such packages)
     assert companions(had, "ubuntu2404", "580.95.05") == [
-        "libnvidia-nscq-580", "nvidia-fabricmanager-580", "nvidia-imex-580"]
+        "libnvidia-nscq", "nvidia-fabricmanager", "nvidia-imex"]
     assert companions(had, "ubuntu2404", "590.44.01") == [
         "libnvidia-nscq", "nvidia-fabricmanager", "nvidia-imex"]
-    assert companions(["nvidia-fabric-manager", "libnvidia-nscq-570"], "rhel9", "580.95.05") == [
-        "libnvidia-nscq-580", "nvidia-fabric-manager"]
+    el = ["nvidia-fabric-manager", "libnvidia-nscq-570"]
+    assert companions(el, "rhel9", "575.57.08") == ["libnvidia-nscq-575", "nvidia-fabric-manager"]
+    assert companions(el, "rhel9", "580.95.05") == ["libnvidia-nscq", "nvidia-fabricmanager"]
+    # ... and back down: a downgrade below 580 takes the old spellings again
+    assert companions(["nvidia-fabricmanager", "libnvidia-nscq"], "rhel9", "570.172.08") == [
+        "libnvidia-nscq", "nvidia-fabric-manager"]
     assert companions([], "debian12", "580.95.05") == []
     assert packages.driver_packages("ubuntu2404", "590.44.01", "open", True)[-1] == \
         "nvidia-fabricmanager"
+
+
+def test_fabric_manager_has_each_branch_and_family_name():
+    fm = packages.fabricmanager_package
+    assert (fm("ubuntu2204", "570.172.08"), fm("rhel8", "570.172.08")) == (
+        "nvidia-fabricmanager-570", "nvidia-fabric-manager")
+    assert {fm(tag, v) for tag in ("debian12", "ubuntu2404", "rhel9")
+            for v in ("580.95.05", "595.71.05", "620.10.01")} == {"nvidia-fabricmanager"}
+    assert packages.driver_packages("rhel9", "580.95.05", "open", True) == [
+        "nvidia-open", "nvidia-fabricmanager"]
+    assert packages.driver_packages("debian12", "580.95.05", "open", True) == [
+        "nvidia-open-580", "nvidia-fabricmanager"]
+
+
+def test_an_upgrade_removes_the_companion_the_target_spells_otherwise():
+    from gpuhost.upgrade import old_packages
+
+    # EL 570 -> 580: nvidia-fabric-manager is replaced by nvidia-fabricmanager
+    installed = ["cuda-drivers", "nvidia-fabric-manager", "libnvidia-nscq-570", "nvidia-driver"]
+    wanted = ["cuda-drivers", "nvidia-fabricmanager", "libnvidia-nscq"]
+    assert old_packages(installed, "580.95.05", "proprietary", wanted) == [
+        "libnvidia-nscq-570", "nvidia-fabric-manager"]
+
+
+def test_r620_proprietary_is_refused_before_any_host():
+    base = {"nvidia_driver_version": "620.10.01", "container_toolkit_version": "1.17.8",
+            "nvidia_local_repo": {"debian12": {"path": "/x.deb", "sha256": "0" * 64}}}
+    assert settings.validate({**base, "nvidia_driver_flavor": "open"}) == []
+    assert settings.validate({**base, "nvidia_driver_flavor": "auto"}) == []
+    problems = settings.validate({**base, "nvidia_driver_flavor": "proprietary"})
+    assert len(problems) == 1 and "no proprietary kernel modules" in problems[0]
+    assert settings.validate({**base, "nvidia_driver_version": "595.71.05",
+                              "nvidia_driver_flavor": "proprietary"}) == []
 
 
 def test_display_managers_nvsm_and_imex_are_stopped_before_the_driver_moves():
