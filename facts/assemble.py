@@ -513,6 +513,13 @@ def docker_state(sections: Sections) -> dict[str, Any]:
     }
 
 
+def containerd_state(sections: Sections) -> dict[str, Any]:
+    """containerd's version, config.toml and gpuhost's drop-in (gpuhost.containerd_config)."""
+    from gpuhost import containerd_config
+
+    return containerd_config.parse_section(*section(sections, "containerd"))
+
+
 def cdi_state(sections: Sections) -> dict[str, Any]:
     """See ``facts.container.CdiSpecs``."""
     from gpuhost import cdi
@@ -611,4 +618,5 @@ def host_state(sections: Sections) -> dict[str, Any]:
         "toolkit": toolkit_state(sections),
         "health": health_state(sections),
         "cdi": cdi_state(sections),
+        "containerd": containerd_state(sections),
     }

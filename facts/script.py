@@ -128,6 +128,11 @@ SECTIONS: dict[str, str] = {
     "cdi_boot_unit": "test -f /etc/systemd/system/gpuhost-cdi-spec.service || exit 3; "
     "sha256sum /etc/systemd/system/gpuhost-cdi-spec.service; "
     "systemctl is-enabled gpuhost-cdi-spec.service 2>&1; true",
+    # containerd (issue 24): its version, config.toml and gpuhost's drop-in, each file behind
+    # "==> PATH <==" (gpuhost.containerd_config.parse_section); 127 without containerd
+    "containerd": _tool("containerd", 'echo "version: $(containerd --version 2>&1)"; '
+                        "for f in /etc/containerd/config.toml /etc/containerd/conf.d/99-nvidia.toml; "
+                        'do test -f "$f" || continue; echo "==> $f <=="; cat "$f"; done; true'),
 }
 
 # Slow tools run side by side: each chain is one background job; sections within a chain

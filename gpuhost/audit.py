@@ -37,7 +37,8 @@ FAIL_ON = ("critical", "warning", "never")  # which health findings make the exi
 # every other inventory key is ignored here.
 AUDITED = ("nvidia_driver_version", "container_toolkit_version", "nvidia_default_runtime",
            "mig_mode", "mig_layout", "nvidia_module_signing_cert", "container_runtime_mode",
-           "mig_config", "mig_config_file")
+           "mig_config", "mig_config_file", "containerd_nvidia_runtime",
+           "containerd_nvidia_default_runtime")
 STATUSES = ("ok", "drift", "failed", "unreachable")
 VERDICTS = ("native", "forward-compat", "minor-version-compat", "no", "unknown")
 
@@ -195,7 +196,8 @@ def _cdi_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dic
 
     docker = state["docker"]
     mode = cdi.resolve_mode(desired.get("container_runtime_mode") or "legacy",
-                            state["toolkit"]["version"], docker.get("docker_version"))
+                            state["toolkit"]["version"], docker.get("docker_version"),
+                            cdi.state_cdi_feature(state))
     if mode != "cdi" or not docker["docker_installed"]:
         return []
     items = []
@@ -214,6 +216,32 @@ def _cdi_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dic
                            "after a reboot Docker may start before any CDI spec exists; run "
                            "the deploy"))
     return items
+
+
+def _containerd_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """gpuhost's containerd drop-in (issue 24): with ``containerd_nvidia_runtime`` it must be
+    what gpuhost writes now (enable_cdi in cdi mode); without it, gpuhost's drop-in must be
+    gone (one nvidia-ctk or the user wrote is theirs). Not judged on a state without the
+    ``containerd`` section (a gpuhost before issue 24) or a host without containerd."""
+    from gpuhost import cdi, containerd_config
+
+    view = state.get("containerd")
+    if not isinstance(view, Mapping) or not view.get("installed"):
+        return []
+    if not desired.get("containerd_nvidia_runtime"):
+        if containerd_config.is_gpuhosts(view.get("drop_in")):
+            return [_item("containerd_drop_in", "present", "absent",
+                          f"{containerd_config.DROP_IN} (gpuhost's) is still there but "
+                          "containerd_nvidia_runtime is off: run the deploy, which removes it")]
+        return []
+    docker = state.get("docker") or {}
+    mode = cdi.resolve_mode(desired.get("container_runtime_mode") or "legacy",
+                            (state.get("toolkit") or {}).get("version"),
+                            docker.get("docker_version"), cdi.state_cdi_feature(state))
+    found = containerd_config.drift(dict(view),
+                                    bool(desired.get("containerd_nvidia_default_runtime")),
+                                    enable_cdi=mode == "cdi")
+    return [_item("containerd_drop_in", "drift", "gpuhost's", message) for message in found]
 
 
 def _mig_config_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -287,6 +315,7 @@ def host_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dic
     items += _docker_drift(state, desired)
     items += _mig_drift(state, desired)
     items += _cdi_drift(state, desired)
+    items += _containerd_drift(state, desired)
     return items
 
 

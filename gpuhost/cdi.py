@@ -18,13 +18,22 @@ The runtime mode (setting ``container_runtime_mode``):
   in daemon.json) and a fresh spec, so that ``docker run --device nvidia.com/gpu=all`` works;
 - ``auto``: ``cdi`` when the toolkit is 1.18 or newer (it generates and refreshes the spec
   itself: ``nvidia-cdi-refresh``) and Docker is 25.0 or newer (the first Docker with CDI
-  devices), else ``legacy``.
+  devices), or when the host's Docker sends ``--gpus`` through CDI anyway (below); else
+  ``legacy``.
+
+Where ``docker run --gpus`` goes (``gpus_route``, table ``data/docker_gpus_cdi.json``): from
+Docker 29.2 dockerd tries CDI first for NVIDIA devices when ``nvidia-cdi-hook`` (toolkit 1.16+)
+is installed and Docker's CDI is on (the default from 28.2), and uses the prestart hook only
+when CDI injection fails. On such a host a stale spec that still resolves reaches every
+``--gpus`` container, whatever gpuhost's mode: that makes it critical (gpuhost.health).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from importlib import resources
 from typing import Any
 
 KIND = "nvidia.com/gpu"
@@ -96,8 +105,11 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(part or 0) for part in match.groups())
 
 
-def resolve_mode(setting: str, toolkit_version: str | None, docker_version: str | None) -> str:
-    """The mode a host runs: ``legacy`` or ``cdi`` (``auto`` resolved by the rule above).
+def resolve_mode(setting: str, toolkit_version: str | None, docker_version: str | None,
+                 cdi_feature: bool | None = None) -> str:
+    """The mode a host runs: ``legacy`` or ``cdi`` (``auto`` resolved by the rule above:
+    also ``cdi`` where Docker sends ``--gpus`` through CDI, so the spec is kept fresh and
+    written at boot).
 
     An unknown version (Docker not installed yet and not pinned) resolves ``auto`` to
     ``legacy``: never a surprise change on a host gpuhost cannot read."""
@@ -106,7 +118,67 @@ def resolve_mode(setting: str, toolkit_version: str | None, docker_version: str 
     toolkit, docker = version_tuple(toolkit_version), version_tuple(docker_version)
     if toolkit and docker and toolkit >= TOOLKIT_CDI and docker >= DOCKER_CDI:
         return "cdi"
+    if gpus_route(docker_version, toolkit_version, cdi_feature)["via"] == "cdi":
+        return "cdi"
     return "legacy"
+
+
+GPUS_TABLE = json.loads(resources.files("gpuhost").joinpath("data", "docker_gpus_cdi.json")
+                        .read_text())
+ESCAPE_HATCH = GPUS_TABLE["escape_hatch"]
+
+
+def gpus_route(docker_version: str | None, toolkit_version: str | None,
+               cdi_feature: bool | None = None) -> dict[str, Any]:
+    """Where this host's ``docker run --gpus`` goes, by the release table.
+
+    .. code:: python
+
+        {"via": "cdi" | "runtime-hook" | None,   # None: Docker's version unknown
+         "why": "Docker 29.4.0 tries CDI first for --gpus (moby/moby#50228) ..."}
+
+    + docker_version: the running daemon's version (``29.4.0``, ``28.5.2+dfsg4``)
+    + toolkit_version: the installed toolkit (``nvidia-cdi-hook`` from 1.16.0), None: none
+    + cdi_feature: ``features.cdi`` of daemon.json, None when unset
+    """
+    docker = version_tuple(docker_version)
+    if docker is None:
+        return {"via": None, "why": "Docker's version is not known (not running)"}
+    row = None
+    for release in GPUS_TABLE["releases"]:
+        if docker >= version_tuple(release["from"]):
+            row = release
+    if row is None or row["gpus"] != "cdi-first":
+        return {"via": "runtime-hook", "why": f"Docker {docker_version} hands --gpus to the "
+                "NVIDIA prestart hook (nvidia-container-runtime-hook)"}
+    toolkit = version_tuple(toolkit_version)
+    hook_from = version_tuple(GPUS_TABLE["nvidia_cdi_hook_toolkit_from"])
+    if toolkit is None or toolkit < hook_from:
+        return {"via": "runtime-hook", "why": f"Docker {docker_version} would try CDI first, but "
+                f"no nvidia-cdi-hook is installed (toolkit {toolkit_version or 'absent'}; it "
+                f"ships from {GPUS_TABLE['nvidia_cdi_hook_toolkit_from']})"}
+    default_on = docker >= version_tuple(GPUS_TABLE["cdi_default_on_from"])
+    if cdi_feature is False or (cdi_feature is None and not default_on):
+        return {"via": "runtime-hook", "why": f"Docker {docker_version}'s CDI is off "
+                "(features.cdi), so --gpus falls back to the prestart hook"}
+    return {"via": "cdi", "why": f"Docker {docker_version} with nvidia-cdi-hook (toolkit "
+            f"{toolkit_version}) sends --gpus through the CDI spec first (from Docker "
+            f"{'.'.join(row['from'].split('.')[:2])}, moby/moby#50228; checked through "
+            f"{GPUS_TABLE['checked_through']})"}
+
+
+def state_cdi_feature(state: Mapping[str, Any]) -> bool | None:
+    """``features.cdi`` of the host's daemon.json (None: not set)."""
+    docker = state.get("docker") or {}
+    config = docker.get("config") if isinstance(docker.get("config"), Mapping) else {}
+    features = config.get("features") if isinstance(config.get("features"), Mapping) else {}
+    return features.get("cdi") if isinstance(features.get("cdi"), bool) else None
+
+
+def state_gpus_route(state: Mapping[str, Any]) -> dict[str, Any]:
+    """``gpus_route`` of a host state (facts.host.GpuHostState)."""
+    return gpus_route((state.get("docker") or {}).get("docker_version"),
+                      (state.get("toolkit") or {}).get("version"), state_cdi_feature(state))
 
 
 def docker_lacks_cdi(docker_version: str | None) -> bool:

@@ -164,8 +164,10 @@ def _copy(value: Any) -> Any:
 
 
 def drop_in_config(config: dict[str, Any], version: int, default_runtime: bool = False,
-                   binary: str = BINARY) -> dict[str, Any]:
-    """The drop-in's content (as data) for this top config."""
+                   binary: str = BINARY, enable_cdi: bool = False) -> dict[str, Any]:
+    """The drop-in's content (as data) for this top config; ``enable_cdi``: the CRI plugin's
+    ``enable_cdi = true`` (nvidia-ctk ``--cdi.enabled``: ``plugins.<CRI plugin>.enable_cdi``,
+    pkg/config/engine/containerd EnableCDI, v1.18.2), for container_runtime_mode cdi."""
     plugin = cri_plugin(version)
     cri = _copy((config.get("plugins") or {}).get(plugin) or {})
     runtime = base_runtime_options(cri)
@@ -175,19 +177,22 @@ def drop_in_config(config: dict[str, Any], version: int, default_runtime: bool =
     runtime["options"]["BinaryName"] = binary
     section = cri.setdefault("containerd", {})
     runtimes = section.setdefault("runtimes", {})
-    # containerd decodes a plugin's `runtimes` table into a fresh map: a table holding only
-    # nvidia drops the built-in runc, and the CRI plugin then refuses to load ("no
-    # corresponding runtime configured in `containerd.runtimes` for `containerd`
-    # `default_runtime_name = "runc"`", seen with Debian 12's containerd 1.6 and its stock
-    # config.toml): keep runc as containerd's defaults define it when the file has none
-    default = section.get("default_runtime_name")
-    if default in (None, "runc") and "runc" not in runtimes:
-        runtimes["runc"] = dict(CONTAINERD_RUNC)
-    runtimes[RUNTIME] = runtime
     if default_runtime:
         section["default_runtime_name"] = RUNTIME
     elif section.get("default_runtime_name") == RUNTIME:
         del section["default_runtime_name"]
+    # containerd decodes a plugin's `runtimes` table into a fresh map: a table holding only
+    # nvidia drops the built-in runc, and the CRI plugin then refuses to load ("no
+    # corresponding runtime configured in `containerd.runtimes` for `containerd`
+    # `default_runtime_name = "runc"`", seen with Debian 12's containerd 1.6 and its stock
+    # config.toml): keep runc as containerd's defaults define it when the file has none.
+    # Decided on the default the drop-in ends with (issue 23 item 11: a config whose default
+    # was nvidia, its only runtime, lost that default above and must get runc back).
+    if section.get("default_runtime_name") in (None, "runc") and "runc" not in runtimes:
+        runtimes["runc"] = dict(CONTAINERD_RUNC)
+    runtimes[RUNTIME] = runtime
+    if enable_cdi:
+        cri["enable_cdi"] = True
     return {"version": version, "plugins": {plugin: cri}}
 
 
@@ -197,9 +202,64 @@ def top_config(version: int) -> str:
 
 
 def render_drop_in(config: dict[str, Any], version: int, default_runtime: bool = False,
-                   config_path: str = CONFIG) -> str:
+                   config_path: str = CONFIG, enable_cdi: bool = False) -> str:
     return HEADER.format(config=config_path) + render(
-        drop_in_config(config, version, default_runtime))
+        drop_in_config(config, version, default_runtime, enable_cdi=enable_cdi))
+
+
+def parse_section(rc: int, text: str) -> dict[str, Any]:
+    """The ``containerd`` section of the host state: ``{"installed": bool, "version": str |
+    None, "config": text of config.toml | None, "drop_in": text of the drop-in | None}``."""
+    out: dict[str, Any] = {"installed": rc == 0, "version": None, "config": None,
+                           "drop_in": None}
+    if rc != 0:
+        return out
+    files: dict[str, list[str]] = {}
+    current = None
+    for line in (text or "").splitlines():
+        if line.startswith("==> ") and line.endswith(" <=="):
+            current = line[4:-4]
+            files[current] = []
+        elif current is not None:
+            files[current].append(line)
+        elif line.startswith("version: "):
+            out["version"] = line[len("version: "):].strip() or None
+    for key, path in (("config", CONFIG), ("drop_in", DROP_IN)):
+        if path in files:
+            out[key] = "\n".join(files[path]) + "\n"
+    return out
+
+
+def is_gpuhosts(text: str | None) -> bool:
+    """A drop-in gpuhost wrote (its header), not one of nvidia-ctk or the user at that path."""
+    return bool(text) and text.startswith(HEADER.splitlines()[0])
+
+
+def drift(view: dict[str, Any], default_runtime: bool = False,
+          enable_cdi: bool = False) -> list[str]:
+    """Why gpuhost's drop-in is not what gpuhost would write now (empty: it is, or there
+    is nothing to judge). ``view``: ``{"version": containerd --version, "config": text of
+    config.toml or None, "drop_in": text of the drop-in or None}`` (facts.container)."""
+    text = view.get("drop_in")
+    if text is None:
+        return [f"{DROP_IN} is missing: containerd has no nvidia runtime; run the deploy"]
+    if not is_gpuhosts(text):
+        return [f"{DROP_IN} was not written by gpuhost (nvidia-ctk or by hand): gpuhost would "
+                "replace it with its own; run the deploy"]
+    major = major_version(view.get("version"))
+    try:
+        config = parse(view.get("config") or "")
+        version = config_version(config, major)
+        found = problems(config, CONFIG, version, major) if view.get("config") is not None else []
+        want = render_drop_in(config, version, default_runtime, enable_cdi=enable_cdi)
+    except ContainerdConfigError as error:
+        return [str(error)]
+    if found:
+        return found
+    if text != want:
+        return [f"{DROP_IN} differs from what gpuhost writes from {CONFIG} (edited by hand, "
+                "or config.toml changed since): run the deploy"]
+    return []
 
 
 # --- a TOML writer for what containerd configs hold (tables, strings, numbers, booleans,

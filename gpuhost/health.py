@@ -220,10 +220,20 @@ def cdi_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     judged = cdi.judge(state)
     if judged["status"] != "stale":
         return []
+    route = cdi.state_gpus_route(state)
+    fix = ("regenerate it (nvidia-ctk cdi generate --output=PATH, or run gpuhost's deploy, "
+           "which does)")
+    if route["via"] == "cdi":
+        # Docker 29.2+ with nvidia-cdi-hook: --gpus goes through this spec (moby/moby#50228)
+        return [_finding("cdi-spec-stale", "critical", None, (
+            f"the NVIDIA CDI spec is stale ({'; '.join(judged['problems'])}) and {route['why']}:"
+            " every `docker run --gpus` container gets the wrong devices or the old driver's "
+            f"libraries, in any container_runtime_mode; {fix}; until then "
+            f"`docker run --gpus {cdi.ESCAPE_HATCH.removeprefix('--gpus ')}` uses the prestart "
+            "hook instead"))]
     return [_finding("cdi-spec-stale", "warning", None, (
         f"the NVIDIA CDI spec is stale ({'; '.join(judged['problems'])}): containers asking for "
-        "--device nvidia.com/gpu=... get the wrong devices or libraries, or fail; regenerate "
-        "it (nvidia-ctk cdi generate --output=PATH, or run gpuhost's deploy, which does)"))]
+        f"--device nvidia.com/gpu=... get the wrong devices or libraries, or fail; {fix}"))]
 
 
 def next_boot_findings(state: Mapping[str, Any], module_signing_cert: str | None = None,

@@ -202,7 +202,8 @@ class Settings:
         "str", "legacy: the nvidia runtime entry in daemon.json (as before); cdi: that entry "
         "plus Docker's CDI (\"features\": {\"cdi\": true}) and a fresh NVIDIA CDI spec "
         "(docker run --device nvidia.com/gpu=all; Docker 25+); auto: cdi when the toolkit is "
-        "1.18+ and Docker 25+, else legacy (docs/container-runtime.md)",
+        "1.18+ and Docker 25+, or where Docker sends --gpus through CDI (29.2+), else legacy "
+        "(docs/container-runtime.md)",
         check_choice("legacy", "cdi", "auto"), "legacy")
     containerd_nvidia_runtime: bool = _key(
         "bool", "Kubernetes nodes: give containerd's CRI plugin the nvidia runtime through "
@@ -214,8 +215,8 @@ class Settings:
     reboot_policy: str = _key(
         "str", "may gpuhost reboot the host", check_choice("never", "when_needed"), "never")
     reboot_timeout: int = _key(
-        "int (seconds)", "how long a reboot may take until SSH answers again (install and "
-        "upgrade); HGX/DGX servers often need more than 10 minutes to POST",
+        "int (seconds)", "how long a reboot may take until SSH answers again (install, "
+        "upgrade, a MIG mode change); HGX/DGX servers often need more than 10 minutes to POST",
         _check_reboot_timeout, 1800)
     http_proxy: str | None = _key(
         "URL or null", "proxy for controller downloads and host package managers",

@@ -35,7 +35,8 @@ def runtime_mode(config: Any = None, state: dict[str, Any] | None = None) -> str
     state = state if state is not None else host_state()
     docker = (state.get("docker") or {}).get("docker_version") or (
         config.docker_version if config.docker_source in ("docker", "distro") else None)
-    return cdi.resolve_mode("auto", config.container_toolkit_version, docker)
+    return cdi.resolve_mode("auto", config.container_toolkit_version, docker,
+                            cdi.state_cdi_feature(state))
 
 
 def output_path(toolkit_version: str | None) -> str:

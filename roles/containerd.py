@@ -26,7 +26,7 @@ from pyinfra.operations.util.files import generate_color_diff
 
 from facts.containerd import ContainerdView
 from gpuhost import containerd_config as rules
-from roles.common import fail_command, host_settings
+from roles.common import fail_command, host_settings, host_state
 from roles.files import atomic_write
 
 # `ctr plugins ls` status of the CRI plugin (1.x: io.containerd.grpc.v1 cri; 2.x: the
@@ -36,12 +36,24 @@ CRI_STATUS = ('($1 == "io.containerd.grpc.v1" && $2 == "cri") || '
 OLD = rules.DROP_IN.rsplit("/", 1)[0] + "/.99-nvidia.toml.gpuhost-old"
 
 
-def checked_restart(restore: list[str]) -> StringCommand:
+def checked_restart(restore: list[str], want_nvidia: bool = True) -> StringCommand:
     """Restart containerd, wait until it answers, and check its effective config has the
-    nvidia runtime; when it does not start or its CRI plugin does not load, run ``restore``
-    (shell commands that put gpuhost's previous files back), restart it and fail with the
-    errors it logged since the restart."""
+    nvidia runtime (``want_nvidia``; else only that it runs with its CRI plugin); when it does
+    not start or its CRI plugin does not load, run ``restore`` (shell commands that put
+    gpuhost's previous files back), restart it and fail with the errors it logged since the
+    restart."""
     undo = " ".join(f"{c};" for c in restore)
+    if not want_nvidia:
+        check = ["rm -f", QuoteString(OLD), "; exit 0; fi;"]
+    else:
+        check = [
+            "if containerd config dump 2>/dev/null | grep -Eq",
+            QuoteString(r"\.containerd\.runtimes\.nvidia\]"), "; then rm -f", QuoteString(OLD),
+            "; exit 0; fi;",
+            "echo", QuoteString(
+                "gpuhost: containerd restarted, but `containerd config dump` shows no nvidia "
+                f"runtime: something else decides what containerd reads ({rules.DROP_IN} is "
+                "not imported)"), ">&2; exit 1; fi;"]
     return StringCommand(
         "systemctl reset-failed containerd.service >/dev/null 2>&1;",
         "since=$(date '+%Y-%m-%d %H:%M:%S');",
@@ -49,14 +61,7 @@ def checked_restart(restore: list[str]) -> StringCommand:
         QuoteString("until ctr version >/dev/null 2>&1; do sleep 1; done"), "; then",
         # containerd stays up when its CRI plugin fails to load: that is a failure too
         "cri=$(ctr plugins ls 2>/dev/null | awk", QuoteString(CRI_STATUS), ");",
-        'if test "$cri" != error; then',
-        "if containerd config dump 2>/dev/null | grep -Eq",
-        QuoteString(r"\.containerd\.runtimes\.nvidia\]"), "; then rm -f", QuoteString(OLD),
-        "; exit 0; fi;",
-        "echo", QuoteString(
-            "gpuhost: containerd restarted, but `containerd config dump` shows no nvidia "
-            f"runtime: something else decides what containerd reads ({rules.DROP_IN} is "
-            "not imported)"), ">&2; exit 1; fi; fi;",
+        'if test "$cri" != error; then', *check, "fi;",
         'err=$(journalctl -u containerd.service --since "$since" --no-pager -o cat 2>/dev/null'
         " | grep -e '^containerd: ' -e 'level=error' -e 'level=fatal'"
         " -e 'failed to load plugin io.containerd.grpc.v1.cri' -e 'failed to load plugin io.containerd.cri'"
@@ -80,12 +85,13 @@ def _show(path: str, content: str, exists: bool) -> None:
 
 
 @operation()
-def nvidia_runtime(default_runtime: bool = False):
+def nvidia_runtime(default_runtime: bool = False, enable_cdi: bool = False):
     """
     containerd's CRI plugin gets the ``nvidia`` runtime from a gpuhost drop-in file, and the
     running containerd uses it (restart checked, gpuhost's file put back on failure).
 
     + default_runtime: make ``nvidia`` the CRI plugin's default runtime
+    + enable_cdi: the CRI plugin's ``enable_cdi = true`` (container_runtime_mode cdi)
     """
     view = host.get_fact(ContainerdView, config=rules.CONFIG, drop_in=rules.DROP_IN)
     if not view["installed"]:
@@ -107,7 +113,7 @@ def nvidia_runtime(default_runtime: bool = False):
             if found:
                 yield fail_command("; ".join(found))
                 return
-        content = rules.render_drop_in(config, version, default_runtime)
+        content = rules.render_drop_in(config, version, default_runtime, enable_cdi=enable_cdi)
     except rules.ContainerdConfigError as error:
         yield fail_command(str(error))
         return
@@ -144,13 +150,36 @@ def nvidia_runtime(default_runtime: bool = False):
         yield StringCommand("rm -f", QuoteString(OLD))
 
 
+@operation()
+def no_drop_in():
+    """
+    ``containerd_nvidia_runtime`` is off: gpuhost's own drop-in (its header; one nvidia-ctk
+    or the user wrote stays) is removed and containerd restarted without it, checked (put
+    back and containerd started again when it does not come up). Judged from the one host
+    state command: a host without gpuhost's drop-in gets no command.
+    """
+    view = host_state().get("containerd") or {}
+    if not rules.is_gpuhosts(view.get("drop_in")):
+        host.noop(f"no gpuhost drop-in {rules.DROP_IN} (containerd_nvidia_runtime is off)")
+        return
+    yield StringCommand("mv -f", QuoteString(rules.DROP_IN), QuoteString(OLD))
+    yield checked_restart([f"mv -f {OLD} {rules.DROP_IN}"], want_nvidia=False)
+
+
 @deploy("containerd nvidia runtime")
 def configure() -> None:
-    """Only with ``containerd_nvidia_runtime: true`` (Kubernetes nodes)."""
+    """With ``containerd_nvidia_runtime: true`` (Kubernetes nodes) gpuhost's drop-in; off,
+    gpuhost's drop-in removed where an earlier run wrote it."""
     config = host_settings()
     if not config.containerd_nvidia_runtime:
+        if (host_state().get("containerd") or {}).get("installed"):
+            no_drop_in(name=f"No gpuhost drop-in {rules.DROP_IN} "
+                            "(containerd_nvidia_runtime is off)")
         return
+    from roles.cdi import runtime_mode
+
     nvidia_runtime(
         name=f"containerd's nvidia runtime in {rules.DROP_IN} (restart containerd if needed)",
         default_runtime=bool(config.containerd_nvidia_default_runtime),
+        enable_cdi=runtime_mode(config) == "cdi",
     )

@@ -1,15 +1,23 @@
 """Docker's "Docker CE for Debian" apt repository (download.docker.com/linux/debian), as the
 sandbox serves it: `docker-ce`, `docker-ce-cli` and `containerd.io` for bookworm, component
-stable, under OUT_DIR/docker/debian/ (`dists/bookworm/{InRelease,Release,Release.gpg}`,
+stable, under OUT_DIR/<engine's dir>/ (`dists/bookworm/{InRelease,Release,Release.gpg}`,
 `dists/bookworm/stable/binary-amd64/Packages{,.gz}`, the .debs in
 `dists/bookworm/pool/stable/amd64/`, the armored key at `gpg`: Docker's layout).
 
-The binaries are Debian's: docker-ce and docker-ce-cli repackage Debian trixie's docker.io
-and docker-cli 26.1.5 (fetched by URL from deb.debian.org's trixie index, whose InRelease
-gpgv checks against this machine's debian-archive-keyring, and each .deb against the
-index's SHA256); containerd.io carries bookworm's containerd and runc binaries (apt-get
-download, this machine's bookworm sources) and, like Docker's, provides, conflicts with and
-replaces containerd and runc. Sources of each fact: sandbox/README.md, "Docker CE for Debian".
+Two engines (ENGINES), each its own copy of the repository as it was when that engine was
+the newest (a host chooses one by its docker_repo_url):
+
+- `docker/debian`: docker-ce 26.1.5 (Debian trixie's docker.io/docker-cli) with
+  containerd.io 1.6.20 (bookworm's containerd and runc);
+- `docker/debian-28`: docker-ce 28.5.2 (Debian testing's docker.io/docker-cli) with
+  containerd.io 2.1.9 (testing's containerd 2.1.9 and bookworm's runc 1.1.5: testing's
+  runc 1.3 needs glibc 2.38, bookworm has 2.36).
+
+The Debian files are fetched by URL from deb.debian.org (the suite's InRelease checked by
+gpgv against this machine's debian-archive-keyring, Packages.xz by InRelease's SHA256, each
+.deb by the index's SHA256); bookworm's by apt-get download. containerd.io, like Docker's,
+provides, conflicts with and replaces containerd and runc. Sources of each fact:
+sandbox/README.md, "Docker CE for Debian".
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import shutil
 import subprocess
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from .common import (BASE_URL, OUT_DIR, WORK_DIR, BuildError, code_digest, fresh_dir,
@@ -31,14 +40,42 @@ from .common import (BASE_URL, OUT_DIR, WORK_DIR, BuildError, code_digest, fresh
 from .deb import SOURCE_DATE_EPOCH, DebPackage
 from .signing import SigningKey
 
-DOCKER_VERSION = "26.1.5"
-# Docker's version strings for Debian 12: epoch 5, "-1~debian.12~bookworm"
-DEB_VERSION = f"5:{DOCKER_VERSION}-1~debian.12~bookworm"
-CONTAINERD_VERSION = "1.6.20-1"
 SUITE, COMPONENT = "bookworm", "stable"
 DEBIAN_MIRROR = os.environ.get("GPUHOST_DEBIAN_ARCHIVE", "http://deb.debian.org/debian")
-TRIXIE_DEBS = ("docker.io", "docker-cli")
-BOOKWORM_DEBS = ("containerd", "runc", "tini")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One copy of Docker's repository: the Debian packages it is made of."""
+    subdir: str           # under OUT_DIR
+    docker: str           # upstream Docker version (docker-ce, docker-ce-cli)
+    containerd: str       # containerd.io's version
+    suite: str            # the Debian suite fetched by URL
+    fetched: tuple        # (package, upstream version prefix) from that suite
+    bookworm: tuple       # packages taken from bookworm with apt-get download
+
+    @property
+    def deb_version(self) -> str:
+        """Docker's version strings for Debian 12: epoch 5, "-1~debian.12~bookworm"."""
+        return f"5:{self.docker}-1~debian.12~bookworm"
+
+    @property
+    def cache(self) -> str:
+        return "docker-ce-debian" + self.subdir.removeprefix("docker/debian")
+
+
+ENGINES = {
+    "26": Engine("docker/debian", "26.1.5", "1.6.20-1", "trixie",
+                 (("docker.io", "26.1.5"), ("docker-cli", "26.1.5")),
+                 ("containerd", "runc", "tini")),
+    "28": Engine("docker/debian-28", "28.5.2", "2.1.9-1", "testing",
+                 (("docker.io", "28.5.2"), ("docker-cli", "28.5.2"), ("containerd", "2.1.9")),
+                 ("runc", "tini")),
+}
+# the first engine's names, kept for readers of this module
+DOCKER_VERSION = ENGINES["26"].docker
+DEB_VERSION = ENGINES["26"].deb_version
+CONTAINERD_VERSION = ENGINES["26"].containerd
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 MAINTAINER = "gpuhost sandbox (Debian's binaries as Docker's packages) <sandbox@gpuhost.invalid>"
 
@@ -59,15 +96,16 @@ def _stanzas(text: str):
             yield fields
 
 
-def fetch_trixie(dest: Path) -> dict[str, str]:
-    """docker.io and docker-cli 26.1.5 from trixie into DEST, checked: InRelease by gpgv
-    (Debian's archive keys), Packages.xz by InRelease's SHA256, each .deb by the index's."""
-    release = _get(f"{DEBIAN_MIRROR}/dists/trixie/InRelease")
+def fetch_suite(dest: Path, suite: str, wanted: tuple) -> dict[str, str]:
+    """WANTED ((package, upstream version prefix), ...) from Debian SUITE into DEST, checked:
+    InRelease by gpgv (Debian's archive keys), Packages.xz by InRelease's SHA256, each .deb
+    by the index's."""
+    release = _get(f"{DEBIAN_MIRROR}/dists/{suite}/InRelease")
     (dest / "InRelease").write_bytes(release)
     proc = subprocess.run(["gpgv", "--keyring", KEYRING, str(dest / "InRelease")],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        raise BuildError(f"trixie InRelease: bad signature ({KEYRING}):\n{proc.stderr[-1500:]}")
+        raise BuildError(f"{suite} InRelease: bad signature ({KEYRING}):\n{proc.stderr[-1500:]}")
     want = None
     in_sha256 = False
     for line in release.decode().splitlines():
@@ -80,39 +118,42 @@ def fetch_trixie(dest: Path) -> dict[str, str]:
         else:
             in_sha256 = False
     if want is None:
-        raise BuildError("trixie InRelease lists no main/binary-amd64/Packages.xz")
-    packages_xz = _get(f"{DEBIAN_MIRROR}/dists/trixie/main/binary-amd64/Packages.xz")
+        raise BuildError(f"{suite} InRelease lists no main/binary-amd64/Packages.xz")
+    packages_xz = _get(f"{DEBIAN_MIRROR}/dists/{suite}/main/binary-amd64/Packages.xz")
     if hashlib.sha256(packages_xz).hexdigest() != want:
-        raise BuildError("trixie Packages.xz: SHA256 differs from InRelease")
+        raise BuildError(f"{suite} Packages.xz: SHA256 differs from InRelease")
+    prefixes = dict(wanted)
     found = {}
     for st in _stanzas(lzma.decompress(packages_xz).decode()):
-        if st.get("Package") in TRIXIE_DEBS and st.get("Version", "").startswith(
-                DOCKER_VERSION + "+"):
-            found[st["Package"]] = st
-    missing = set(TRIXIE_DEBS) - set(found)
+        name = st.get("Package")
+        if name in prefixes and st.get("Version", "").startswith(prefixes[name] + "+"):
+            found[name] = st
+    missing = set(prefixes) - set(found)
     if missing:
-        raise BuildError(f"trixie has no {DOCKER_VERSION} of {', '.join(sorted(missing))}")
+        raise BuildError(f"{suite} has no {', '.join(f'{n} {prefixes[n]}' for n in sorted(missing))}"
+                         f" (Debian moved on: pick the engine's versions anew, "
+                         "sandbox/README.md \"Docker CE for Debian\")")
     versions = {}
     for name, st in found.items():
         data = _get(f"{DEBIAN_MIRROR}/{st['Filename']}")
         if hashlib.sha256(data).hexdigest() != st["SHA256"]:
-            raise BuildError(f"{st['Filename']}: SHA256 differs from trixie's Packages index")
+            raise BuildError(f"{st['Filename']}: SHA256 differs from {suite}'s Packages index")
         (dest / Path(st["Filename"]).name).write_bytes(data)
         versions[name] = st["Version"]
     return versions
 
 
-def debian_root() -> Path:
-    """Trixie's docker.io/docker-cli and bookworm's containerd/runc/tini, unpacked (cached)."""
-    root = WORK_DIR / "docker-ce-debian" / "root"
+def debian_root(engine: Engine) -> Path:
+    """The engine's Debian packages, unpacked (cached)."""
+    root = WORK_DIR / engine.cache / "root"
     if (root / "usr/sbin/dockerd").exists() and (root / "usr/bin/tini-static").exists():
         return root
-    dl = fresh_dir(WORK_DIR / "docker-ce-debian" / "debs")
+    dl = fresh_dir(WORK_DIR / engine.cache / "debs")
     t = time.monotonic()
-    log(f"fetching trixie's docker.io/docker-cli {DOCKER_VERSION} from {DEBIAN_MIRROR}")
-    versions = fetch_trixie(dl)
-    log(f"fetching bookworm's {', '.join(BOOKWORM_DEBS)} with apt-get download")
-    run(["apt-get", "download", *BOOKWORM_DEBS], cwd=dl)
+    log(f"fetching {engine.suite}'s {', '.join(n for n, _ in engine.fetched)} from {DEBIAN_MIRROR}")
+    versions = fetch_suite(dl, engine.suite, engine.fetched)
+    log(f"fetching bookworm's {', '.join(engine.bookworm)} with apt-get download")
+    run(["apt-get", "download", *engine.bookworm], cwd=dl)
     tmp = fresh_dir(root.with_name("root.new"))
     for deb in sorted(dl.glob("*.deb")):
         run(["dpkg-deb", "-x", str(deb), str(tmp)])
@@ -123,14 +164,25 @@ def debian_root() -> Path:
     return root
 
 
-def docker_packages(root: Path) -> list[DebPackage]:
+def _unit(root: Path, name: str) -> str:
+    """A systemd unit of the unpacked packages (bookworm's under /lib, later ones /usr/lib)."""
+    for where in ("usr/lib/systemd/system", "lib/systemd/system"):
+        if (root / where / name).exists():
+            return (root / where / name).read_text()
+    raise BuildError(f"no {name} in the engine's Debian packages")
+
+
+def docker_packages(root: Path, engine: Engine) -> list[DebPackage]:
     def binfile(rel: str) -> tuple[bytes, int]:
         return (root / rel).read_bytes(), 0o755
 
-    unit_dir = root / "usr/lib/systemd/system"
-    units = {name: (unit_dir / name).read_text().replace("/usr/sbin/dockerd", "/usr/bin/dockerd")
+    units = {name: _unit(root, name).replace("/usr/sbin/dockerd", "/usr/bin/dockerd")
              for name in ("docker.service", "docker.socket")}
-    containerd_unit = (root / "lib/systemd/system/containerd.service").read_text()
+    containerd_unit = _unit(root, "containerd.service")
+    containerd_from = dict(engine.fetched).get("containerd")
+    containerd_from = f"Debian {engine.suite}'s containerd {containerd_from}" if containerd_from \
+        else "Debian bookworm's containerd"
+    deb_version = engine.deb_version
     # dh_installsystemd's maintainer-script snippet (Docker's packages are built with it):
     # enable, then start, a failed start not failing the install
     enable = ('if [ "$1" = configure ] && [ -d /run/systemd/system ]; then\n'
@@ -139,8 +191,8 @@ def docker_packages(root: Path) -> list[DebPackage]:
               '  systemctl start {units} >/dev/null || true\nfi\n')
     return [
         DebPackage(
-            "containerd.io", CONTAINERD_VERSION, "An open and reliable container runtime\n"
-            "Debian bookworm's containerd and runc binaries, packaged as Docker's containerd.io.",
+            "containerd.io", engine.containerd, "An open and reliable container runtime\n"
+            f"{containerd_from} and bookworm's runc binaries, packaged as Docker's containerd.io.",
             depends=["libc6 (>= 2.34)", "libseccomp2 (>= 2.5.0)"],
             provides=["containerd", "runc"], conflicts=["containerd", "runc"],
             replaces=["containerd", "runc"], section="devel",
@@ -152,14 +204,14 @@ def docker_packages(root: Path) -> list[DebPackage]:
             scripts={"postinst": "#!/bin/sh\nset -e\n"
                      + enable.format(units="containerd.service")}),
         DebPackage(
-            "docker-ce-cli", DEB_VERSION, "Docker CLI: the open-source application container "
-            "engine\nDebian trixie's docker-cli binary, packaged as Docker's docker-ce-cli.",
+            "docker-ce-cli", deb_version, "Docker CLI: the open-source application container "
+            f"engine\nDebian {engine.suite}'s docker-cli binary, packaged as Docker's docker-ce-cli.",
             depends=["libc6 (>= 2.34)"], conflicts=["docker.io", "docker-engine"],
             replaces=["docker-ce (<< 5:0)"], section="admin",
             files={"/usr/bin/docker": binfile("usr/bin/docker")}),
         DebPackage(
-            "docker-ce", DEB_VERSION, "Docker: the open-source application container engine\n"
-            "Debian trixie's docker.io binaries, packaged as Docker's docker-ce.",
+            "docker-ce", deb_version, "Docker: the open-source application container engine\n"
+            f"Debian {engine.suite}'s docker.io binaries, packaged as Docker's docker-ce.",
             depends=["containerd.io (>= 1.6.4)", "docker-ce-cli", "iptables",
                      "libseccomp2 (>= 2.3.0)", "libc6 (>= 2.34)", "libsystemd0"],
             conflicts=["docker.io", "docker-engine"], replaces=["docker-engine"],
@@ -207,34 +259,40 @@ def build_deb(pkg: DebPackage, outdir: Path) -> Path:
     return out
 
 
-def docker_debs(force: bool) -> list[Path]:
+def docker_debs(engine: Engine, force: bool) -> list[Path]:
     """The repackaged .debs, cached apart from the repository (they change only with the
     versions and this module's packaging code)."""
-    cache = WORK_DIR / "docker-ce-debs"
-    digest = inputs_digest(code=code_digest("deb"), docker=DOCKER_VERSION,
-                           trixie=TRIXIE_DEBS, bookworm=BOOKWORM_DEBS,
+    cache = WORK_DIR / (engine.cache.replace("docker-ce-debian", "docker-ce-debs", 1))
+    digest = inputs_digest(code=code_digest("deb"), docker=engine.docker,
+                           fetched=[engine.suite, *engine.fetched], bookworm=engine.bookworm,
+                           containerd=engine.containerd,
                            packaging=inspect.getsource(docker_packages)
-                           + inspect.getsource(build_deb))
-    if force or not up_to_date("docker-ce-debs", digest, [cache]) or not any(
-            cache.glob("*.deb")):
+                           + inspect.getsource(build_deb) + inspect.getsource(_unit))
+    stamp = cache.name
+    if force or not up_to_date(stamp, digest, [cache]) or not any(cache.glob("*.deb")):
         t = time.monotonic()
         fresh_dir(cache)
-        for pkg in docker_packages(debian_root()):
+        for pkg in docker_packages(debian_root(engine), engine):
             build_deb(pkg, cache)
-        mark_done("docker-ce-debs", digest)
-        log(f"docker-ce, docker-ce-cli, containerd.io {DOCKER_VERSION} debs: built in "
-            f"{time.monotonic() - t:.1f}s")
+        mark_done(stamp, digest)
+        log(f"docker-ce, docker-ce-cli {engine.docker}, containerd.io {engine.containerd} "
+            f"debs: built in {time.monotonic() - t:.1f}s")
     return sorted(cache.glob("*.deb"))
 
 
 def build(key: SigningKey, force: bool = False) -> None:
-    top = OUT_DIR / "docker" / "debian"
-    debs = docker_debs(force)
+    for engine in ENGINES.values():
+        build_repo(engine, key, force)
+
+
+def build_repo(engine: Engine, key: SigningKey, force: bool = False) -> None:
+    top = OUT_DIR / engine.subdir
+    debs = docker_debs(engine, force)
     digest = inputs_digest(code=code_digest("dockerce"), key=key.fingerprint,
                            debs=[sha256_file(p) for p in debs], url=BASE_URL)
     dist = top / "dists" / SUITE
-    if not force and up_to_date("docker-ce-debian", digest, [dist / "InRelease", top / "gpg"]):
-        log("Docker CE for Debian repo: up to date")
+    if not force and up_to_date(engine.cache, digest, [dist / "InRelease", top / "gpg"]):
+        log(f"Docker CE for Debian repo ({engine.subdir}, {engine.docker}): up to date")
         return
     t = time.monotonic()
     with replace_dir(top) as new:
@@ -264,6 +322,7 @@ def build(key: SigningKey, force: bool = False) -> None:
         key.clearsign(suite_dir / "Release", suite_dir / "InRelease")
         key.detach_sign(suite_dir / "Release", suite_dir / "Release.gpg")
         key.export_armored(new / "gpg")
-    mark_done("docker-ce-debian", digest)
+    mark_done(engine.cache, digest)
     size = sum(p.stat().st_size for p in debs) // (1 << 20)
-    log(f"Docker CE for Debian repo: built in {time.monotonic() - t:.1f}s ({size} MiB)")
+    log(f"Docker CE for Debian repo ({engine.subdir}, {engine.docker}): built in "
+        f"{time.monotonic() - t:.1f}s ({size} MiB)")
