@@ -20,7 +20,9 @@ TOOLKIT_RE = re.compile(r"^\d+\.\d+\.\d+(-\d+)?$")
 SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 SERVICE_RE = re.compile(r"^[A-Za-z0-9@._-]+$")
 IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
-MIG_PROFILE_RE = re.compile(r"^(MIG )?\d+g\.\d+gb(\+me)?$")
+# NVML's GPU instance profile ids seen so far reach 67 (RTX PRO 6000 Blackwell's 1g.24gb-me:
+# gpuhost/data/mig_profiles.json); nvidia-smi takes an id or a name.
+MIG_PROFILE_ID_MAX = 255
 # Package-manager variables allowed inside repository URLs (apt: $(ARCH); dnf: the others).
 URL_VARIABLES = ("$(ARCH)", "$basearch", "$releasever")
 URL_SCHEMES = ("http", "https", "file")
@@ -224,16 +226,31 @@ def check_image(key, value):
 
 
 def check_mig_layout(key, value):
+    """mig_layout: GPU instance profiles in mig-parted's grammar (gpuhost.mig_config: "1g.10gb",
+    "1g.24gb+me.all", "1g.24gb-me", "2g.48gb+gfx", a "MIG " prefix allowed) or profile ids.
+    Whether they fit the host's GPU is judged per model (gpuhost.policy.mig_layout_valid)."""
+    from gpuhost.mig_config import parse_profile
+
     if value is None:
         return []
     if not isinstance(value, (list, tuple)):
         return [f"{show(value)} is not a list of MIG profiles (like [\"3g.20gb\", \"3g.20gb\"]) or null"]
     problems = []
     for i, item in enumerate(value):
-        ok = (isinstance(item, int) and not isinstance(item, bool) and 0 <= item < 64) or (
-            isinstance(item, str) and MIG_PROFILE_RE.fullmatch(item))
-        if not ok:
+        if isinstance(item, int) and not isinstance(item, bool):
+            if not 0 <= item <= MIG_PROFILE_ID_MAX:
+                problems.append(f"[{i}] {item} is not a MIG profile id (0 to {MIG_PROFILE_ID_MAX})")
+            continue
+        if not isinstance(item, str):
             problems.append(f"[{i}] {show(item)} is not a MIG profile name like \"1g.10gb\" or a profile id")
+            continue
+        text = item[4:] if item.startswith("MIG ") else item
+        parsed, why = parse_profile(text)
+        if why:
+            problems.append(f"[{i}] {why}")
+        elif parsed.compute_instance_form:
+            problems.append(f"[{i}] {show(item)} names compute instances; mig_layout creates GPU "
+                            f"instances: write \"{parsed.gpu_instance}\"")
     return problems
 
 

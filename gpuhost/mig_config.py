@@ -456,7 +456,45 @@ def layout_problems(model_key: str | None, profiles: list[str], name: str | None
         return []
     if not model["mig"]:
         return [f"{model['key']} does not support MIG"]
-    return policy.mig_layout_valid(model["key"], profiles) if profiles else []
+    return _untabled_problems(model["key"], model["mig"]["slices"], profiles)
+
+
+def _untabled_problems(shown: str, slices: int, profiles: Iterable[str]) -> list[str]:
+    """A MIG GPU without a profile table: only the grammar and the compute slices of the
+    GPU instances (the host's ``nvidia-smi mig -lgip`` is the authority)."""
+    problems: list[str] = []
+    instances: dict[str, list[int]] = {}   # GPU instance -> [its slices, compute instances]
+    for text in profiles:
+        parsed, why = parse_profile(text)
+        if why:
+            problems.append(why)
+            continue
+        per_gi = parsed.g // max(parsed.c, 1)
+        slot = instances.setdefault(f"{parsed.c}c.{parsed.gpu_instance}", [parsed.g, per_gi, 0])
+        slot[2] += 1
+    used = sum(g * -(-n // per) for g, per, n in instances.values())
+    if used > slices:
+        problems.append(f"layout uses {used} compute slices, {shown} has {slices}")
+    return problems
+
+
+def profile_names(model: str | None, profiles: Iterable) -> list[str]:
+    """``profiles`` (names, "MIG " names or profile ids) as the names this GPU's table
+    (``model``: a gpu_models key or the product name) and ``nvidia-smi mig -lgi`` use; an
+    id the table lacks stays digits, a name that does not parse is only lower-cased."""
+    gpu = gpu_table(model) if model else None
+    ids = {spec["id"]: prof for prof, spec in gpu.profiles.items()
+           if spec.get("id") is not None} if gpu else {}
+    names = []
+    for item in profiles:
+        text = str(item).strip().lower()
+        if text.startswith("mig "):
+            text = text[4:].strip()
+        if text.isdigit():
+            names.append(ids.get(int(text), text))
+        else:
+            names.append(profile_name(text))
+    return names
 
 
 def _distinct_tables() -> dict[str, list[str]]:

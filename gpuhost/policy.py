@@ -499,29 +499,20 @@ def flavor_for_gpus(setting: str, gpus: Iterable[dict], driver_version: str) -> 
 
 
 # --- MIG --------------------------------------------------------------------------------
-
-_PROFILE_RE = re.compile(r"^(\d)g\.\d+gb(\+me)?$")
-
-
-def _profile_name(profile, table: dict | None) -> str:
-    text = str(profile).strip().lower()
-    if text.startswith("mig "):
-        text = text[4:].strip()
-    if text.isdigit() and table:
-        for name, spec in table.items():
-            if spec["id"] == int(text):
-                return name
-    return text
+# One judgement of a layout: gpuhost.mig_config (mig-parted's profile grammar, the per-GPU
+# tables of mig_profiles.json, placements). mig_config imports this module, so the two
+# functions below import it when called.
 
 
 def mig_profile_names(model_key: str | None, profiles: Iterable) -> list[str]:
-    """``profiles`` as the names ``nvidia-smi mig -lgi`` prints for this GPU model:
-    profile ids (19), "MIG 1g.5gb" and any case become "1g.5gb" through the model's own
-    profile table, so a layout given as ids compares equal to the instances it created.
-    Without a known table the names are only lower-cased (ids stay digits)."""
-    model = lookup_model(model_key) if model_key else None
-    table = model["mig"]["profiles"] if model and model["mig"] else None
-    return [_profile_name(p, table) for p in profiles]
+    """``profiles`` as the names ``nvidia-smi mig -lgi`` prints for this GPU model (a
+    gpu_models key or the product name): profile ids (19), "MIG 1g.5gb" and any case become
+    "1g.5gb" through the GPU's own profile table (gpuhost.mig_config), so a layout given as
+    ids compares equal to the instances it created. An id the table does not have (or no
+    table) stays digits; names are only lower-cased and stripped of "MIG "."""
+    from gpuhost import mig_config
+
+    return mig_config.profile_names(model_key, profiles)
 
 
 def placement_fits(sizes: list[tuple[int, tuple[int, ...]]], used: frozenset[int]) -> bool:
@@ -537,55 +528,25 @@ def placement_fits(sizes: list[tuple[int, tuple[int, ...]]], used: frozenset[int
 
 
 def mig_layout_valid(model_key: str, profiles: Iterable) -> list[str]:
-    """Problems with creating GPU instances ``profiles`` (names like "3g.20gb" or profile
-    ids) on one GPU of ``model_key``; an empty list means the layout fits.
+    """Problems with creating GPU instances ``profiles`` (names like "3g.20gb", "1g.24gb+gfx"
+    or profile ids) on one GPU of ``model_key``; an empty list means the layout fits.
 
-    Checks: the model supports MIG, every profile exists for it, no profile is used more
-    often than its maximum, the compute slices add up to at most the GPU's slices (7, or 4
-    on A30), and a non-overlapping placement exists (as ``nvidia-smi mig -lgipp`` lists
-    them). For MIG models whose profile table is not known here, only the syntax and the
-    7-slice sum are checked: the host's ``nvidia-smi mig -lgip`` is the authority.
+    The same judgement as a named configuration's (``gpuhost.mig_config.layout_problems``):
+    the model supports MIG, every profile parses (mig-parted's grammar: ``+me``, ``+me.all``,
+    ``-me``, ``+gfx``) and exists in the GPU's table, no profile is used more often than its
+    maximum, the compute slices add up to at most the GPU's (7; 4 on A30 and RTX PRO 6000
+    Blackwell), and a non-overlapping placement exists (as ``nvidia-smi mig -lgipp`` lists
+    them). A MIG model without a table gets the grammar and the slice sum only.
     """
+    from gpuhost import mig_config
+
     model = lookup_model(model_key)
     if model is None:
         return [f"unknown GPU model {model_key!r} (known: {', '.join(GPU_MODELS)})"]
-    mig = model["mig"]
-    if not mig:
+    if not model["mig"]:
         return [f"{model['key']} does not support MIG"]
-    table = mig["profiles"]
-    names = [_profile_name(p, table) for p in profiles]
-    problems: list[str] = []
-    if table is None:
-        slices = 0
-        for name in names:
-            m = _PROFILE_RE.fullmatch(name)
-            if not m:
-                problems.append(f"{name!r} is not a MIG profile name (want like '1g.10gb')")
-            else:
-                slices += int(m.group(1))
-        if slices > mig["slices"]:
-            problems.append(f"layout uses {slices} compute slices, {model['key']} has {mig['slices']}")
-        return problems
-    unknown = sorted({n for n in names if n not in table})
-    for name in unknown:
-        problems.append(f"unknown MIG profile {name!r} for {model['key']} (known: {', '.join(table)})")
-    counts: dict[str, int] = {}
-    for name in names:
-        counts[name] = counts.get(name, 0) + 1
-    for name, count in counts.items():
-        if name in table and count > table[name]["max"]:
-            problems.append(f"{name} x{count}: {model['key']} allows at most {table[name]['max']}")
-    slices = sum(int(n.split("g.")[0]) for n in names if n in table)
-    if slices > mig["slices"]:
-        problems.append(f"layout uses {slices} compute slices, {model['key']} has {mig['slices']}")
-    if not problems:
-        sizes = sorted(((table[n]["size"], table[n]["starts"]) for n in names), reverse=True)
-        if not placement_fits(sizes, frozenset()):
-            problems.append(
-                f"layout {' + '.join(names)} does not fit on {model['key']}: no placement of the "
-                "memory slices works (see `nvidia-smi mig -lgipp`)"
-            )
-    return problems
+    names = mig_profile_names(model["key"], profiles)
+    return mig_config.layout_problems(model["key"], names) if names else []
 
 
 def mig_needs_reset(model_key: str) -> bool | None:

@@ -18,7 +18,8 @@ from . import paths, traits, ubuntu as ubuntu_os
 from .util import SandboxError
 
 GPU_CYCLE = ["A100-SXM4-40GB", "H100-80GB-HBM3", "L4"]
-GPU_MODELS = GPU_CYCLE + ["V100-SXM2-16GB", "T4", "V100-PCIE-16GB", "P100-PCIE-16GB", "B200"]
+GPU_MODELS = GPU_CYCLE + ["V100-SXM2-16GB", "T4", "V100-PCIE-16GB", "P100-PCIE-16GB", "B200",
+                          "RTX-PRO-6000-Blackwell-Server"]
 # Simulated kernels of the Oracle Linux hosts (RHCK on OL8, UEK 8 on OL9: both code paths,
 # and UEK 8's gcc-toolset-14). The fake OL repos (sandbox/nvidia) carry their devel packages.
 OL_KERNELS = {

@@ -205,4 +205,5 @@ def test_the_model_table_gives_rtx_pro_6000_its_four_compute_slices():
 
     assert policy.mig_layout_valid("RTX-PRO-6000-BLACKWELL", ["1g.24gb"] * 4) == []
     problems = policy.mig_layout_valid("RTX-PRO-6000-BLACKWELL", ["1g.24gb"] * 5)
-    assert problems == ["layout uses 5 compute slices, RTX-PRO-6000-BLACKWELL has 4"], problems
+    assert problems == ["1g.24gb x5: RTX-PRO-6000-BLACKWELL allows at most 4",
+                        "layout uses 5 compute slices, RTX-PRO-6000-BLACKWELL has 4"], problems

@@ -1,16 +1,14 @@
 """MIG geometry: GPU instances (GI) and compute instances (CI) on one GPU.
 
-A GPU has 8 memory slices (placements) and 7 compute slices. A GI of profile P takes
-P.mem_slices memory slices at one of P.placements and P.compute compute slices; a
+A GPU has memory placement units and compute slices (its model's "geometry": 8 and 7 on
+A100/H100/B200, 12 and 4 on the RTX PRO 6000 Blackwell). A GI of profile P takes
+P.mem_slices memory units at one of P.placements and P.compute compute slices; a
 profile can be used at most P.max times. A CI takes c compute slices of its GI.
 State per GPU: gpu["gis"] = [{"id", "profile_id", "start", "cis": [{"id", "profile_id",
 "start", "uuid"}]}].
 """
 
 from . import host, models
-
-COMPUTE_SLICES = 7
-
 
 class MigError(Exception):
     """An NVML-level failure: `reason` as nvidia-smi words it ("Insufficient Resources")."""
@@ -45,7 +43,7 @@ def _used(info, gis):
 
 def _fits(info, gis, prof, start):
     mem, compute = _used(info, gis)
-    if compute + prof["compute"] > COMPUTE_SLICES:
+    if compute + prof["compute"] > info["geometry"]["compute_slices"]:
         return False
     if sum(1 for gi in gis if gi["profile_id"] == prof["id"]) >= prof["max"]:
         return False
@@ -53,7 +51,7 @@ def _fits(info, gis, prof, start):
 
 
 def _choose_start(info, gis, prof):
-    order = models.PLACEMENT_PREFERENCE[prof["mem_slices"]]
+    order = info["geometry"]["preference"][prof["mem_slices"]]
     for start in order:
         if start in prof["placements"] and _fits(info, gis, prof, start):
             return start
@@ -76,7 +74,7 @@ def create_gi(gpu, info, prof):
     start = _choose_start(info, gpu["gis"], prof)
     if start is None:
         raise MigError(*INSUFFICIENT)
-    gi = {"id": models.GI_IDS[prof["mem_slices"]][start], "profile_id": prof["id"],
+    gi = {"id": info["geometry"]["gi_ids"][prof["mem_slices"]][start], "profile_id": prof["id"],
           "start": start, "cis": []}
     gpu["gis"].append(gi)
     return gi
@@ -96,7 +94,7 @@ def ci_profiles(info, gi):
     g = gprof["compute"]
     out = []
     for ci_id, c in sorted(models.CI_PROFILE_SLICES.items()):
-        if c > g or (c == 7 and g != 7) or (g == 7 and c not in (1, 2, 3, 4, 7)):
+        if c > g or (c == 7 and g != 7):
             continue
         starts = (0, 4) if c == 3 else tuple(range(0, g, c))
         starts = tuple(s for s in starts if s + c <= g)

@@ -29,6 +29,40 @@ _H100_80GB_PROFILES = [
     (0, "7g.80gb", 8, 7, (0,), "79.25", 81152, 132, 7, 0, 8, 7, 1, 1),
 ]
 
+# B200 (GB100): profile names and counts from NVIDIA's MIG User Guide (v580, "Supported MIG
+# Profiles", table "GPU Instance Profiles on B200", read 2026-11-27); ids and placements
+# from a real B200 `nvidia-smi mig -lgip`/`-lgipp` (p6-b200.48xlarge, quoted in
+# gpuhost/data/mig_profiles.json): 19, 20, 15, 14, 9, 5, 0 with the A100 placements.
+# GiB/MiB, SM and engine columns are approx (cosmetic).
+_B200_PROFILES = [
+    (19, "1g.23gb", 1, 1, (0, 1, 2, 3, 4, 5, 6), "22.12", 22656, 18, 1, 0, 1, 1, 0, 7),
+    (20, "1g.23gb+me", 1, 1, (0, 1, 2, 3, 4, 5, 6), "22.12", 22656, 18, 1, 0, 1, 1, 1, 1),
+    (15, "1g.45gb", 2, 1, (0, 2, 4, 6), "44.50", 45568, 18, 1, 0, 1, 1, 0, 4),
+    (14, "2g.45gb", 2, 2, (0, 2, 4), "44.50", 45568, 36, 2, 0, 2, 2, 0, 3),
+    (9, "3g.90gb", 4, 3, (0, 4), "89.25", 91392, 60, 3, 0, 3, 3, 0, 2),
+    (5, "4g.90gb", 4, 4, (0,), "89.25", 91392, 72, 4, 0, 4, 4, 0, 1),
+    (0, "7g.180gb", 8, 7, (0,), "178.00", 182272, 144, 7, 0, 8, 7, 1, 1),
+]
+# RTX PRO 6000 Blackwell Server Edition (GB202, 4 compute slices, at most 4 instances):
+# profile names and counts from the same guide's table "GPU Instance Profiles on RTX PRO
+# 6000" (attribute profiles +me, +gfx, +me.all, -me); ids and placements from a real
+# `nvidia-smi mig -i 0 -lgip`/`-lgipp` of that card (quoted in gpuhost/data/mig_profiles.json):
+# memory placements on a 12-unit grid, {0,3,6,9}:3 for 1g, {0,6}:6 for 2g, {0}:12 for 4g.
+# GiB/MiB, SM and engine columns are approx (cosmetic).
+_RTX_PRO_6000_PROFILES = [
+    (14, "1g.24gb", 3, 1, (0, 3, 6, 9), "23.62", 24192, 46, 1, 1, 1, 1, 0, 4),
+    (21, "1g.24gb+me", 3, 1, (0, 3, 6, 9), "23.62", 24192, 46, 1, 1, 1, 1, 1, 1),
+    (47, "1g.24gb+gfx", 3, 1, (0, 3, 6, 9), "23.62", 24192, 46, 1, 1, 1, 1, 0, 4),
+    (65, "1g.24gb+me.all", 3, 1, (0, 3, 6, 9), "23.62", 24192, 46, 4, 4, 1, 4, 1, 1),
+    (67, "1g.24gb-me", 3, 1, (0, 3, 6, 9), "23.62", 24192, 46, 0, 0, 1, 0, 0, 4),
+    (5, "2g.48gb", 6, 2, (0, 6), "47.25", 48384, 94, 2, 2, 2, 2, 0, 2),
+    (35, "2g.48gb+gfx", 6, 2, (0, 6), "47.25", 48384, 94, 2, 2, 2, 2, 0, 2),
+    (64, "2g.48gb+me.all", 6, 2, (0, 6), "47.25", 48384, 94, 4, 4, 2, 4, 1, 1),
+    (66, "2g.48gb-me", 6, 2, (0, 6), "47.25", 48384, 94, 0, 0, 2, 0, 0, 2),
+    (0, "4g.96gb", 12, 4, (0,), "94.50", 96768, 188, 4, 4, 4, 4, 1, 1),
+    (32, "4g.96gb+gfx", 12, 4, (0,), "94.50", 96768, 188, 4, 4, 4, 4, 1, 1),
+]
+
 PROFILE_KEYS = ("id", "name", "mem_slices", "compute", "placements", "gib", "mib", "sm",
                 "dec", "enc", "ce", "jpeg", "ofa", "max")
 
@@ -37,22 +71,32 @@ def _profiles(rows):
     return [dict(zip(PROFILE_KEYS, row, strict=True)) for row in rows]
 
 
-# Compute-instance profiles: id -> compute slices (1c, 2c, 3c, 4c, full 7c). A GI of g
-# slices offers every c <= g (7g: all; 4g: 1,2,3,4; 3g: 1,2,3; 2g: 1,2; 1g: 1).
+# Compute-instance profiles: id -> compute slices (NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE 0,
+# _2_SLICE 1, _3_SLICE 2, _4_SLICE 3, _7_SLICE 4). A GI of g slices offers every c <= g
+# (7g: 1, 2, 3, 4, 7; 4g: 1, 2, 3, 4; 3g: 1, 2, 3; 2g: 1, 2; 1g: 1).
 CI_PROFILE_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7}
 
-# GI ids as recent drivers number them (matches 580.126.09 and 570.169 captures: the
-# upper half of the memory is numbered first): size -> start -> id.
-GI_IDS = {
-    8: {0: 0},
-    4: {4: 1, 0: 2},
-    2: {4: 3, 6: 4, 0: 5, 2: 6},
-    1: {4: 7, 5: 8, 6: 9, 7: 10, 0: 11, 1: 12, 2: 13, 3: 14},
+# MIG geometry of a GPU: compute slices, memory placement units, GI ids (size -> start ->
+# id) and where a new GI goes when several placements are free.
+# Seven-slice GPUs (A100, H100, B200): GI ids as recent drivers number them (matches
+# 580.126.09 and 570.169 captures: the upper half of the memory is numbered first); seven 1g
+# GIs on an empty GPU get ids 9, 7, 8, 11, 12, 13, 14 (observed); the other sizes' order is
+# a documented guess that keeps the layouts NVIDIA documents creatable (3g first into the
+# upper half).
+GEOMETRY_7 = {
+    "compute_slices": 7, "memory_units": 8,
+    "gi_ids": {8: {0: 0}, 4: {4: 1, 0: 2}, 2: {4: 3, 6: 4, 0: 5, 2: 6},
+               1: {4: 7, 5: 8, 6: 9, 7: 10, 0: 11, 1: 12, 2: 13, 3: 14}},
+    "preference": {1: (6, 4, 5, 0, 1, 2, 3), 2: (0, 2, 4, 6), 4: (4, 0), 8: (0,)},
 }
-# Where a new GI goes when several placements are free (observed: seven 1g GIs on an
-# empty GPU get ids 9, 7, 8, 11, 12, 13, 14); other sizes are a documented guess that
-# keeps the layouts NVIDIA documents creatable (3g first into the upper half).
-PLACEMENT_PREFERENCE = {1: (6, 4, 5, 0, 1, 2, 3), 2: (0, 2, 4, 6), 4: (4, 0), 8: (0,)}
+# RTX PRO 6000 Blackwell: 4 compute slices on a 12-unit memory grid (its -lgipp). GI ids and
+# the order of free placements were not seen: a guess in the seven-slice GPUs' style (the
+# upper half numbered first, a 2g into the upper half first).
+GEOMETRY_4_GB202 = {
+    "compute_slices": 4, "memory_units": 12,
+    "gi_ids": {12: {0: 0}, 6: {6: 1, 0: 2}, 3: {6: 3, 9: 4, 0: 5, 3: 6}},
+    "preference": {3: (0, 3, 6, 9), 6: (6, 0), 12: (0,)},
+}
 
 GPU_MODELS = {
     "A100-SXM4-40GB": {
@@ -64,6 +108,7 @@ GPU_MODELS = {
         "part": "20B0-884-A1", "mig": True, "nvswitch": ("1af1", "GA100 [A100 NVSwitch]", 6),
         "bus_ids": ("07:00", "0F:00", "47:00", "4E:00", "87:00", "90:00", "B7:00", "BD:00"),
         "clocks": (1410, 1215), "profiles": _profiles(_A100_40GB_PROFILES),
+        "geometry": GEOMETRY_7, "mig_min_driver": "450.80.02",
         "remap_banks": 640, "nvlink": (12, "25 GB/s"),
     },
     "H100-80GB-HBM3": {
@@ -75,6 +120,7 @@ GPU_MODELS = {
         "part": "2330-885-A1", "mig": True, "nvswitch": ("22a3", "GH100 [H100 NVSwitch]", 4),
         "bus_ids": ("18:00", "2A:00", "3A:00", "5D:00", "9A:00", "AB:00", "BA:00", "DB:00"),
         "clocks": (1980, 2619), "profiles": _profiles(_H100_80GB_PROFILES),
+        "geometry": GEOMETRY_7, "mig_min_driver": "525.85.12",
         "remap_banks": 3072, "nvlink": (18, "26.562 GB/s"),
     },
     "L4": {
@@ -131,11 +177,28 @@ GPU_MODELS = {
     "B200": {
         "name": "NVIDIA B200", "brand": "NVIDIA", "arch": "Blackwell",
         "compute_cap": "10.0", "memory_mib": 183359, "reserved_mib": 1024, "bar1_mib": 262144,
-        "pci_device": "2901", "pci_subsys": "1999", "pci_name": "GB100 [B200]",
-        "class": "0302", "power_limit": 1000, "power_idle": 140, "max_link_gen": 5,
-        "vbios": "97.00.4B.00.01", "part": "2901-886-A1", "mig": False, "nvswitch": None,
+        "bar1_mig_ratio": 0.375, "pci_device": "2901", "pci_subsys": "1999",
+        "pci_name": "GB100 [B200]", "class": "0302", "power_limit": 1000, "power_idle": 140,
+        "max_link_gen": 5, "vbios": "97.00.4B.00.01", "part": "2901-886-A1", "mig": True,
+        "nvswitch": None,
         "bus_ids": ("1B:00", "43:00", "52:00", "61:00", "9D:00", "C3:00", "D1:00", "DF:00"),
-        "clocks": (1965, 3996), "profiles": [], "remap_banks": 3072,
+        "clocks": (1965, 3996), "profiles": _profiles(_B200_PROFILES), "remap_banks": 3072,
+        "geometry": GEOMETRY_7, "mig_min_driver": "570.133.20",
+    },
+    # RTX PRO 6000 Blackwell Server Edition: PCI 10de:2bb5 (NVIDIA's supported-gpus.json, R590 era;
+    # mig-parted's device filter 0x2BB510DE); 97887 MiB (gpuhost/data/gpu_models.json); MIG
+    # from R575 (>= 575.51.03: the MIG User Guide's "Getting Started" prerequisites, read
+    # 2026-11-27). pci.ids name, subsystem, power, vbios, clocks and bus ids are approx.
+    "RTX-PRO-6000-Blackwell-Server": {
+        "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "brand": "NVIDIA",
+        "arch": "Blackwell", "compute_cap": "12.0", "memory_mib": 97887, "reserved_mib": 580,
+        "bar1_mib": 131072, "bar1_mig_ratio": 0.375, "pci_device": "2bb5",
+        "pci_subsys": "204e", "pci_name": "GB202GL [RTX PRO 6000 Blackwell Server Edition]",
+        "class": "0302", "power_limit": 600, "power_idle": 30, "max_link_gen": 5,
+        "vbios": "98.02.52.00.02", "part": "2BB5-895-A1", "mig": True, "nvswitch": None,
+        "bus_ids": ("17:00", "3D:00", "63:00", "85:00", "9B:00", "BD:00", "D5:00", "E7:00"),
+        "clocks": (2430, 14001), "profiles": _profiles(_RTX_PRO_6000_PROFILES),
+        "remap_banks": 192, "geometry": GEOMETRY_4_GB202, "mig_min_driver": "575.51.03",
     },
 }
 
@@ -230,4 +293,17 @@ def profile_by_token(model_info, token):
 
 
 def bar1_mig_mib(model_info, mem_slices):
-    return int(model_info["bar1_mib"] * mem_slices / 8 * model_info["bar1_mig_ratio"])
+    units = model_info["geometry"]["memory_units"]
+    return int(model_info["bar1_mib"] * mem_slices / units * model_info["bar1_mig_ratio"])
+
+
+def mig_supported(model_info, driver_version):
+    """MIG needs a MIG GPU and a driver at least its first MIG driver (NVIDIA's MIG User
+    Guide, "Getting Started": B200 R570 >= 570.133.20, RTX PRO 6000 R575 >= 575.51.03)."""
+    if not model_info["mig"]:
+        return False
+    if not driver_version:
+        return True
+    have = tuple(int(x) for x in str(driver_version).split(".") if x.isdigit())
+    need = tuple(int(x) for x in model_info["mig_min_driver"].split("."))
+    return have >= need

@@ -229,9 +229,10 @@ def mig_mode(s, value, indexes, out):
         raise host.SimError(BAD_ARGS, 2)
     info = models.model(s.machine["gpu_model"])
     word, state_word = ("Enabled", "enable") if enable else ("Disabled", "disable")
+    supported = models.mig_supported(info, (s.state.get("driver") or {}).get("version"))
     for i in indexes:
         gpu, bus = s.state["gpus"][i], host.bus_id(s.machine, i)
-        if not info["mig"]:
+        if not supported:  # not a MIG GPU, or a driver older than its first MIG driver
             out.write(f"Unable to {state_word} MIG Mode for GPU {bus}: Not Supported\n"
                       "Treating as warning and moving on.\n")
             continue
@@ -302,7 +303,7 @@ def gpu_reset(s, indexes, out):
 
 def mig_command(s, opts, indexes, out):
     info = models.model(s.machine["gpu_model"])
-    if not any(info["mig"] for _ in indexes):
+    if not (indexes and models.mig_supported(info, (s.state.get("driver") or {}).get("version"))):
         raise host.SimError("No MIG-supported devices found.\n", 6)
     if opts.get("lgipp"):
         out.write(mig_cli.list_placements(s.machine, indexes))
