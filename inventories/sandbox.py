@@ -63,8 +63,8 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
 
     Everything comes from the sandbox's own mirror (offline): the fake NVIDIA local repos
     and toolkit repo from the manifest, Docker from Debian (docker.io). The driver version
-    is the newest fake one unless GPUHOST_SANDBOX_DRIVER names another
-    (e.g. 550.163.01 for the upgrade tests).
+    is the manifest's default_driver (the newest fake one in a manifest without it) unless
+    GPUHOST_SANDBOX_DRIVER names another (e.g. 550.163.01 for the upgrade tests).
     """
     mirror = fleet["mirror"]
     settings = {"sandbox_mirror_url": mirror}
@@ -73,7 +73,8 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
         # sandbox-up`); without them there is no driver to install: say so, not "missing"
         sys.exit(f"sandbox: no fake NVIDIA packages in {_MANIFEST.parent}: "
                  "run `make nvidia-artifacts` (or `make sandbox-up`)")
-    version = os.environ.get("GPUHOST_SANDBOX_DRIVER") or manifest["driver_versions"][-1]
+    version = (os.environ.get("GPUHOST_SANDBOX_DRIVER") or manifest.get("default_driver")
+               or manifest["driver_versions"][-1])
     repos = manifest["local_repos"].get(version)
     if repos is None:
         sys.exit(f"sandbox: no fake driver {version}; built: {', '.join(manifest['driver_versions'])}")
@@ -106,11 +107,12 @@ def _ol_settings(manifest: dict | None, major: str) -> dict:
             "docker_repo_gpgkey": {"rhel": repo["gpgkey"]}}
 
 
-def _docker_ce_settings(manifest: dict | None) -> dict:
-    """Docker CE 26 from the sandbox's stand-in of Docker's Debian repository
-    (download.docker.com/linux/debian; sandbox/nvidia/pkg/dockerce.py): host data for a
-    Debian host that should run Docker's packages instead of Debian's docker.io 20.10."""
-    repo = (manifest or {}).get("docker_repos", {}).get("debian")
+def _docker_ce_settings(manifest: dict | None, copy: str = "debian") -> dict:
+    """Docker CE 26 ("debian") or 28.5 with containerd.io 2.1 ("debian-28") from the
+    sandbox's stand-in of Docker's Debian repository (download.docker.com/linux/debian;
+    sandbox/nvidia/pkg/dockerce.py): host data for a Debian host that should run Docker's
+    packages instead of Debian's docker.io 20.10."""
+    repo = (manifest or {}).get("docker_repos", {}).get(copy)
     if not repo:
         return {}
     return {"docker_source": "docker", "docker_repo_url": {"debian": repo["url"]},
@@ -156,6 +158,8 @@ _by_name = {h["name"]: h for h in _fleet["hosts"]}
 # inventory that wraps this one and adds it to a host's data (tests/integration/test_cdi.py
 # does); empty when the fake artifacts predate the Docker CE repository.
 docker_ce_debian = _docker_ce_settings(_manifest)
+# The same for Docker CE 28.5 and containerd.io 2.1 (tests/integration/test_engines.py)
+docker_ce_28_debian = _docker_ce_settings(_manifest, "debian-28")
 
 debian_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "debian12"], {})
 ol_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("ol8", "ol9")], {})

@@ -16,7 +16,7 @@ import sys
 import time
 
 from sandbox.nvidia.pkg import common
-from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DRIVER_VERSIONS, OUT_DIR,
+from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DEFAULT_DRIVER, DRIVER_VERSIONS, OUT_DIR,
                                        RPM_DISTROS, TOOLKIT_VERSION, TOOLKIT_VERSIONS, BuildError,
                                        build_lock, code_digest, inputs_digest, log, mark_done, need_tools, sha256_file,
                                        tree_digest, up_to_date)
@@ -81,6 +81,7 @@ def manifest() -> dict:
                 "sha256": sha256_file(path) if path.exists() else None}
     return {
         "driver_versions": list(DRIVER_VERSIONS),
+        "default_driver": DEFAULT_DRIVER,
         "local_repos": local,
         "toolkit": {"version": TOOLKIT_VERSION, "versions": list(TOOLKIT_VERSIONS),
                     "apt": {"url": f"{BASE_URL}/toolkit/deb", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"},
@@ -88,8 +89,11 @@ def manifest() -> dict:
         "ol_repos": {ol: {"url": f"{BASE_URL}/ol/{ol}/docker-ce-stable", "gpgkey": f"{BASE_URL}/ol/gpgkey"}
                      for ol in ("ol8", "ol9")},
         # Docker's "Docker CE for Debian" (sandbox/nvidia/pkg/dockerce.py): docker-ce 26
+        # ("debian") and docker-ce 28.5 with containerd.io 2.1 ("debian-28")
         "docker_repos": {"debian": {"url": f"{BASE_URL}/docker/debian",
-                                    "gpgkey": f"{BASE_URL}/docker/debian/gpg"}},
+                                    "gpgkey": f"{BASE_URL}/docker/debian/gpg"},
+                         "debian-28": {"url": f"{BASE_URL}/docker/debian-28",
+                                       "gpgkey": f"{BASE_URL}/docker/debian-28/gpg"}},
         "verify_image": {"name": "gpuhost/verify:sandbox",
                          "archive": str(OUT_DIR / "verify-image.tar")},
     }

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sandbox.nvidia.pkg import image
+from sandbox.nvidia.pkg import common, image
 
 REPO = Path(__file__).resolve().parents[2]
 VER = "570.172.08"
@@ -250,7 +250,9 @@ def test_modules_yaml_lists_nvidias_streams(rhel9):
 
 def test_manifest_matches_the_files(built):
     m = json.loads((built["out"] / "manifest.json").read_text())
-    assert m["driver_versions"] == ["550.163.01", "570.172.08"]
+    assert m["driver_versions"] == ["550.163.01", "570.172.08", "580.95.05", "595.71.05",
+                                    "620.70.06"]
+    assert m["default_driver"] == common.DEFAULT_DRIVER
     assert set(m["local_repos"][VER]) == {"debian12", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9"}
     checked = 0
     for version, distros in m["local_repos"].items():

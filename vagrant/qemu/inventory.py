@@ -34,7 +34,8 @@ def _load(path: Path, what: str) -> dict:
 
 _vm = _load(_RUN_DIR / "vm.json", "start the VM: python vagrant/qemu/vm.py up")
 _manifest = _load(_MANIFEST, "build the fake NVIDIA artifacts: make nvidia-artifacts")
-_driver = os.environ.get("GPUHOST_VM_DRIVER") or _manifest["driver_versions"][-1]
+_driver = (os.environ.get("GPUHOST_VM_DRIVER") or _manifest.get("default_driver")
+           or _manifest["driver_versions"][-1])
 if _driver not in _manifest["local_repos"]:
     raise SystemExit(f"vagrant/qemu/inventory.py: driver {_driver} is not in {_MANIFEST} "
                      f"(have {', '.join(_manifest['local_repos'])})")

@@ -23,7 +23,14 @@ HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE.parent / "templates"
 GPUSIM_SRC = HERE.parent / "gpusim"
 
-DRIVER_VERSIONS = ("550.163.01", "570.172.08")
+# The fake drivers, oldest first. 550/570: the old upgrade story (R570 ended 2026-02).
+# 580.95.05: R580 LTSB, the driver of CUDA 13.0.2 (its cuda-compat 13.0.2 pairs with
+# cuda-compat-impl 580.95.05). 595.71.05: R595 production branch, CUDA 13.2.2's driver.
+# 620.70.06: R620 LTSB, open modules only (NVIDIA's redistrib_620.70.06.json,
+# release_date 2026-11-04, cuda_compat for CUDA 13.5). DEFAULT_DRIVER: what the sandbox
+# inventory installs unless GPUHOST_SANDBOX_DRIVER names another (manifest "default_driver").
+DRIVER_VERSIONS = ("550.163.01", "570.172.08", "580.95.05", "595.71.05", "620.70.06")
+DEFAULT_DRIVER = "580.95.05"
 APT_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
 RPM_DISTROS = ("rhel8", "rhel9")
 # The toolkit versions the fake repos serve (apt pin / dnf version picks one) and their

@@ -1,8 +1,8 @@
 """The simulated NVIDIA driver packages, named and versioned as NVIDIA names them.
 
-Flavour: the kernel-module package (nvidia-dkms-<branch>[-open] on apt,
-kmod-nvidia-{latest,open}-dkms on rpm) ships /usr/lib/gpusim/userspace.json, so the
-flavour recorded there is the one whose module is installed; nvidia-utils-<branch> /
+Flavour: the kernel-module package (nvidia-dkms-<branch>[-open] on apt, nvidia-dkms[-open]
+from 590, kmod-nvidia-{latest,open}-dkms on rpm) ships /usr/lib/gpusim/userspace.json, so
+the flavour recorded there is the one whose module is installed; nvidia-utils[-<branch>] /
 nvidia-driver-cuda carry the simulator and the nvidia-smi launcher.
 """
 
@@ -21,6 +21,37 @@ FLAVORS = ("proprietary", "open")
 
 def branch_of(version: str) -> str:
     return version.split(".")[0]
+
+
+# What each branch's packaging looks like (sources in sandbox/nvidia/pkg/README.md,
+# "Branches"):
+# - from 580 the HGX companions lose the branch on apt and rpm (NVIDIA/gpu-driver-container
+#   @8cbaa51 ubuntu22.04/install.sh, @038c8b5 rhel9/install.sh): nvidia-fabricmanager,
+#   libnvidia-nscq, nvidia-imex, libnvsdm;
+# - from 590 every apt driver package loses it and nvidia-driver-pinning-<branch> holds the
+#   branch (Driver Installation Guide, "Recent Updates": "Ubuntu 590 and later packages");
+# - from 620 only the open kernel modules are shipped (the R620 guide: "Proprietary Kernel
+#   Modules Removed"): no cuda-drivers, no proprietary DKMS package or dnf stream.
+def companions_unbranched(version: str) -> bool:
+    return int(branch_of(version)) >= 580
+
+
+def apt_unbranched(version: str) -> bool:
+    return int(branch_of(version)) >= 590
+
+
+def open_only(version: str) -> bool:
+    return int(branch_of(version)) >= 620
+
+
+def flavors(version: str) -> tuple[str, ...]:
+    return ("open",) if open_only(version) else FLAVORS
+
+
+# The apt preferences file NVIDIA's pinning packages ship (a field copy of
+# nvidia-driver-pinning-595.71.05: /etc/apt/preferences.d/nvidia-driver-pin, stanzas
+# "Pin: version <ver>-*" at Pin-Priority 1000); the branch package pins "<branch>.*".
+PIN_FILE = "/etc/apt/preferences.d/nvidia-driver-pin"
 
 
 def deb_version(version: str, distro: str) -> str:
@@ -110,8 +141,18 @@ def apt_packages(version: str, distro: str) -> list[DebPackage]:
     v = deb_version(version, distro)
     eq = f"(= {v})"
     hook = f"/usr/src/nvidia-{version}/gpusim-dkms-hook.sh"
+    # before 590 the branch is part of each name ("nvidia-utils-570"); from 590 it is not
+    sfx = "" if apt_unbranched(version) else f"-{b}"
+    common, utils = f"nvidia-kernel-common{sfx}", f"nvidia-utils{sfx}"
+    # the unbranched names were the virtual names the branched packages provide and
+    # conflict with: one branch installed at a time, apt swaps them on a branch change
+    virtual = {} if apt_unbranched(version) else {
+        "common": dict(provides=["nvidia-kernel-common"], conflicts=["nvidia-kernel-common"],
+                       replaces=["nvidia-kernel-common"]),
+        "utils": dict(provides=["nvidia-utils"], conflicts=["nvidia-utils"],
+                      replaces=["nvidia-utils"])}
     pkgs = [
-        DebPackage(f"nvidia-kernel-common-{b}", v,
+        DebPackage(common, v,
                    f"Shared files used with the kernel module (simulated, branch {b})",
                    # Debian 12: NVIDIA's guide enables Debian's contrib because its packages
                    # need contrib packages (in bookworm: nvidia-support,
@@ -119,69 +160,118 @@ def apt_packages(version: str, distro: str) -> list[DebPackage]:
                    # not documented: modelled on one of them (sandbox/README.md)
                    depends=["nvidia-support"] if distro == "debian12" else [],
                    files={NOUVEAU: (template("nvidia-blacklists-nouveau.conf"), 0o644)},
-                   conffiles=[NOUVEAU], provides=["nvidia-kernel-common"],
-                   conflicts=["nvidia-kernel-common"], replaces=["nvidia-kernel-common"]),
-        DebPackage(f"nvidia-utils-{b}", v, f"NVIDIA driver support binaries (simulated nvidia-smi, {b})",
+                   conffiles=[NOUVEAU], **virtual.get("common", {})),
+        DebPackage(utils, v, f"NVIDIA driver support binaries (simulated nvidia-smi, {b})",
                    depends=["python3-minimal"], files=utils_files(version), section="non-free/utils",
-                   provides=["nvidia-utils"], conflicts=["nvidia-utils"], replaces=["nvidia-utils"]),
-        DebPackage(f"nvidia-fabricmanager-{b}", v,
-                   f"Fabric Manager for NVSwitch based systems (simulated, {version})",
-                   depends=[f"nvidia-kernel-common-{b} {eq}"], files=fabricmanager_files(version),
-                   provides=["nvidia-fabricmanager"], conflicts=["nvidia-fabricmanager"],
-                   replaces=["nvidia-fabricmanager"], section="non-free/utils"),
-        # The branch's companions on NVSwitch / multi-node NVLink systems, at exactly the
-        # driver's version like Fabric Manager (NVIDIA's driver container pins "FM, NSCQ,
-        # libnvsdm and IMEX" to the driver version; their apt names carry the branch before
-        # 590). No daemon is simulated: an upgrade must move them, nothing more.
-        DebPackage(f"libnvidia-nscq-{b}", v,
-                   f"NVSwitch Configuration and Query library (simulated, {version})",
-                   depends=[f"nvidia-kernel-common-{b} {eq}"],
-                   files={f"/usr/share/doc/libnvidia-nscq-{b}/README.gpuhost":
-                          (f"Simulated NSCQ {version} (gpuhost sandbox).\n", 0o644)},
-                   provides=["libnvidia-nscq"], conflicts=["libnvidia-nscq"],
-                   replaces=["libnvidia-nscq"], section="non-free/libs"),
-        DebPackage(f"nvidia-imex-{b}", v, f"NVIDIA IMEX daemon (simulated, {version})",
-                   depends=[f"nvidia-kernel-common-{b} {eq}"],
-                   files={f"/usr/share/doc/nvidia-imex-{b}/README.gpuhost":
-                          (f"Simulated IMEX {version} (gpuhost sandbox).\n", 0o644)},
-                   provides=["nvidia-imex"], conflicts=["nvidia-imex"], replaces=["nvidia-imex"],
-                   section="non-free/utils"),
+                   **virtual.get("utils", {})),
+        *apt_companions(version, v, common),
         DebPackage("nvidia-persistenced", v, "NVIDIA Persistence Daemon (simulated)",
                    files=persistenced_files(version), section="non-free/utils",
                    # a systemd unit only; the package enables nothing (gpuhost enables it)
                    scripts={"prerm": "#!/bin/sh\nset -e\n[ \"$1\" = remove ] || exit 0\n"
                             f"{SYSTEMD_STOP}\n"}),
     ]
-    for flavor in FLAVORS:
-        sfx = "-open" if flavor == "open" else ""
-        other = "" if flavor == "open" else "-open"
+    metas = {}  # flavour -> the packages its meta package pulls in
+    for flavor in flavors(version):
+        fsfx = "-open" if flavor == "open" else ""
+        dkms, drv = f"nvidia-dkms{sfx}{fsfx}", f"nvidia-driver{sfx}{fsfx}"
+        other = f"nvidia-driver{sfx}{'' if flavor == 'open' else '-open'}"
         pkgs += [
-            DebPackage(f"nvidia-dkms-{b}{sfx}", v,
+            DebPackage(dkms, v,
                        f"NVIDIA DKMS package, {flavor} kernel module (simulated, {version})",
-                       depends=["dkms", f"nvidia-kernel-common-{b} {eq}"],
+                       depends=["dkms", f"{common} {eq}"],
                        files=module_files(version, flavor), section="non-free/kernel",
                        provides=["nvidia-dkms-kernel"], conflicts=["nvidia-dkms-kernel"],
                        replaces=["nvidia-dkms-kernel"],
                        scripts={"postinst": deb_postinst(hook), "prerm": deb_prerm(hook)}),
-            DebPackage(f"nvidia-driver-{b}{sfx}", v,
+            DebPackage(drv, v,
                        f"NVIDIA driver metapackage, {flavor} kernel module (simulated, {version})",
-                       depends=[f"nvidia-utils-{b} {eq}", f"nvidia-dkms-{b}{sfx} {eq}",
-                                f"nvidia-kernel-common-{b} {eq}"],
-                       conflicts=[f"nvidia-driver-{b}{other}"], provides=["nvidia-driver-binary"]),
+                       depends=[f"{utils} {eq}", f"{dkms} {eq}", f"{common} {eq}"],
+                       conflicts=[] if open_only(version) else [other],
+                       provides=["nvidia-driver-binary"]),
         ]
-    pkgs += [
-        DebPackage(f"cuda-drivers-{b}", v, f"CUDA drivers, proprietary kernel module, branch {b}",
-                   depends=[f"nvidia-driver-{b} {eq}", f"nvidia-dkms-{b} {eq}",
-                            f"nvidia-utils-{b} {eq}"], section="multiverse/metapackages"),
-        DebPackage(f"nvidia-open-{b}", v, f"NVIDIA driver, open kernel module, branch {b}",
-                   depends=[f"nvidia-driver-{b}-open {eq}", f"nvidia-dkms-{b}-open {eq}",
-                            f"nvidia-utils-{b} {eq}"], section="multiverse/metapackages"),
-        DebPackage("cuda-drivers", v, "CUDA drivers, proprietary kernel module (latest in repo)",
-                   depends=[f"cuda-drivers-{b} {eq}"], section="multiverse/metapackages"),
-        DebPackage("nvidia-open", v, "NVIDIA driver, open kernel module (latest in repo)",
-                   depends=[f"nvidia-open-{b} {eq}"], section="multiverse/metapackages"),
-    ]
+        metas[flavor] = [f"{drv} {eq}", f"{dkms} {eq}", f"{utils} {eq}"]
+    names = {"proprietary": "cuda-drivers", "open": "nvidia-open"}
+    text = {"proprietary": "CUDA drivers, proprietary kernel module",
+            "open": "NVIDIA driver, open kernel module"}
+    for flavor, deps in metas.items():
+        if apt_unbranched(version):  # one meta package per flavour, no branch in its name
+            pkgs.append(DebPackage(names[flavor], v, f"{text[flavor]} (branch {b})",
+                                   depends=deps, section="multiverse/metapackages"))
+            continue
+        branched = f"{names[flavor]}-{b}"
+        pkgs += [DebPackage(branched, v, f"{text[flavor]}, branch {b}", depends=deps,
+                            section="multiverse/metapackages"),
+                 DebPackage(names[flavor], v, f"{text[flavor]} (latest in repo)",
+                            depends=[f"{branched} {eq}"], section="multiverse/metapackages")]
+    if apt_unbranched(version):
+        pkgs.append(pinning_package(version, distro, [p.name for p in pkgs]))
     return pkgs
+
+
+def apt_companions(version: str, v: str, common: str) -> list[DebPackage]:
+    """Fabric Manager and the branch's companions on NVSwitch / multi-node NVLink systems,
+    at exactly the driver's version (NVIDIA's driver container pins "FM, NSCQ, libnvsdm and
+    IMEX" to the driver version). No daemon but nv-fabricmanager is simulated: an upgrade
+    must move them, nothing more."""
+    b = branch_of(version)
+    dep = [f"{common} (= {v})"]
+    if companions_unbranched(version):
+        # from 580 without the branch (gpu-driver-container@8cbaa51 ubuntu22.04/install.sh)
+        return [
+            DebPackage("nvidia-fabricmanager", v,
+                       f"Fabric Manager for NVSwitch based systems (simulated, {version})",
+                       depends=dep, files=fabricmanager_files(version), section="non-free/utils"),
+            *(DebPackage(name, v, f"{what} (simulated, {version})", depends=dep,
+                         files=readme(name, what, version), section=section)
+              for name, what, section in COMPANIONS)]
+    sfx = f"-{b}"
+    return [
+        DebPackage(f"nvidia-fabricmanager{sfx}", v,
+                   f"Fabric Manager for NVSwitch based systems (simulated, {version})",
+                   depends=dep, files=fabricmanager_files(version),
+                   provides=["nvidia-fabricmanager"], conflicts=["nvidia-fabricmanager"],
+                   replaces=["nvidia-fabricmanager"], section="non-free/utils"),
+        # before 580 the sandbox models NSCQ and IMEX (no libnvsdm: its repos had it from 570
+        # as libnvsdm-570, not modelled), each with the branch in its name
+        *(DebPackage(f"{name}{sfx}", v, f"{what} (simulated, {version})", depends=dep,
+                     files=readme(f"{name}{sfx}", what, version), provides=[name],
+                     conflicts=[name], replaces=[name], section=section)
+          for name, what, section in COMPANIONS[:2])]
+
+
+COMPANIONS = (("libnvidia-nscq", "NVSwitch Configuration and Query library", "non-free/libs"),
+              ("nvidia-imex", "NVIDIA IMEX daemon", "non-free/utils"),
+              ("libnvsdm", "NVSwitch Device Monitoring library", "non-free/libs"))
+
+
+def readme(package: str, what: str, version: str) -> dict[str, tuple[str, int]]:
+    return {f"/usr/share/doc/{package}/README.gpuhost":
+            (f"Simulated {what} {version} (gpuhost sandbox).\n", 0o644)}
+
+
+def pin_text(version: str, names: list[str]) -> str:
+    """The branch pinning package's apt preferences: every driver package of the repo at
+    priority 1000 on this branch's versions, so a newer branch is never the candidate."""
+    b = branch_of(version)
+    return (f"# NVIDIA driver branch {b} (gpuhost sandbox simulation of nvidia-driver-pinning-{b})\n"
+            f"Package: {' '.join(sorted(names))}\n"
+            f"Pin: version {b}.*\n"
+            "Pin-Priority: 1000\n")
+
+
+def pinning_package(version: str, distro: str, names: list[str]) -> DebPackage:
+    """nvidia-driver-pinning-<branch>: its own version is the branch, not the driver's
+    (field: 580-5 in NVIDIA's debian12 repo, 610-2ubuntu1 in its ubuntu2404 repo).
+    Not a conffile: a branch change (this package replaced by another branch's) must leave
+    the new branch's pin, never the old file."""
+    b = branch_of(version)
+    v = f"{b}-1ubuntu1" if distro.startswith("ubuntu") else f"{b}-1"
+    return DebPackage(f"nvidia-driver-pinning-{b}", v,
+                      f"APT driver pinning file for driver branch {b}",
+                      files={PIN_FILE: (pin_text(version, names), 0o644)},
+                      provides=["nvidia-driver-pinning"], conflicts=["nvidia-driver-pinning"],
+                      replaces=["nvidia-driver-pinning"], section="multiverse/metapackages")
 
 
 def deb_postinst(hook: str) -> str:
@@ -210,6 +300,8 @@ def rpm_packages(version: str, el: str) -> list[RpmPackage]:
     kmods = []
     for flavor, name, other in (("proprietary", "kmod-nvidia-latest-dkms", "kmod-nvidia-open-dkms"),
                                 ("open", "kmod-nvidia-open-dkms", "kmod-nvidia-latest-dkms")):
+        if flavor not in flavors(version):
+            continue
         kmods.append(pkg(name, f"NVIDIA display driver kernel module, {flavor} (simulated DKMS)",
                          requires=["dkms", f"nvidia-kmod-common {eq}"],
                          provides=[f"nvidia-kmod = {evr}"], conflicts=[other],
@@ -234,12 +326,18 @@ def rpm_packages(version: str, el: str) -> list[RpmPackage]:
                                  "systemctl --no-reload preset nvidia-persistenced.service "
                                  ">/dev/null 2>&1; exit 0"],
                         "preun": ["/bin/sh", "-c", f"{SYSTEMD_STOP}; exit 0"]}),
-        pkg("nvidia-fabric-manager", "Fabric Manager for NVSwitch based systems (simulated)",
+        pkg(fabricmanager_rpm(version), "Fabric Manager for NVSwitch based systems (simulated)",
             requires=[f"nvidia-driver {eq}"], files=fabricmanager_files(version)),
-        pkg("cuda-drivers", "CUDA drivers, proprietary kernel module (meta package)",
-            requires=[f"nvidia-driver {eq}", f"nvidia-driver-cuda {eq}",
-                      f"kmod-nvidia-latest-dkms {eq}", f"nvidia-persistenced {eq}"],
-            files={"/usr/share/doc/cuda-drivers/README.gpuhost": ("meta package\n", 0o644)}),
+        # from 580: NSCQ, IMEX and NVSDM without the branch, at the driver's version
+        # (gpu-driver-container@038c8b5 rhel9/install.sh); not modelled before 580
+        *(pkg(name, f"{what} (simulated)", requires=[f"nvidia-kmod-common {eq}"],
+              files=readme(name, what, version))
+          for name, what, _ in (COMPANIONS if companions_unbranched(version) else ())),
+        *([] if open_only(version) else [
+            pkg("cuda-drivers", "CUDA drivers, proprietary kernel module (meta package)",
+                requires=[f"nvidia-driver {eq}", f"nvidia-driver-cuda {eq}",
+                          f"kmod-nvidia-latest-dkms {eq}", f"nvidia-persistenced {eq}"],
+                files={"/usr/share/doc/cuda-drivers/README.gpuhost": ("meta package\n", 0o644)})]),
         pkg("nvidia-open", "NVIDIA driver, open kernel module (meta package)",
             requires=[f"nvidia-driver {eq}", f"nvidia-driver-cuda {eq}",
                       f"kmod-nvidia-open-dkms {eq}", f"nvidia-persistenced {eq}"],
@@ -247,19 +345,33 @@ def rpm_packages(version: str, el: str) -> list[RpmPackage]:
     ]
 
 
-def modules_yaml(version: str, el: str, pkgs: list[RpmPackage]) -> str:
-    """dnf modularity metadata: module nvidia-driver with NVIDIA's stream names."""
+def fabricmanager_rpm(version: str) -> str:
+    """nvidia-fabric-manager before 580, nvidia-fabricmanager from 580 (rhel9/install.sh)."""
+    return "nvidia-fabricmanager" if companions_unbranched(version) else "nvidia-fabric-manager"
+
+
+def module_streams(version: str) -> dict[str, tuple[str, list[str]]]:
+    """stream -> (flavour, its packages); R620 has the open streams only."""
     b = branch_of(version)
-    rel = el_release(el)
-    arch_of = {p.name: p.arch for p in pkgs}
-    common = ["nvidia-driver", "nvidia-driver-cuda", "nvidia-kmod-common",
-              "nvidia-persistenced", "nvidia-fabric-manager"]
     streams = {
         f"{b}-dkms": ("proprietary", ["cuda-drivers", "kmod-nvidia-latest-dkms"]),
         "latest-dkms": ("proprietary", ["cuda-drivers", "kmod-nvidia-latest-dkms"]),
         f"{b}-open": ("open", ["nvidia-open", "kmod-nvidia-open-dkms"]),
         "open-dkms": ("open", ["nvidia-open", "kmod-nvidia-open-dkms"]),
     }
+    return {s: v for s, v in streams.items() if v[0] in flavors(version)}
+
+
+def modules_yaml(version: str, el: str, pkgs: list[RpmPackage]) -> str:
+    """dnf modularity metadata: module nvidia-driver with NVIDIA's stream names."""
+    b = branch_of(version)
+    rel = el_release(el)
+    arch_of = {p.name: p.arch for p in pkgs}
+    fm = fabricmanager_rpm(version)
+    common = ["nvidia-driver", "nvidia-driver-cuda", "nvidia-kmod-common",
+              "nvidia-persistenced", fm]
+    streams = module_streams(version)
+    default = "open-dkms" if open_only(version) else "latest-dkms"
     docs = []
     for i, (stream, (flavor, extra)) in enumerate(streams.items()):
         meta = extra[0]
@@ -291,7 +403,7 @@ data:
       description: FabricManager installation
       rpms:
         - {meta}
-        - nvidia-fabric-manager
+        - {fm}
     ks:
       description: Installation via kickstart
       rpms:
@@ -307,17 +419,16 @@ data:
 {rpms}
 ...
 """)
+    order = ("latest-dkms", "open-dkms", f"{b}-dkms", f"{b}-open")
+    profiles = "\n".join(f"    {st}: [default]" for st in order if st in streams)
     docs.append(f"""---
 document: modulemd-defaults
 version: 1
 data:
   module: nvidia-driver
-  stream: latest-dkms
+  stream: {default}
   profiles:
-    latest-dkms: [default]
-    open-dkms: [default]
-    {b}-dkms: [default]
-    {b}-open: [default]
+{profiles}
 ...
 """)
     return "".join(docs)

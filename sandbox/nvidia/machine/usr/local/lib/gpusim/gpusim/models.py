@@ -228,11 +228,15 @@ FABRIC_ARCHS = ("Hopper", "Blackwell")
 # H100 80GB HBM3 18 x "26.562 GB/s" (stas00/ml-engineering), Tesla V100-SXM2-16GB
 # 6 x "25.781 GB/s" (sandbox/README.md "NVLink"). PCIe models have none.
 
-# Newest CUDA a driver branch supports, as nvidia-smi prints it.
+# Newest CUDA a driver branch supports, as nvidia-smi prints it: the CUDA release whose
+# toolkit ships that branch (NVIDIA's CUDA release notes, table 3, in
+# gpuhost/data/cuda_drivers.json: 590 -> 13.1, 595 -> 13.2, 610 -> 13.3); 620: 13.5, the
+# cuda_compat of NVIDIA's redistrib_620.70.06.json (release date 2026-11-04).
 CUDA_BY_BRANCH = {
     470: "11.4", 510: "11.6", 515: "11.7", 520: "11.8", 525: "12.0", 530: "12.1",
     535: "12.2", 545: "12.3", 550: "12.4", 555: "12.5", 560: "12.6", 565: "12.7",
-    570: "12.8", 575: "12.9", 580: "13.0", 590: "13.1",
+    570: "12.8", 575: "12.9", 580: "13.0", 590: "13.1", 595: "13.2", 610: "13.3",
+    620: "13.5",
 }
 # Build dates printed in /proc/driver/nvidia/version (approx for unlisted versions).
 BUILD_DATES = {
