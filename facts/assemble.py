@@ -38,8 +38,10 @@ TOOLKIT_PACKAGES = (
 
 # Packages that carry the driver itself (not the local repo, not the container toolkit).
 _DRIVER_PACKAGE = re.compile(
-    r"^(cuda-drivers(-\d+)?|nvidia-open(-\d+)?|nvidia-driver(-\d+)?(-open)?|nvidia-dkms-\d+(-open)?"
-    r"|nvidia-utils-\d+|nvidia-kernel-common-\d+|nvidia-driver-cuda|kmod-nvidia-[a-z-]+"
+    # (the branch in apt names before 590, none from 590: nvidia-dkms-open, nvidia-utils)
+    r"^(cuda-drivers(-\d+)?|nvidia-open(-\d+)?|nvidia-driver(-\d+)?(-open)?"
+    r"|nvidia-dkms(-\d+)?(-open)?|nvidia-utils(-\d+)?|nvidia-kernel-common(-\d+)?"
+    r"|nvidia-persistenced|nvidia-driver-cuda|kmod-nvidia-[a-z-]+"
     r"|nvidia-kmod-common|nvidia-fabricmanager-\d+|nvidia-fabric-manager"
     # Debian's names, which NVIDIA's Debian repository uses (gpuhost/packages.py)
     r"|nvidia-(open-)?kernel-(dkms|support)|nvidia-driver-libs|libcuda1|nvidia-smi"

@@ -137,7 +137,7 @@ class Settings:
     """
 
     nvidia_driver_version: str = _key(
-        "str", "driver to install, full version like \"570.172.08\"",
+        "str", "driver to install, full version like \"580.95.05\"",
         check_version(DRIVER_RE, "570.172.08", "a driver version"))
     nvidia_driver_flavor: str = _key(
         "str", "kernel module flavour; auto: open when every GPU is Turing+ and the branch >= 560",

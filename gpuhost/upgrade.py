@@ -167,6 +167,10 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     fabricmanager = bool(config["nvidia_fabricmanager"]) or any(
         "fabric" in name for name in driver["packages"])
     moving = companions(list(driver.get("companions") or ()), tag, target) if tag else []
+    if tag and "nvidia-persistenced" in driver["packages"]:
+        # a package of its own at the driver's version, depended on by nothing on apt: it
+        # moves only when named (before, it stayed at the old driver's version)
+        moving.append("nvidia-persistenced")
     new_marker = None
     if action == "upgrade":
         new_marker = {"schema": MARKER_SCHEMA, "target": target, "from": from_version,

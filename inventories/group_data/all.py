@@ -6,8 +6,8 @@
 # pyinfra keeps every top-level name here except imported ones: define nothing else.
 #
 # Required, set them in your own group or host data (no defaults on purpose):
-#   nvidia_driver_version = "570.172.08"
-#   nvidia_local_repo = {"debian12": {"url": "https://.../nvidia-driver-local-repo-debian12-570.172.08_1.0-1_amd64.deb",
+#   nvidia_driver_version = "580.95.05"
+#   nvidia_local_repo = {"debian12": {"url": "https://.../nvidia-driver-local-repo-debian12-580.95.05_1.0-1_amd64.deb",
 #                                     "sha256": "<64 hex digits>"}}
 #   container_toolkit_version = "1.18.2"
 

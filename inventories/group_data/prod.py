@@ -4,21 +4,21 @@ Replace the sha256 values with the ones of the files you downloaded from NVIDIA
 (``sha256sum FILE``): gpuhost refuses to run until they are real.
 """
 
-nvidia_driver_version = "570.172.08"
+nvidia_driver_version = "580.95.05"
 nvidia_local_repo = {
     "debian12": {
-        "url": "https://us.download.nvidia.com/tesla/570.172.08/"
-        "nvidia-driver-local-repo-debian12-570.172.08_1.0-1_amd64.deb",
+        "url": "https://us.download.nvidia.com/tesla/580.95.05/"
+        "nvidia-driver-local-repo-debian12-580.95.05_1.0-1_amd64.deb",
         "sha256": "REPLACE-WITH-THE-SHA256-OF-THE-FILE",
     },
     "ubuntu2204": {
-        "url": "https://us.download.nvidia.com/tesla/570.172.08/"
-        "nvidia-driver-local-repo-ubuntu2204-570.172.08_1.0-1_amd64.deb",
+        "url": "https://us.download.nvidia.com/tesla/580.95.05/"
+        "nvidia-driver-local-repo-ubuntu2204-580.95.05_1.0-1_amd64.deb",
         "sha256": "REPLACE-WITH-THE-SHA256-OF-THE-FILE",
     },
     "rhel9": {
-        "url": "https://us.download.nvidia.com/tesla/570.172.08/"
-        "nvidia-driver-local-repo-rhel9-570.172.08-1.0-1.x86_64.rpm",
+        "url": "https://us.download.nvidia.com/tesla/580.95.05/"
+        "nvidia-driver-local-repo-rhel9-580.95.05-1.0-1.x86_64.rpm",
         "sha256": "REPLACE-WITH-THE-SHA256-OF-THE-FILE",
     },
 }

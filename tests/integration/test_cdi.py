@@ -184,14 +184,16 @@ def test_cdi_mode_writes_the_spec_at_boot_before_docker_starts(converged, ssh, s
 def test_a_driver_upgrade_regenerates_the_spec_and_a_stale_one_is_flagged_and_fixed(
         converged, ssh, pyinfra, sandbox_tools, tmp_path, monkeypatch):
     """gpu-02 (toolkit 1.17.8: no refresh unit) with a spec its user generated in /etc/cdi:
-    gpuhost's driver change (570 -> 550, by reloading the modules) regenerates it before
+    gpuhost's driver change (the default -> 550, by reloading the modules) regenerates it before
     the GPU clients start. A spec left from the old driver (as after a driver changed by
     other means) is flagged by the audit and fixed by the next deploy."""
     from gpuhost import cdi
+    from tests.support import default_driver
 
+    converged_driver = default_driver()
     ssh("gpu-02", "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml "
-                  "&& cp /etc/cdi/nvidia.yaml /root/spec-570.yaml")
-    assert "libnvidia-ml.so.570.172.08" in ssh("gpu-02", "cat /etc/cdi/nvidia.yaml")
+                  "&& cp /etc/cdi/nvidia.yaml /root/spec-before.yaml")
+    assert f"libnvidia-ml.so.{converged_driver}" in ssh("gpu-02", "cat /etc/cdi/nvidia.yaml")
     # the sandbox inventory's driver and local repos: 550's (inventories/sandbox.py)
     monkeypatch.setenv("GPUHOST_SANDBOX_DRIVER", "550.163.01")
     moved = pyinfra("-y", "deploys/upgrade_driver.py", "--limit", "gpu-02",
@@ -203,10 +205,10 @@ def test_a_driver_upgrade_regenerates_the_spec_and_a_stale_one_is_flagged_and_fi
     assert judged["status"] == "fresh" and judged["specs"] == ["/etc/cdi/nvidia.yaml"], judged
     assert "libnvidia-ml.so.550.163.01" in ssh("gpu-02", "cat /etc/cdi/nvidia.yaml")
 
-    ssh("gpu-02", "cp /root/spec-570.yaml /etc/cdi/nvidia.yaml")
+    ssh("gpu-02", "cp /root/spec-before.yaml /etc/cdi/nvidia.yaml")
     host = audit(sandbox_tools, tmp_path, "gpu-02")
     [finding] = [f for f in host["health"]["findings"] if f["id"] == "cdi-spec-stale"]
-    assert "libraries are driver 570.172.08, the loaded driver is 550.163.01" in finding[
+    assert f"libraries are driver {converged_driver}, the loaded driver is 550.163.01" in finding[
         "message"], finding
     fix = pyinfra("-y", DEPLOY, "--limit", "gpu-02", timeout=600)
     assert fix.totals["changed"] == 1, (fix.stdout + fix.stderr)[-4000:]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.tests.test_traits_gpus import OVERRIDES
+from tests.support import default_driver
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, overrides=OVERRIDES, state="bare",
@@ -46,7 +47,7 @@ def test_the_facts_see_both_hosts_gpus_without_lspci_or_names(runs):
 
 def test_the_b200_host_whose_lspci_cannot_name_it_converges_with_the_open_modules(runs, ssh):
     version = ssh("gpu-02", "cat /proc/driver/nvidia/version").stdout
-    assert "570.172.08" in version and "Open Kernel Module" in version, (
+    assert default_driver() in version and "Open Kernel Module" in version, (
         version, runs["first"][-3000:])
     assert ssh("gpu-02", "nvidia-smi -L").stdout.startswith("GPU 0: NVIDIA B200")
     assert "10de:2901" in ssh("gpu-02", "lspci -nn -d 10de:").stdout  # still unnamed there
@@ -54,9 +55,10 @@ def test_the_b200_host_whose_lspci_cannot_name_it_converges_with_the_open_module
 
 def test_the_v100_host_without_lspci_converges_proprietary_and_stays_converged(runs, ssh):
     version = ssh("gpu-01", "cat /proc/driver/nvidia/version").stdout
-    assert "570.172.08" in version and "Open Kernel Module" not in version, version
+    assert default_driver() in version and "Open Kernel Module" not in version, version
     assert ssh("gpu-01", "nvidia-smi -L").stdout.count("Tesla V100-PCIE-16GB") == 2
-    assert ssh("gpu-01", "dpkg-query -W -f '${Status}' nvidia-dkms-570").stdout.endswith(
+    branch = default_driver().split(".")[0]
+    assert ssh("gpu-01", f"dpkg-query -W -f '${{Status}}' nvidia-dkms-{branch}").stdout.endswith(
         "installed")
     second = runs["second"].totals
     assert second["changed"] == 0 and second["error"] == 0, runs["second"].output[-3000:]
