@@ -26,7 +26,7 @@ class KernelHeaders(SectionFact):
          "headers_packages_missing": [...],                      # of those, not installed
          "headers_installed": bool,     # /lib/modules/$(uname -r)/build has a Makefile
          "build_dir": "/usr/src/linux-headers-6.1.0-56-amd64" | None,
-         "gcc_toolset": "gcc-toolset-14" | None,   # UEK 8 is built with it
+         "gcc_toolset": "gcc-toolset-14" | None,   # the toolset that built a UEK kernel (11: UEK 7 on OL8)
          "gcc_toolset_installed": bool,
          "nouveau": {"loaded": bool, "blacklisted": bool},
          "dkms": [{"module": "nvidia", "version": ..., "kernel": ..., "status": "installed"}],

@@ -132,14 +132,25 @@ def headers_packages(distro, kernel_release: str, flavour: str | None = None) ->
     raise ValueError(f"kernel flavour {flavour!r} is not valid on {d['distro_tag']} (want uek or rhck)")
 
 
-def needs_gcc_toolset(distro, kernel_release: str) -> str | None:
-    """The gcc toolset DKMS must use for this kernel, or None for the system gcc.
+# (EL major, UEK release) -> the gcc toolset that UEK line is built with where the EL
+# release's own gcc differs: UEK 7 on OL8 with gcc 11 (OL8's gcc is 8.5), UEK 8 on OL9 with
+# gcc 14 (OL9's is 11; UEK 7 on OL9 uses the system gcc 11). Sources: Oracle's kernel configs
+# (oracle/kconfigs, CONFIG_CC_VERSION_TEXT), dkms's own Oracle CI (dkms-project/dkms 3103cb7)
+# and NVIDIA's Oracle Linux page ("DKMS must be instructed ..."); docs/real-hosts.md.
+UEK_TOOLSETS = {(8, 7): "gcc-toolset-11", (9, 8): "gcc-toolset-14"}
 
-    UEK 8 (OL9 only) is built with gcc 14 while OL9's gcc is 11: "gcc-toolset-14".
-    """
+
+def needs_gcc_toolset(distro, kernel_release: str) -> str | None:
+    """The gcc toolset DKMS must use for this kernel, or None for the system gcc
+    (``UEK_TOOLSETS``: "gcc-toolset-11" for UEK 7 on OL8, "gcc-toolset-14" for UEK 8 on OL9)."""
     d = _distro(distro)
     if d["family"] != "rhel":
         return None
-    if uek_major(kernel_release) == 8 and int(d["major"]) == 9:
-        return "gcc-toolset-14"
-    return None
+    return UEK_TOOLSETS.get((int(d["major"]), uek_major(kernel_release)))
+
+
+def uek_release_glob(el_major: int, uek: int) -> str:
+    """A shell pattern matching `uname -r` of UEK ``uek`` on EL ``el_major``:
+    '5.15.0-*.el8uek.*' for UEK 7 on OL8."""
+    base = next(b for b, n in _UEK_BASES.items() if n == uek)
+    return f"{base}.0-*.el{el_major}uek.*"

@@ -5,7 +5,7 @@
   once headers exist (real Debian dkms), the dkms_build_fail fault, removal.
 - ol9 (a Debian root with rpm + dnf, like the sandbox's Oracle Linux hosts): rpm -i the
   rhel9 local repo, `dnf module enable nvidia-driver:570-open` + `dnf install nvidia-open`,
-  the UEK 8 gcc-toolset-14 requirement, removal, docker-ce from Docker's (fake) RHEL repo.
+  real dkms (Debian's, as EPEL's RPM) failing on UEK 8 until the toolset is in MAKE, removal, docker-ce from Docker's (fake) RHEL repo.
 - runc: the nvidia-container-runtime shim mounts the simulator into the verify image and
   `nvidia-smi -L` works inside the container.
 
@@ -208,14 +208,27 @@ def test_ol9_dnf_module_stream_install(artifacts, tmp_path):
         for pkg in ("kmod-nvidia-open-dkms", "nvidia-driver-cuda", "nvidia-kmod-common"):
             assert f"{pkg}-3:{VER}-1.el9" in out
         # UEK 8 is built with gcc 14: without the toolset configured for DKMS the build fails
+        # (real dkms 3.2.2 from Debian, as EPEL's dkms RPM: Kbuild's compiler lines)
         assert "Error in POSTIN scriptlet in rpm package kmod-nvidia-open-dkms" in out
         assert f"Error! Bad return status for module build on kernel: {UEK8} (x86_64)" in out
-        module = c.file(f"/lib/modules/{UEK8}/updates/dkms/nvidia.ko")
-        assert not module.exists()
+        make_log = c.file(f"/var/lib/dkms/nvidia/{VER}/build/make.log")
+        assert "the compiler differs from the one used to build the kernel" in make_log.read_text()
+        # dkms installs to /extra on an EL host (ID_LIKE=fedora), /updates/dkms on this
+        # chroot's Debian os-release
+        modules = [c.file(f"/lib/modules/{UEK8}/{d}/nvidia.ko") for d in ("extra", "updates/dkms")]
+        assert not any(m.exists() for m in modules)
+        # sourcing the toolset in framework.conf.d does nothing in real dkms (a subshell)
         c.file("/etc/dkms/framework.conf.d/gcc-toolset-14.conf").write_text(
             ". /opt/rh/gcc-toolset-14/enable\n")
+        assert c.run(f"dkms install -m nvidia -v {VER}", check=False).returncode != 0
+        # the per-module override (read after the module's dkms.conf) does
+        c.file("/etc/dkms/nvidia.conf").write_text(
+            'case "$kernelver" in 6.12.0-*.el9uek.*) '
+            'MAKE[0]=". /opt/rh/gcc-toolset-14/enable && ${MAKE[0]}" ;; esac\n')
         c.run(f"dkms install -m nvidia -v {VER}")
+        module = next(m for m in modules if m.exists())
         assert module.read_text().startswith(f"gpusim-module version={VER} flavor=open")
+        assert "cc=14." in module.read_text()
         assert f"nvidia/{VER}, {UEK8}, x86_64: installed" in c.run("dkms status").stdout
         # the stream lock: the proprietary kmod is filtered out while 570-open is enabled
         other = c.run(f"{dnf} install kmod-nvidia-latest-dkms", check=False)
@@ -280,3 +293,90 @@ def test_runtime_shim_runs_nvidia_smi_in_the_verify_image(artifacts, tmp_path):
                                    for i, line in enumerate(lines)), ok.stdout
     plain = run_container("plain", [])
     assert plain.returncode != 0 and "nvidia-smi" in plain.stdout
+
+
+def test_debian12_pinning_package_holds_the_branch(artifacts, tmp_path):
+    """Two branches' local repos on one host (595 and 620, both 590+ packaging): apt takes
+    the newest nvidia-open like any package; nvidia-driver-pinning-595 holds it at 595, as
+    NVIDIA's guide says ("the default experience will be to upgrade ... to the latest";
+    branch tracking is opt-in through the pinning package)."""
+    r595, r620 = "595.71.05", "620.70.06"
+    only_nvidia = "-o Dir::Etc::sourcelist=/dev/null -o Dir::Etc::sourceparts=/etc/apt/sources.list.d"
+    with overlay_chroot("debian12", tmp_path, DEB_KERNEL, artifacts) as c:
+        for v in (r595, r620):
+            c.run(f"dpkg -i {artifacts}/local-repos/{v}/nvidia-driver-local-repo-debian12-{v}_1.0-1_amd64.deb"
+                  f" && cp /var/nvidia-driver-local-repo-debian12-{v}/nvidia-driver-*-keyring.gpg "
+                  "/usr/share/keyrings/")
+        c.run(f"apt-get update {only_nvidia}")
+
+        def candidate(name: str) -> str:
+            policy = c.run(f"apt-cache policy {name}").stdout
+            return next(line.split()[1] for line in policy.splitlines()
+                        if line.strip().startswith("Candidate:"))
+
+        assert candidate("nvidia-open") == f"{r620}-1"  # no pin: the newest branch
+        c.run(f"apt-get install -y {only_nvidia} nvidia-driver-pinning-595")
+        pin = c.file("/etc/apt/preferences.d/nvidia-driver-pin").read_text()
+        assert "Pin: version 595.*" in pin and "Pin-Priority: 1000" in pin
+        for name in ("nvidia-open", "nvidia-dkms-open", "nvidia-fabricmanager", "libnvsdm"):
+            assert candidate(name) == f"{r595}-1", name
+        c.run(f"mkdir -p /usr/src/linux-headers-{DEB_KERNEL}/include /lib/modules/{DEB_KERNEL} && "
+              f"ln -s /usr/src/linux-headers-{DEB_KERNEL} /lib/modules/{DEB_KERNEL}/build")
+        c.run(f"apt-get install -y {only_nvidia} nvidia-open nvidia-fabricmanager")
+        assert f"nvidia/{r595}, {DEB_KERNEL}, x86_64: installed" in c.run("dkms status").stdout
+        assert json.loads(c.file("/usr/lib/gpusim/userspace.json").read_text()) == {
+            "version": r595, "flavor": "open"}
+        # a full upgrade stays on the branch; the 620 pinning package moves it
+        c.run(f"apt-get dist-upgrade -y {only_nvidia}")
+        assert c.run("dpkg-query -W -f='${Version}' nvidia-open").stdout == f"{r595}-1"
+        c.run(f"apt-get install -y {only_nvidia} nvidia-driver-pinning-620")
+        assert c.run("dpkg-query -W -f='${Status}' nvidia-driver-pinning-595",
+                     check=False).stdout != "install ok installed"
+        assert "Pin: version 620.*" in c.file("/etc/apt/preferences.d/nvidia-driver-pin").read_text()
+        c.run(f"apt-get dist-upgrade -y {only_nvidia}")
+        assert c.run("dpkg-query -W -f='${Version}' nvidia-open nvidia-fabricmanager").stdout == \
+            f"{r620}-1{r620}-1"
+        assert f"nvidia/{r620}, {DEB_KERNEL}, x86_64: installed" in c.run("dkms status").stdout
+
+
+def ol9_repos(c: Chroot, artifacts: Path, version: str) -> str:
+    """Oracle's channels and the rhel9 local repo of VERSION in an ol9 chroot; the dnf
+    command line to use."""
+    c.file("/etc/yum.repos.d").mkdir(parents=True, exist_ok=True)
+    c.file("/etc/yum.repos.d/gpuhost-ol9.repo").write_text("".join(
+        f"[{ch}]\nname={ch}\nbaseurl=file://{artifacts}/ol/ol9/{ch}\ngpgcheck=1\n"
+        f"gpgkey=file://{artifacts}/ol/gpgkey\n" for ch in (
+            "ol9_baseos_latest", "ol9_appstream", "ol9_developer_EPEL")))
+    c.run(f"rpm -i {artifacts}/local-repos/{version}/"
+          f"nvidia-driver-local-repo-rhel9-{version}-1.0-1.x86_64.rpm")
+    return "dnf -y --releasever=9"
+
+
+def test_ol9_580_companions_and_620_open_only(artifacts, tmp_path):
+    """R580 on dnf: nvidia-fabricmanager (the stream's fm profile) and NSCQ, IMEX, NVSDM
+    install at the driver's version, the old name nvidia-fabric-manager is no match. R620:
+    only the open streams; asking for a proprietary one fails as dnf fails."""
+    r580, r620 = "580.95.05", "620.70.06"
+    (tmp_path / "a").mkdir()
+    with overlay_chroot("ol9", tmp_path / "a", UEK8, artifacts) as c:
+        dnf = ol9_repos(c, artifacts, r580)
+        c.run(f"{dnf} module enable nvidia-driver:580-open")
+        c.run(f"{dnf} install nvidia-open nvidia-fabricmanager libnvidia-nscq nvidia-imex libnvsdm")
+        got = c.run("rpm -q --qf '%{NAME} %{EPOCH}:%{VERSION}\\n' nvidia-fabricmanager "
+                    "libnvidia-nscq nvidia-imex libnvsdm kmod-nvidia-open-dkms").stdout.split("\n")
+        assert sorted(filter(None, got)) == sorted(
+            f"{n} 3:{r580}" for n in ("nvidia-fabricmanager", "libnvidia-nscq", "nvidia-imex",
+                                      "libnvsdm", "kmod-nvidia-open-dkms"))
+        old = c.run(f"{dnf} install nvidia-fabric-manager", check=False)
+        assert old.returncode != 0 and "No match for argument: nvidia-fabric-manager" in old.stdout
+    (tmp_path / "b").mkdir()
+    with overlay_chroot("ol9", tmp_path / "b", UEK8, artifacts) as c:
+        dnf = ol9_repos(c, artifacts, r620)
+        streams = c.run(f"{dnf} module list nvidia-driver").stdout
+        assert "nvidia-driver 620-open" in streams and "open-dkms [d]" in streams
+        assert "620-dkms" not in streams and "latest-dkms" not in streams
+        bad = c.run(f"{dnf} module enable nvidia-driver:620-dkms", check=False)
+        assert bad.returncode != 0
+        c.run(f"{dnf} module enable nvidia-driver:620-open")
+        missing = c.run(f"{dnf} install cuda-drivers", check=False)
+        assert missing.returncode != 0 and "No match for argument: cuda-drivers" in missing.stdout

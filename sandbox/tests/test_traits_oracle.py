@@ -54,7 +54,7 @@ def test_stock_channels_enabled_and_dkms_only_from_epel(fleet, ssh, ol):
         # the versionlock plugin is not there on a stock host; Oracle's package brings it
         assert ssh(host, "dnf versionlock list", check=False).returncode != 0
     finally:
-        ssh(host, f"dnf -q -y remove dkms oracle-epel-release-el{ol[-1]}; "
+        ssh(host, f"dnf -q -y remove dkms gcc oracle-epel-release-el{ol[-1]}; "
                   "dnf clean expire-cache", check=False)
     assert _enabled_repos(ssh, host) == sorted([baseos, appstream, uek])
 
@@ -104,3 +104,26 @@ def test_deploy_stops_a_container_tools_host_before_any_change_without_replace(f
     assert "buildah, containers-common, podman, runc installed" in out, out[-3000:]
     assert "docker_replace_podman: true" in out
     assert ssh(host, "rpm -qa | sort; ls /etc/yum.repos.d /etc/modprobe.d").stdout == before
+
+
+@integration
+def test_epel9_dkms_pulls_the_newest_rhck_onto_a_host_with_kernel_core(fleet, ssh):
+    """EPEL 9's `Requires: (kernel-devel-matched if kernel-core)` as the fake repos model it
+    (issue 23 item 4): with the rhck-installed trait's older kernel-core on the OL9 host,
+    `dnf install dkms` brings the newest kernel-devel-matched and with it a new kernel-core."""
+    from sandbox.traits.oracle import RHCK_INSTALLED
+    host = _hosts(fleet, "ol9")[0]
+    epel = CHANNELS["ol9"][4]
+    query = "rpm -qa --qf '%{NAME}-%{VERSION}-%{RELEASE}\\n' 'kernel-core' 'kernel-devel*' | sort"
+    try:
+        ssh(host, f"dnf -q -y install kernel-core-{RHCK_INSTALLED} oracle-epel-release-el9 && "
+                  f"dnf config-manager --set-enabled {epel}")
+        assert ssh(host, query).stdout.split() == [f"kernel-core-{RHCK_INSTALLED}"]
+        ssh(host, "dnf -q -y install dkms")
+        newest = "5.14.0-503.11.1.el9_5"
+        assert ssh(host, query).stdout.split() == sorted([
+            f"kernel-core-{RHCK_INSTALLED}", f"kernel-core-{newest}",
+            f"kernel-devel-{newest}", f"kernel-devel-matched-{newest}"])
+    finally:
+        ssh(host, "dnf -q -y remove dkms gcc kernel-devel-matched kernel-devel kernel-core "
+                  "oracle-epel-release-el9; dnf clean expire-cache", check=False)

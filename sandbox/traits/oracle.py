@@ -30,3 +30,27 @@ register(Trait(
     default=lambda h: h["os"] == "ol8",
     booted=_install_container_tools,
 ))
+
+
+# An OL9 host booted into UEK that also has Red Hat Compatible Kernel installed: OL's
+# installer puts both kernels on a host, and an OL 9.4 install's RHCK is older than the
+# channels' newest. EPEL 9's dkms `Requires: (kernel-devel-matched if kernel-core)`, so
+# installing dkms there makes dnf pull the newest kernel-devel-matched and with it the
+# newest kernel-core (issue 23 item 4).
+RHCK_INSTALLED = "5.14.0-427.13.1.el9_4"
+
+
+def _install_rhck(h: dict, sh) -> None:
+    sh(f"dnf -q -y install kernel-core-{RHCK_INSTALLED}")
+
+
+register(Trait(
+    name="rhck-installed",
+    doc=f"OL9: RHCK kernel-core {RHCK_INSTALLED} installed beside the running UEK",
+    source=("Oracle Linux installs both UEK and RHCK (the UEK boots by default); EPEL 9 "
+            "dkms.spec 'Requires: (kernel-devel-matched if kernel-core)' (Fedora's dkms.spec "
+            "3.1.x-3.2.x); kernel-devel-matched requires kernel-core and kernel-devel of its "
+            "own version"),
+    oses=("ol9",),
+    booted=_install_rhck,
+))

@@ -218,5 +218,9 @@ def host_data(name: str, extra: dict) -> dict:
         data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(
             "@@gpuhost@@ dpkg rc=0\n",
             f"@@gpuhost@@ dpkg rc=0\nlinux-headers-{s['kernel']}\t6.1.158-1\tii \n")
+    kernel = extra.pop("plan_kernel", None)  # another running kernel (its release string)
+    if kernel:
+        data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(
+            f"\n{s['kernel']}\n", f"\n{kernel}\n")
     data.update(extra)
     return data

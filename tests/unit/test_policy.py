@@ -315,8 +315,8 @@ def test_identify_unsupported(os_release):
 @pytest.mark.parametrize("os_name, release, flavour, packages, toolset", [
     ("debian12", "6.1.0-56-amd64", "generic", ["linux-headers-6.1.0-56-amd64"], None),
     ("ubuntu2404", "6.8.0-51-generic", "generic", ["linux-headers-6.8.0-51-generic"], None),
-    ("ol8", "5.15.0-307.178.5.el8uek.x86_64", "uek",
-     ["kernel-uek-devel-5.15.0-307.178.5.el8uek.x86_64", "kernel-headers"], None),
+    ("ol8", "5.15.0-307.178.5.el8uek.x86_64", "uek",   # UEK 7 on OL8: gcc 11, OL8's is 8.5
+     ["kernel-uek-devel-5.15.0-307.178.5.el8uek.x86_64", "kernel-headers"], "gcc-toolset-11"),
     ("ol8", "4.18.0-553.el8_10.x86_64", "rhck",
      ["kernel-devel-4.18.0-553.el8_10.x86_64", "kernel-headers"], None),
     ("ol9", "6.12.0-100.28.2.2.el9uek.x86_64", "uek",

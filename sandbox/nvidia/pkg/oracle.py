@@ -19,18 +19,32 @@ import time
 from pathlib import Path
 
 from .common import (BASE_URL, OUT_DIR, WORK_DIR, BuildError, code_digest, fresh_dir,
-                     inputs_digest, log, mark_done, replace_dir, run, sha256_file, template,
-                     up_to_date)
+                     inputs_digest, log, mark_done, replace_dir, run, sha256_file, up_to_date)
+from .debian_fetch import fetch_deb
 from .rpm import RpmPackage, build_rpm, build_rpm_repo
 from .signing import SigningKey
 
-# (release, flavour, gcc version the kernel was built with or None)
+# The compilers, as `gcc --version` prints them and as each kernel's .config records the
+# one that built it (CONFIG_CC_VERSION_TEXT; sandbox/README.md "Real dkms" names the sources).
+GCC_8 = "gcc (GCC) 8.5.0 20210514 (Red Hat 8.5.0-22.0.1)"
+GCC_11 = "gcc (GCC) 11.5.0 20240719 (Red Hat 11.5.0-2.0.1)"
+GCC_TOOLSET = {11: "gcc (GCC) 11.2.1 20220127 (Red Hat 11.2.1-9)",
+               14: "gcc (GCC) 14.2.1 20250110 (Red Hat 14.2.1-7)"}
+SYSTEM_GCC = {"ol8": GCC_8, "ol9": GCC_11}
+# (release, flavour, the compiler that built it): UEK 7 on OL8 and OL9 with gcc 11, UEK 8
+# with gcc 14, RHCK with its release's system gcc
 KERNELS = {
-    "ol8": [("5.15.0-307.178.5.el8uek.x86_64", "uek", None),
-            ("4.18.0-553.el8_10.x86_64", "rhck", None)],
-    "ol9": [("6.12.0-100.28.2.2.el9uek.x86_64", "uek", (14, 2, 1)),
-            ("5.14.0-503.11.1.el9_5.x86_64", "rhck", None)],
+    "ol8": [("5.15.0-307.178.5.el8uek.x86_64", "uek", GCC_TOOLSET[11]),
+            ("4.18.0-553.el8_10.x86_64", "rhck", GCC_8)],
+    "ol9": [("6.12.0-100.28.2.2.el9uek.x86_64", "uek", GCC_TOOLSET[14]),
+            ("5.14.0-503.11.1.el9_5.x86_64", "rhck", GCC_11),
+            # an older RHCK, still in the channels: what an OL 9.4 install carries
+            # (the host trait rhck-installed)
+            ("5.14.0-427.13.1.el9_4.x86_64", "rhck", GCC_11)],
 }
+# Debian's real dkms for the OL repos' `dkms` RPM: trixie's 3.2.2, the newest in Debian's
+# archive and the closest to EPEL's 3.4.3 (sandbox/README.md, "Real dkms")
+DKMS_SUITE = "trixie"
 DOCKER_VERSION = "20.10.24"
 DEBIAN_DEBS = ("docker.io", "containerd", "runc", "tini", "libdevmapper1.02.1")
 
@@ -47,17 +61,28 @@ SIGN_FILE = ("#!/usr/bin/python3\n# scripts/sign-file stand-in (gpuhost sandbox)
              "sys.exit(firmware.main('sign-file'))\n")
 
 
-def kernel_devel(rel: str, flavor: str, gcc: tuple | None) -> RpmPackage:
+def gcc_major(text: str) -> int:
+    """11 of 'gcc (GCC) 11.5.0 20240719 (...)'."""
+    return int(text.split()[2].split(".")[0])
+
+
+def kernel_devel(rel: str, flavor: str, cc: str, ol: str) -> RpmPackage:
     version, release = split_release(rel)
     name = "kernel-uek-devel" if flavor == "uek" else "kernel-devel"
     src = f"/usr/src/kernels/{rel}"
-    config = "# Simulated kernel configuration (gpuhost sandbox)\nCONFIG_MODULES=y\n"
+    v = cc.split()[2]
+    # as a real kernel tree records its compiler (Kconfig's CONFIG_CC_VERSION_TEXT, which
+    # Kbuild compares with $(CC)'s and dkms reads to pick CC) and its module signing hash
+    config = ("# Simulated kernel configuration (gpuhost sandbox)\nCONFIG_MODULES=y\n"
+              f'CONFIG_CC_VERSION_TEXT="{cc}"\nCONFIG_CC_IS_GCC=y\n'
+              f"CONFIG_GCC_VERSION={int(v.split('.')[0]) * 10000 + int(v.split('.')[1]) * 100}\n"
+              "CONFIG_MODULE_SIG=y\n"
+              f'CONFIG_MODULE_SIG_HASH="{"sha512" if flavor == "uek" else "sha256"}"\n')
     requires = []
-    if gcc:
-        config += (f'CONFIG_CC_VERSION_TEXT="gcc (GCC) {gcc[0]}.{gcc[1]}.{gcc[2]} 20250110 '
-                   f'(Red Hat {gcc[0]}.{gcc[1]}.{gcc[2]}-7)"\n'
-                   f"CONFIG_GCC_VERSION={gcc[0] * 10000 + gcc[1] * 100 + gcc[2]}\n")
-        requires.append(f"gcc-toolset-{gcc[0]}")
+    if gcc_major(cc) != gcc_major(SYSTEM_GCC[ol]):
+        # "the development package of the kernel will pull in the correct GCC toolset as a
+        # dependency" (NVIDIA's Oracle Linux page)
+        requires.append(f"gcc-toolset-{gcc_major(cc)}")
     files = {
         f"{src}/Makefile": (f"# kernel {rel} (simulated headers)\nKERNELRELEASE = {rel}\n", 0o644),
         f"{src}/.config": (config, 0o644),
@@ -70,7 +95,7 @@ def kernel_devel(rel: str, flavor: str, gcc: tuple | None) -> RpmPackage:
                       summary=f"Development package for building kernel modules to match the "
                               f"{rel} kernel (simulated)", requires=requires, files=files,
                       symlinks={f"/lib/modules/{rel}/build": src},
-                      provides=[f"kernel-devel-uname-r = {rel}"])
+                      provides=[f"kernel-devel-uname-r = {rel}", "installonlypkg(kernel)"])
 
 
 # Oracle's channels (yum.oracle.com repository ids), per release: see sandbox/README.md,
@@ -183,52 +208,95 @@ def ol_packages(ol: str) -> dict[str, list[RpmPackage]]:
     baseos, appstream, uek, crb, epel = CHANNELS[ol]
     repos: dict[str, list[RpmPackage]] = {c: [] for c in CHANNELS[ol]}
     for k in KERNELS[ol]:
-        pkg = kernel_devel(*k)
+        pkg = kernel_devel(*k, ol)
         # kernel-uek-devel: the UEK channel; RHCK's kernel-devel: BaseOS on OL8, AppStream on OL9
         repos[uek if k[1] == "uek" else (baseos if ol == "ol8" else appstream)].append(pkg)
-    rhck = next(k for k in KERNELS[ol] if k[1] == "rhck")[0]
+    rhck = next(k for k in KERNELS[ol] if k[1] == "rhck")[0]   # the newest RHCK first
     v, r = split_release(rhck)
     repos[baseos if ol == "ol8" else appstream].append(
         RpmPackage(name="kernel-headers", version=v, release=r,
                    summary="Header files for the Linux kernel for use by glibc (simulated)",
                    files={"/usr/include/linux/version.h":
                           (f"/* kernel-headers {rhck} (simulated) */\n", 0o644)}))
-    if ol == "ol9":
+    for rel in (k[0] for k in KERNELS[ol] if k[1] == "rhck" and ol == "ol9"):
+        v, r = split_release(rel)
         repos[appstream].append(RpmPackage(
             name="kernel-devel-matched", version=v, release=r,
             summary="Meta package to install matching core and devel kernel packages (simulated)",
-            requires=[f"kernel-devel = {v}-{r}"],
-            files={"/usr/share/doc/kernel-devel-matched/README": ("meta package\n", 0o644)}))
-    gcc = "/opt/rh/gcc-toolset-14/root/usr/bin/gcc"
+            requires=[f"kernel-core = {v}-{r}", f"kernel-devel = {v}-{r}"],
+            files={f"/usr/share/doc/kernel-devel-matched-{v}-{r}/README": ("meta package\n", 0o644)}))
+        # RHCK itself (BaseOS; the channel keeps every version), so that EPEL 9 dkms's
+        # `(kernel-devel-matched if kernel-core)` pulls the newest one onto any host that has
+        # a kernel-core installed (installonly, like the real one)
+        repos[baseos].append(RpmPackage(
+            name="kernel-core", version=v, release=r, provides=["installonlypkg(kernel)"],
+            summary="The Linux kernel (simulated: its version only; gpusim boots nothing)",
+            files={f"/usr/share/doc/kernel-core-{v}-{r}/README":
+                   ("simulated kernel-core: no vmlinuz\n", 0o644)}))
+    # the system gcc and the toolsets (AppStream)
     repos[appstream].append(
-        RpmPackage(name="gcc-toolset-14", version="14.0", release=f"2.{el}",
-                   summary="Package that installs gcc-toolset-14 (simulated compiler)",
-                   files={"/opt/rh/gcc-toolset-14/enable":
-                          ("# gcc-toolset-14 (gpuhost sandbox simulation)\n"
-                           "export PATH=/opt/rh/gcc-toolset-14/root/usr/bin${PATH:+:${PATH}}\n",
-                           0o644),
-                          gcc: ("#!/bin/sh\n# Simulated gcc 14 of gcc-toolset-14: reports its "
-                                "version, compiles nothing.\ncase \"$1\" in\n"
-                                "-dumpversion) echo 14 ;;\n"
-                                "--version) echo 'gcc (GCC) 14.2.1 20250110 (Red Hat 14.2.1-7)' ;;\n"
-                                "*) exit 0 ;;\nesac\n", 0o755)}))
+        RpmPackage(name="gcc", version=SYSTEM_GCC[ol].split()[2], release=f"22.0.1.{el}",
+                   summary="Various compilers (simulated: reports its version only)",
+                   files={"/usr/bin/gcc": (fake_gcc(SYSTEM_GCC[ol]), 0o755)}))
+    for major in ((11, 14) if ol == "ol8" else (14,)):
+        root = f"/opt/rh/gcc-toolset-{major}"
+        repos[appstream].append(
+            RpmPackage(name=f"gcc-toolset-{major}", version=f"{major}.0", release=f"2.{el}",
+                       summary=f"Package that installs gcc-toolset-{major} (simulated compiler)",
+                       files={f"{root}/enable":
+                              (f"# gcc-toolset-{major} (gpuhost sandbox simulation)\n"
+                               f"export PATH={root}/root/usr/bin${{PATH:+:${{PATH}}}}\n", 0o644),
+                              f"{root}/root/usr/bin/gcc": (fake_gcc(GCC_TOOLSET[major]), 0o755)}))
     repos[appstream] += container_tools(el)
     repos[baseos] += [epel_release(ol), versionlock_plugin(el)]
     # CodeReady Builder: developer packages; NVIDIA's guide enables it (nothing the fake
     # driver needs comes from it): one marker package so the channel is a real repository.
     repos[crb].append(_marker("libvdpau-devel", el, "Wrapper library for VDPAU, development "
                               "files (simulated)", "1.4"))
-    repos[epel].append(
-        RpmPackage(name="dkms", version="3.2.1", release=f"1.{el}", arch="noarch",
-                   summary="Dynamic Kernel Module Support Framework (gpuhost simulation)",
-                   files={"/usr/sbin/dkms": (template("dkms-sim.sh"), 0o755),
-                          "/etc/dkms/framework.conf":
-                          ("# DKMS framework configuration (simulated dkms).\n"
-                           "# Drop-ins in /etc/dkms/framework.conf.d/*.conf are sourced too.\n",
-                           0o644)},
-                   config_files=["/etc/dkms/framework.conf"],
-                   dirs=["/etc/dkms/framework.conf.d", "/var/lib/dkms"]))
+    repos[epel].append(dkms_rpm(el))
     return repos
+
+
+def fake_gcc(version_text: str) -> str:
+    """A gcc that only tells its version: the simulated module build compares it with the
+    kernel's recorded compiler (templates/gpusim-build.sh); nothing is compiled."""
+    major = gcc_major(version_text)
+    return ("#!/bin/sh\n# Simulated gcc (gpuhost sandbox): reports its version, compiles "
+            f"nothing.\ncase \"$1\" in\n-dumpversion) echo {major} ;;\n"
+            f"-dumpfullversion) echo {version_text.split()[2]} ;;\n"
+            f"--version) echo '{version_text}' ;;\n*) exit 0 ;;\nesac\n")
+
+
+def debian_dkms() -> tuple[Path, str]:
+    """Debian's dkms (DKMS_SUITE) unpacked, cached; (root, Debian version)."""
+    top = WORK_DIR / "debian-dkms" / DKMS_SUITE
+    root, stamp = top / "root", top / "version"
+    if not (root / "usr/sbin/dkms").exists() or not stamp.exists():
+        log(f"fetching {DKMS_SUITE}'s dkms from Debian's archive (verified)")
+        deb, version = fetch_deb(DKMS_SUITE, "dkms", fresh_dir(top / "debs"))
+        fresh_dir(root)
+        run(["dpkg-deb", "-x", str(deb), str(root)])
+        stamp.write_text(version + "\n")
+    return root, stamp.read_text().strip()
+
+
+def dkms_rpm(el: str) -> RpmPackage:
+    """EPEL's `dkms` as the sandbox serves it: Debian's real dkms script and helpers,
+    repackaged (no scriptlets: EPEL's only run systemd presets). Like EPEL 9's spec (Fedora's
+    dkms.spec) it requires gcc, and on el9 `(kernel-devel-matched if kernel-core)`."""
+    root, version = debian_dkms()
+    files = {"/usr/sbin/dkms": ((root / "usr/sbin/dkms").read_bytes(), 0o755),
+             "/etc/dkms/framework.conf": ((root / "etc/dkms/framework.conf").read_text(), 0o644)}
+    for p in sorted((root / "usr/lib/dkms").iterdir()):
+        files[f"/usr/lib/dkms/{p.name}"] = (p.read_bytes(), 0o755)
+    requires = ["gcc"]
+    if el == "el9":
+        requires.append("(kernel-devel-matched if kernel-core)")
+    return RpmPackage(name="dkms", version=version.split("-")[0], release=f"1.{el}",
+                      arch="noarch", requires=requires,
+                      summary=f"Dynamic Kernel Module Support Framework (Debian's dkms {version})",
+                      files=files, config_files=["/etc/dkms/framework.conf"],
+                      dirs=["/etc/dkms/framework.conf.d", "/var/lib/dkms"])
 
 
 def docker_packages(el: str) -> list[RpmPackage]:
@@ -314,7 +382,7 @@ def build(key: SigningKey, force: bool = False) -> None:
         top = OUT_DIR / "ol" / ol
         el = ol.replace("ol", "el")
         docker = docker_rpms(el, force)
-        digest = inputs_digest(code=code_digest("rpm", "oracle"), key=key.fingerprint, ol=ol,
+        digest = inputs_digest(code=code_digest("rpm", "oracle", "debian_fetch"), key=key.fingerprint, ol=ol,
                                docker=[sha256_file(p) for p in docker], url=BASE_URL)
         stamps = [top / c / "repodata" / "repomd.xml.asc" for c in CHANNELS[ol] + [DOCKER_REPO]]
         if not force and up_to_date(f"ol-{ol}", digest, stamps):

@@ -1,6 +1,7 @@
 #!/bin/sh
 # MAKE step of the simulated NVIDIA @FLAVOR@ kernel module @VERSION@ (gpuhost sandbox).
-# Writes nvidia.ko as a text file that the GPU simulator reads; nothing is compiled.
+# Writes nvidia.ko as a text file that the GPU simulator reads; nothing is compiled. DKMS
+# (real dkms, from Debian's archive) signs it afterwards with whatever key it is given.
 set -u
 kernel="$1"
 faults=/etc/gpusim/faults.json
@@ -9,22 +10,38 @@ if [ -f "$faults" ] && grep -Eq '"dkms_build_fail"[[:space:]]*:[[:space:]]*true'
     echo "make[1]: *** [Makefile:1943: nvidia] Error 2" >&2
     exit 2
 fi
-# A kernel whose .config records the gcc it was built with (UEK 8: gcc 14 from
-# gcc-toolset-14) needs that compiler; DKMS must be told to use it (CC in its
-# framework configuration, or the toolset's enable script putting it first on PATH).
+# Kbuild compares the compiler with the one the kernel's .config records
+# (CONFIG_CC_VERSION_TEXT) and warns when they differ; a gcc older than the kernel's then
+# fails on the flags the kernel's build uses (openzfs/zfs#13625: UEK 7, built with gcc 11,
+# and OL8's gcc 8.5: "unrecognized command line option '-ftrivial-auto-var-init=zero'").
+# The sandbox fails on any other major (a newer one too: a strict rule of the simulation).
+# DKMS exports CC (the first word of CONFIG_CC_VERSION_TEXT, when that command exists).
 config="/lib/modules/$kernel/build/.config"
 want=""
-if [ -f "$config" ]; then
-    want=$(sed -n 's/^CONFIG_GCC_VERSION=\([0-9]*\)$/\1/p' "$config" | head -n 1)
-fi
+[ -f "$config" ] && want=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\(.*\)"$/\1/p' "$config" | head -n 1)
 if [ -n "$want" ]; then
-    want_major=$((want / 10000))
     cc="${CC:-gcc}"
-    have=$($cc -dumpversion 2>/dev/null | cut -d. -f1)
-    if [ "$have" != "$want_major" ]; then
-        echo "gpusim: kernel $kernel was built with gcc $want_major but the compiler is '$cc' (version ${have:-not found})" >&2
-        echo "gcc: error: unrecognized command-line option '-fmin-function-alignment=16'" >&2
-        exit 1
+    have=$("$cc" --version 2>/dev/null | head -n 1)
+    major() { printf '%s\n' "$1" | grep -o '[0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*' | head -n 1 | cut -d. -f1; }
+    if [ -z "$have" ]; then
+        echo "make[1]: $cc: No such file or directory" >&2
+        echo "make: *** [Makefile:1943: nvidia] Error 2" >&2
+        exit 2
+    fi
+    if [ "$(major "$want")" != "$(major "$have")" ]; then
+        echo "warning: the compiler differs from the one used to build the kernel" >&2
+        echo "  The kernel was built by: $want" >&2
+        echo "  You are using:           $have" >&2
+        if [ "$(major "$have")" -lt "$(major "$want")" ]; then
+            opt="-ftrivial-auto-var-init=zero"
+            [ "$(major "$want")" -ge 14 ] && opt="-fmin-function-alignment=16"
+            echo "$cc: error: unrecognized command-line option '$opt'" >&2
+        else
+            echo "gpusim: module built by another gcc than kernel $kernel's (sandbox rule)" >&2
+        fi
+        echo "make[2]: *** [scripts/Makefile.build:299: nvidia.o] Error 1" >&2
+        exit 2
     fi
 fi
-printf 'gpusim-module version=%s flavor=%s kernel=%s\n' "@VERSION@" "@FLAVOR@" "$kernel" > nvidia.ko
+printf 'gpusim-module version=%s flavor=%s kernel=%s cc=%s\n' "@VERSION@" "@FLAVOR@" "$kernel" \
+    "$(${CC:-gcc} -dumpfullversion 2>/dev/null || echo unknown)" > nvidia.ko
