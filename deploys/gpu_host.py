@@ -23,12 +23,14 @@ from roles import (
     kernel_headers,
     mig,
     nvidia_driver,
+    pkglock,
     proxy,
     verify,
 )
 
 common.check_inventory()
 if common.host_ready() and boot_safety.check_secure_boot():
+    pkglock.ready()  # the package manager's lock free, dpkg whole: before any install
     proxy.configure()
     kernel_headers.install()
     nvidia_driver.install()

@@ -35,7 +35,7 @@ _REST = (
     "if { pidof nv-hostengine || pgrep -x nv-hostengine; } >/dev/null 2>&1;"
     " then echo 'hostengine running'; fi;"
     " if command -v lsmod >/dev/null 2>&1; then"
-    " lsmod | awk 'NR > 1 && $1 ~ /^nvidia/ {print \"module \" $1}'; fi;"
+    " lsmod | awk 'NR > 1 && ($1 ~ /^nvidia/ || $1 == \"gdrdrv\") {print \"module \" $1}'; fi;"
     " if command -v docker >/dev/null 2>&1 && ids=$(timeout 10 docker ps -q 2>/dev/null)"
     ' && [ -n "$ids" ]; then timeout 10 docker inspect --format'
     " 'container {{.Id}} {{.Name}} {{.HostConfig.Runtime}} {{json .HostConfig.DeviceRequests}}'"
@@ -102,7 +102,7 @@ class UpgradeProbe(FactBase):
         {"init": "systemd" | "none" | None,      # None: the probe printed nothing
          "services": {"nvidia-persistenced": "running" | "stopped" | "absent"},
          "hostengine": bool,                       # a nv-hostengine process runs
-         "modules": ["nvidia_uvm", "nvidia"],      # nvidia modules, as lsmod lists them
+         "modules": ["nvidia_uvm", "nvidia"],      # nvidia modules and GDRCopy's gdrdrv (lsmod)
          "containers": [{"id": ..., "name": ..., "runtime": "nvidia"}],  # GPU containers
          "daemon_json_sha256": "..." | None,
          "marker": {...} | None, "marker_error": str | None,

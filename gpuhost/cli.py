@@ -111,13 +111,17 @@ def select_hosts(hosts: list[dict], patterns: Sequence[str]) -> list[dict]:
 
 
 def run_pyinfra(argv: list[str], out: TextIO | None = None,
-                capture_json: bool = False) -> tuple[int, Any]:
+                capture_json: bool = False, lines: list[str] | None = None) -> tuple[int, Any]:
     """Run pyinfra from the project root, its human output going straight to ``out``
     (default stdout). With ``capture_json`` pyinfra's stdout (``--json``) is kept and parsed
-    (None when it printed no JSON, e.g. after an error). Returns (exit status, JSON)."""
+    (None when it printed no JSON, e.g. after an error). With ``lines`` (and no
+    ``capture_json``) its output is also appended there, line by line, as it is copied to
+    ``out``. Returns (exit status, JSON)."""
     stream = out or sys.stdout
     say(f"$ {' '.join(argv)}", stream)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if lines is not None and not capture_json:
+        return _run_teed(argv, env, stream, lines), None
     try:
         target: Any = stream.fileno()  # a real file: pyinfra writes to it directly
     except (AttributeError, OSError, ValueError):
@@ -142,6 +146,22 @@ def run_pyinfra(argv: list[str], out: TextIO | None = None,
         except ValueError:
             payload = None
     return proc.returncode, payload
+
+
+def _run_teed(argv: list[str], env: dict[str, str], stream: TextIO, lines: list[str]) -> int:
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            stream.write(line)
+            stream.flush()
+            lines.append(line.rstrip("\n"))
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        proc.wait(timeout=60)
+        raise
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -8,12 +8,15 @@
    file was never reached
 3. ``gpuhost.audit.build`` -> (``--baseline``: ``gpuhost.baseline.compare``) -> table on
    stdout, ``--json`` / ``--html`` files, exit status ``gpuhost.audit.exit_code`` (0 ok,
-   2 drift, 4 unhealthy, 3 failed or unreachable; 1 unusable input)
+   2 drift, 4 unhealthy, 3 failed or unreachable; 1 unusable input, or pyinfra failed before
+   any host was audited: a deploy that does not import, an exception on the controller)
 
 ``gpuhost report merge SHARD.json...`` (``merge()``) reads shards' documents instead of
 running pyinfra, then does step 3 the same way (``gpuhost.merge``).
 
-pyinfra's own output (connection errors included) goes to stderr, untouched.
+pyinfra's own output (connection errors included) goes to stderr as it comes; it is also
+read for its connection errors ("[HOST] Could not connect (...)"): only those make a host
+"unreachable" (issue 23 item 8: a pyinfra crash was reported as every host unreachable).
 """
 
 from __future__ import annotations
@@ -81,19 +84,73 @@ def read_results(directory: Path) -> dict[str, dict[str, Any]]:
     return records
 
 
+# How pyinfra (3.10, pyinfra/connectors/ssh.py and api/host.py) logs a host it could not
+# connect to: "[NAME] Could not connect (REASON)" and its siblings. Only such a line makes a
+# host "unreachable"; a host without a result and without one was not audited (pyinfra
+# stopped first).
+CONNECT_ERRORS = ("Could not connect", "Could not resolve hostname", "SSH error", "EOF error",
+                  "Authentication error", "SSH host key error")
+# pyinfra's own stage lines, not errors
+_STAGES = ("--> Loading", "--> Connecting", "--> Preparing", "--> Disconnecting",
+           "--> Beginning", "--> Results", "--> Detected", "--> Skipping", "--> Starting")
+
+
+def connect_errors(lines: list[str], names: set[str]) -> dict[str, str]:
+    """Host name -> pyinfra's connection error, for the hosts pyinfra could not connect to."""
+    found = {}
+    for line in lines:
+        text = line.strip()
+        name, _, message = text[1:].partition("]")  # pyinfra pads "[NAME]" to align names
+        message = message.strip()
+        if text.startswith("[") and name in names and message.startswith(CONNECT_ERRORS):
+            found[name] = message
+    return found
+
+
+def pyinfra_error(lines: list[str]) -> str:
+    """pyinfra's last error line (``--> ...``) and the line that ends its traceback."""
+    marks = [i for i, line in enumerate(lines)
+             if line.startswith("--> ") and not line.startswith(_STAGES)]
+    if not marks:
+        return ""
+    head = lines[marks[-1]][4:].strip().rstrip(":")
+    tail = next((line.strip() for line in reversed(lines[marks[-1] + 1:]) if line.strip()), "")
+    return f"{head}: {tail}" if tail and not tail.startswith("File ") else head
+
+
+def pyinfra_failure(code: int, hosts: list[dict], records: dict[str, dict[str, Any]],
+                    unreachable: dict[str, str], lines: list[str]) -> str | None:
+    """Why pyinfra itself failed, when it told nothing about any host: it exited non-zero,
+    no host wrote a result, and not every host was unreachable (e.g. the audit deploy does
+    not import, an exception before any host). None when the hosts can be reported."""
+    if code == 0 or records or all(entry["name"] in unreachable for entry in hosts):
+        return None
+    error = pyinfra_error(lines)
+    return (f"pyinfra failed (exit {code}) before any host was audited"
+            + (f": {error}" if error else "") + ". Its output is above: fix that and run "
+            "gpuhost audit again.")
+
+
 def host_results(hosts: list[dict], records: dict[str, dict[str, Any]],
+                 unreachable: dict[str, str] | None = None, code: int = 0,
                  ) -> dict[str, Any]:
-    """Host name -> GpuHostState or ``audit.HostError``, for every selected host."""
+    """Host name -> GpuHostState or ``audit.HostError``, for every selected host.
+    ``unreachable``: pyinfra's connection error per host (``connect_errors``); ``code``:
+    pyinfra's exit status."""
     results: dict[str, Any] = {}
+    unreachable = unreachable or {}
     for entry in hosts:
         name, record = entry["name"], records.get(entry["name"])
-        if record is None:
+        if record is None and name in unreachable:
             data = entry.get("data") or {}
             address = data.get("ssh_hostname") or name
             port = data.get("ssh_port") or 22
             results[name] = audit.HostError("unreachable", (
-                f"cannot connect to {address} port {port} (see pyinfra's connection error "
-                "above)"))
+                f"cannot connect to {address} port {port}: {unreachable[name]}"))
+        elif record is None:
+            results[name] = audit.HostError("failed", (
+                f"not audited: pyinfra stopped (exit {code}) before it reached this host; "
+                "see its error above"))
         elif record.get("state") is not None:
             results[name] = record["state"]
         else:
@@ -192,10 +249,17 @@ def run(args: argparse.Namespace) -> int:
     except (CliError, audit.AuditError) as error:
         print(f"gpuhost audit: {error}\nNothing was read from any host.", file=err)
         return audit.EXIT_USAGE
+    output: list[str] = []
     with tempfile.TemporaryDirectory(prefix="gpuhost-audit-") as directory:
-        run_pyinfra([*pyinfra, "-y", inventory, DEPLOY, *limit_args(args.limit),
-                     "--data", f"{DIR_KEY}={directory}", *extra], out=err)
+        code, _ = run_pyinfra([*pyinfra, "-y", inventory, DEPLOY, *limit_args(args.limit),
+                               "--data", f"{DIR_KEY}={directory}", *extra], out=err,
+                              lines=output)
         records = read_results(Path(directory))
-    document = audit.build(host_results(hosts, records), desired, cuda=cuda,
-                           fail_on=args.fail_on_health)
+    unreachable = connect_errors(output, {entry["name"] for entry in hosts})
+    failure = pyinfra_failure(code, hosts, records, unreachable, output)
+    if failure:
+        print(f"gpuhost audit: {failure}\nNo host was audited.", file=err)
+        return audit.EXIT_USAGE
+    document = audit.build(host_results(hosts, records, unreachable, code), desired,
+                           cuda=cuda, fail_on=args.fail_on_health)
     return finish(document, args, previous)

@@ -11,7 +11,8 @@ It asks pyinfra itself for the inventory it is about to use, through the CLI's
 machine-readable output: ``pyinfra INVENTORY debug-inventory --json`` with the same
 ``--data`` and ``--group-data`` options (read from pyinfra's command line with click's
 public ``get_current_context``), so group_data folders and overrides count exactly as in
-the run; no host is contacted. Every host is validated with ``gpuhost.settings.validate``.
+the run; no host is contacted. Every host of the run (``--limit``/``--exclude``) is
+validated with ``gpuhost.settings.validate``.
 It only acts for the deploys that use gpuhost's settings (``deploys/gpu_host.py``,
 ``deploys/upgrade_driver.py``): fact gathering and the read-only audit are never blocked.
 The deploys validate again themselves (before changing anything) for inventories that do
@@ -26,6 +27,7 @@ import subprocess
 import sys
 
 from gpuhost import settings
+from gpuhost.cli import select_hosts
 
 DEPLOYS_WITH_SETTINGS = ("gpu_host.py", "upgrade_driver.py")
 _GUARD = "GPUHOST_PREFLIGHT_RUNNING"
@@ -41,8 +43,11 @@ def _cli_params() -> dict | None:
     return dict(context.params) if context is not None else None
 
 
-def inventory_data(inventory_file: str, data=(), group_data=()) -> dict[str, dict]:
-    """Host name -> the data pyinfra gives that host (``debug-inventory --json``)."""
+def inventory_data(inventory_file: str, data=(), group_data=(), limit=(),
+                   exclude=()) -> dict[str, dict]:
+    """Host name -> the data pyinfra gives that host (``debug-inventory --json``), for the
+    hosts this run is limited to (``--limit``/``--exclude``: a group's name or a host name
+    pattern, as pyinfra matches them; gpuhost.cli.select_hosts)."""
     argv = [sys.executable, "-m", "pyinfra", inventory_file, "debug-inventory", "--json"]
     for item in data:
         argv += ["--data", str(item)]
@@ -59,7 +64,10 @@ def inventory_data(inventory_file: str, data=(), group_data=()) -> dict[str, dic
               f"debug-inventory exited {done.returncode}):\n{done.stderr.strip()[-2000:]}",
               file=sys.stderr)
         sys.exit(2)
-    return {host["name"]: host.get("data") or {} for host in hosts}
+    chosen = select_hosts(hosts, list(limit)) if limit else hosts
+    dropped = {h["name"] for h in select_hosts(hosts, list(exclude))} if exclude else set()
+    return {host["name"]: host.get("data") or {} for host in chosen
+            if host["name"] not in dropped}
 
 
 def check(inventory_file: str) -> None:
@@ -73,7 +81,8 @@ def check(inventory_file: str) -> None:
     if not any(op.endswith(DEPLOYS_WITH_SETTINGS) for op in operations):
         return
     hosts = inventory_data(inventory_file, params.get("data") or (),
-                           params.get("group_data") or ())
+                           params.get("group_data") or (), params.get("limit") or (),
+                           params.get("exclude") or ())
     problems = settings.validate_inventory(hosts)
     if problems:
         print("gpuhost: inventory data is invalid; no host was contacted:", file=sys.stderr)

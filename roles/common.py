@@ -41,8 +41,12 @@ def run_cache(name: str) -> dict:
 
 
 def check_inventory() -> None:
-    """Validate every host's settings (``settings.validate_inventory``) once per run, before
-    any operation runs anywhere.
+    """Validate the settings of this run's hosts (``settings.validate_inventory``) once per
+    run, before any operation runs anywhere.
+
+    This run's hosts are pyinfra's activated hosts (``Inventory.iter_activated_hosts()``,
+    pyinfra 3.x API docs): those within ``--limit``/``--exclude`` that it connected to. A web
+    server of the same inventory without gpuhost's settings does not stop ``--limit gpu``.
 
     pyinfra runs deploy code host by host while it prepares, and executes nothing until all
     hosts are prepared: raising here stops the whole run with no host changed, and lists
@@ -51,8 +55,10 @@ def check_inventory() -> None:
     """
     checked = run_cache("inventory")
     if "problems" not in checked:
+        # (and the host asking: the API may run a deploy without connect_all)
+        running = {other.name for other in inventory.iter_activated_hosts()} | {host.name}
         checked["problems"] = settings.validate_inventory(
-            {other.name: other.data.dict() for other in inventory}
+            {other.name: other.data.dict() for other in inventory if other.name in running}
         )
     if checked["problems"]:
         raise GpuhostError(

@@ -44,7 +44,7 @@ from facts.host import GpuHostState
 from facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
 from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
-from roles import boot_safety, cdi, debian_archive, el_packaging, mig, nvidia_driver
+from roles import boot_safety, cdi, debian_archive, el_packaging, mig, nvidia_driver, pkglock
 from roles.upgrade import ops, record as upgrade_record
 from roles.common import GpuhostError, check_inventory, host_settings
 
@@ -146,6 +146,7 @@ def _stop_clients(plan: dict[str, Any], config: settings.Settings) -> None:
 
 def _switch(plan: dict[str, Any], config: settings.Settings) -> None:
     target, tag, flavor = plan["target"], plan["tag"], plan["flavor"]
+    pkglock.ready()  # the package manager's lock free, dpkg whole: before any install
     # the target's packages may need Debian's contrib as the first install's did
     debian_archive.enable_contrib(tag, config.debian_enable_contrib)
     nvidia_driver.install_local_repo(config, tag, target)

@@ -19,8 +19,12 @@ from gpuhost.upgrade import health_gate as health_gate_check, is_branched, old_p
 from roles.common import executing, fail_command
 from roles.upgrade import record as upgrade_record
 
-# Unload order: users before the module they use (lsmod's "Used by").
-UNLOAD_ORDER = ("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia_peermem", "nvidia")
+# Unload order: users before the module they use (lsmod's "Used by"). After nvidia_drm
+# (which uses nvidia_modeset), the order of NVIDIA's own driver manager
+# (NVIDIA/k8s-driver-manager cmd/driver-manager/main.go unloadDriver, bd62ca7, 2026-08-19):
+# GDRCopy's gdrdrv and nvidia_peermem hold nvidia too (sandbox/nvidia/README.md).
+UNLOAD_ORDER = ("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia_peermem", "nvidia_fs",
+                "nvidia_vgpu_vfio", "gdrdrv", "nvidia")
 HOOK_TIMEOUT = 3600
 
 
@@ -149,7 +153,7 @@ def unload_modules():
     """
     loaded = set(_probe()["modules"])
     order = [name for name in UNLOAD_ORDER if name in loaded]
-    order += sorted(loaded - set(UNLOAD_ORDER))  # other nvidia* modules, before nvidia
+    order += sorted(loaded - set(UNLOAD_ORDER))  # other users of nvidia, before nvidia
     if "nvidia" in order:
         order.remove("nvidia")
         order.append("nvidia")

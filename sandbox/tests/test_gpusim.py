@@ -860,6 +860,23 @@ def test_modules_unload_rules(a100):
     assert "simulated kernel" in err and "br_netfilter" in err
 
 
+def test_gdrcopy_and_peermem_hold_the_nvidia_module(a100):
+    # issue 23 item 6: GDRCopy's gdrdrv (its own package) and nvidia_peermem use nvidia
+    err = a100.tool("modprobe", "gdrdrv", rc=1).stderr
+    assert err == f"modprobe: FATAL: Module gdrdrv not found in directory /lib/modules/{KR}\n"
+    a100.write(f"lib/modules/{KR}/updates/dkms/gdrdrv.ko", "gdrdrv 2.4\n")  # gdrdrv-dkms
+    a100.tool("modprobe", "gdrdrv")
+    a100.tool("modprobe", "nvidia_peermem")
+    assert "nvidia              60887040  2 gdrdrv,nvidia_peermem" in a100.tool("lsmod").stdout
+    assert a100.tool("modprobe", "-r", "nvidia", rc=1).stderr == \
+        "modprobe: FATAL: Module nvidia is in use.\n"
+    assert a100.tool("rmmod", "nvidia", rc=1).stderr == \
+        "rmmod: ERROR: Module nvidia is in use by: gdrdrv nvidia_peermem\n"
+    for name in ("nvidia_peermem", "gdrdrv", "nvidia"):  # NVIDIA's driver manager's order
+        a100.tool("modprobe", "-r", name)
+    assert a100.tool("lsmod").stdout.count("\n") == 1
+
+
 def test_unloading_the_driver_forgets_hopper_mig(sim):
     sim.machine("H100-80GB-HBM3", 1).install()
     sim.boot()

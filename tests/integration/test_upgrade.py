@@ -204,6 +204,10 @@ def test_downgrade_is_refused_before_any_host_is_touched(refused, at_550):
 @pytest.fixture(scope="module")
 def back_to_550(refused, at_550, tmp_path_factory):
     report = tmp_path_factory.mktemp("back") / "report.json"
+    # GDRCopy's gdrdrv (its .ko as its DKMS package leaves it) and nvidia_peermem hold nvidia
+    # on gpu-02 (issue 23 item 6): unloaded first, as NVIDIA's driver manager does, and back
+    at_550.ssh("gpu-02", 'd="/lib/modules/$(uname -r)/updates/dkms"; mkdir -p "$d" && '
+               'echo gdrdrv > "$d/gdrdrv.ko" && modprobe gdrdrv && modprobe nvidia_peermem')
     before = {name: at_550.marks(name) for name in NAMES}
     # reboot_policy never: the modules are unloaded before the switch and loaded after it
     done, data = at_550.wrapper("downgrade allowed, no reboot", report, FROM, "--canary", "1",
@@ -222,6 +226,8 @@ def test_an_allowed_downgrade_goes_back_to_550_by_reloading_the_modules(back_to_
         assert (driver["state"], driver["loaded_version"], driver["installed_versions"]) == (
             "loaded", FROM, [FROM]), name
         assert at_550.marks(name)["boots"] == back_to_550["before"][name]["boots"]  # no reboot
+    modules = at_550.ssh("gpu-02", "lsmod")
+    assert "gdrdrv" in modules and "nvidia_peermem" in modules, modules
 
 
 @pytest.fixture(scope="module")

@@ -117,11 +117,16 @@ class FakeAuditPyinfra:
         self.calls.append(("inventory", list(data)))
         return self.hosts
 
-    def run_pyinfra(self, argv, out=None, capture_json=False):
+    def run_pyinfra(self, argv, out=None, capture_json=False, lines=None):
         self.calls.append(("run", argv))
         directory = next(a.split("=", 1)[1] for a in argv if a.startswith("gpuhost_audit_dir="))
         for number, record in enumerate(self.records):
             Path(directory, f"{number}.json").write_text(json.dumps(record))
+        reached = {record["host"] for record in self.records}
+        for entry in self.hosts:  # pyinfra's line for a host it could not connect to
+            if entry["name"] not in reached and lines is not None:
+                lines.append(f"    [{entry['name']}] Could not connect ([Errno None] Unable "
+                             "to connect to port 2222)")
         return 1, None
 
 

@@ -1,19 +1,33 @@
 """`modprobe`, `rmmod` and `lsmod` for the simulated kernel: only the nvidia modules exist.
 
 modprobe nvidia loads the module DKMS built for the running kernel (its version and
-flavour become the loaded driver); nvidia_uvm / nvidia_modeset / nvidia_drm depend on
-nvidia (nvidia_drm on nvidia_modeset) and are taken to be built alongside it. Unloading
-is refused while a process or persistence mode holds a GPU, with kmod's own messages.
+flavour become the loaded driver); nvidia_uvm / nvidia_modeset / nvidia_drm /
+nvidia_peermem depend on nvidia (nvidia_drm on nvidia_modeset) and are taken to be built
+alongside it (nvidia-peermem ships with the driver since R470). GDRCopy's gdrdrv uses
+nvidia too but comes from its own package (gdrdrv-dkms / the gdrcopy kmod): it loads only
+when a gdrdrv.ko is under /lib/modules/<kernel>/. A loaded user holds the module it uses:
+unloading is refused while a user module, a process or persistence mode holds it, with
+kmod's own messages (sandbox/nvidia/README.md, "Kernel modules").
 """
 
+import os
 import sys
 
 from . import host
 
 DEPENDS = {"nvidia": (), "nvidia_uvm": ("nvidia",), "nvidia_modeset": ("nvidia",),
-           "nvidia_drm": ("nvidia_modeset", "nvidia")}
+           "nvidia_drm": ("nvidia_modeset", "nvidia"), "nvidia_peermem": ("nvidia",),
+           "gdrdrv": ("nvidia",)}
 SIZES = {"nvidia": 60887040, "nvidia_uvm": 1990656, "nvidia_modeset": 1626112,
-         "nvidia_drm": 110592}
+         "nvidia_drm": 110592, "nvidia_peermem": 16384, "gdrdrv": 36864}
+SEPARATE = ("gdrdrv",)  # built by another package: needs its .ko for the running kernel
+
+
+def _built(name, kver):
+    for _dirpath, _dirs, files in os.walk(host.path(f"lib/modules/{kver}")):
+        if f"{name}.ko" in files:
+            return True
+    return False
 
 
 def _canon(name):
@@ -27,8 +41,8 @@ def _users(state, name):
 def _not_simulated(tool, name):
     level = "FATAL" if tool == "modprobe" else "ERROR"
     return host.SimError(f"{tool}: {level}: Module {name} cannot be handled here: this is the "
-                         "gpusim simulated kernel, which only has nvidia, nvidia_uvm, "
-                         "nvidia_modeset and nvidia_drm.", 1)
+                         "gpusim simulated kernel, which only has "
+                         + ", ".join(DEPENDS) + ".", 1)
 
 
 def _in_use(state, name):
@@ -46,6 +60,9 @@ def _in_use(state, name):
 def load(s, name):
     """Load `name` and what it depends on; returns an error line or None."""
     state = s.state
+    kver = host.kernel_release(s.machine)
+    if name in SEPARATE and name not in state["modules"] and not _built(name, kver):
+        return f"modprobe: FATAL: Module {name} not found in directory /lib/modules/{kver}"
     for dep in reversed(DEPENDS[name]):
         if dep not in state["modules"]:
             err = load(s, dep)
