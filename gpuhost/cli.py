@@ -184,6 +184,13 @@ def _report_options(parser: argparse.ArgumentParser) -> None:
                         help="write the report as JSON (docs/audit-schema.md)")
     parser.add_argument("--html", dest="html_out", default=None, metavar="OUT",
                         help="write the report as a self-contained HTML page")
+    parser.add_argument("--prom", dest="prom_out", default=None, metavar="PATH",
+                        help="write Prometheus metrics (node_exporter textfile): a directory "
+                             "gets one gpuhost-HOST.prom per host, a file the fleet "
+                             "(docs/metrics.md)")
+    parser.add_argument("--details", action="store_true",
+                        help="the table lists every finding per host instead of one row per "
+                             "finding across hosts")
     parser.add_argument("--baseline", default=None, metavar="PREVIOUS.json",
                         help="show what changed since that audit's JSON (gpuhost.audit/1 or /2): "
                              "hosts new and gone, new and resolved drift and findings, new Xids")

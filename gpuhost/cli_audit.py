@@ -7,7 +7,8 @@
    or why it could not be read; only its name if the run stopped before); a host with no
    file was never reached
 3. ``gpuhost.audit.build`` -> (``--baseline``: ``gpuhost.baseline.compare``) -> table on
-   stdout, ``--json`` / ``--html`` files, exit status ``gpuhost.audit.exit_code`` (0 ok,
+   stdout, ``--json`` / ``--html`` files, ``--prom`` metrics (``gpuhost.prom``), exit
+   status ``gpuhost.audit.exit_code`` (0 ok,
    2 drift, 4 unhealthy, 3 failed or unreachable; 1 unusable input, or pyinfra failed before
    any host was audited: a deploy that does not import, an exception on the controller)
 
@@ -31,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpuhost import audit, baseline, report
+from gpuhost import audit, baseline, prom, report
 from gpuhost import merge as merging
 from gpuhost.cli import (
     CliError,
@@ -52,6 +53,8 @@ def _output_path(value: str | None, option: str) -> Path | None:
     if not value:
         return None
     path = Path(value).resolve()
+    if option == "--prom" and path.is_dir():
+        return path  # one file per host in it
     if not path.parent.is_dir():
         raise CliError(f"{option} {value}: directory {path.parent} does not exist; create it first")
     return path
@@ -200,16 +203,22 @@ def finish(document: dict[str, Any], args: argparse.Namespace,
     """Baseline, files, table, exit status: the common end of audit and merge."""
     json_out = _output_path(args.json_out, "--json")
     html_out = _output_path(args.html_out, "--html")
+    prom_out = _output_path(getattr(args, "prom_out", None), "--prom")
     if previous is not None:
         document["baseline"] = baseline.compare(previous, document)
     for path, text in ((json_out, report.render_json), (html_out, report.render_html)):
         if path:
             path.write_text(text(document), encoding="utf-8")
+    written = prom.write(document, prom_out) if prom_out else []
     out = sys.stdout
-    out.write("\n" + report.render_table(document, colour=report.use_colour(out)))
+    out.write("\n" + report.render_table(document, colour=report.use_colour(out),
+                                         details=getattr(args, "details", False)))
     for path in (json_out, html_out):
         if path:
             out.write(f"report written to {path}\n")
+    if prom_out:
+        out.write(f"metrics written to {prom_out}"
+                  + (f" ({len(written)} files)\n" if prom_out.is_dir() else "\n"))
     out.flush()
     return audit.exit_code(document)
 
@@ -219,6 +228,7 @@ def merge(args: argparse.Namespace) -> int:
     try:
         _output_path(args.json_out, "--json")
         _output_path(args.html_out, "--html")
+        _output_path(args.prom_out, "--prom")
         previous = read_baseline(args.baseline)
         shards = [(path, read_document(path, "shard")) for path in args.shards]
         with no_gc():
@@ -238,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(str(error).split(". Pass it as")[0]) from None
         _output_path(args.json_out, "--json")
         _output_path(args.html_out, "--html")
+        _output_path(args.prom_out, "--prom")
         previous = read_baseline(args.baseline)
         pyinfra = pyinfra_command(args.pyinfra)
         inventory = inventory_path(args.inventory)

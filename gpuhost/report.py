@@ -16,8 +16,11 @@ _ANSI = {"green": "32", "yellow": "33", "red": "31", "bold": "1", "dim": "2"}
 STATUS_COLOUR = {"ok": "green", "drift": "yellow", "failed": "red", "unreachable": "red"}
 HEALTH_COLOUR = {"healthy": "green", "warning": "yellow", "critical": "red", None: "red"}
 SEVERITY_COLOUR = {"critical": "red", "warning": "yellow", "info": "dim"}
+# SETTINGS: does the host match its inventory settings (drift), or could it not be read;
+# HEALTH: its worst finding. Two judgements, two columns (issue 26 item 5: a column called
+# STATUS said "ok" beside a critical host).
 COLUMNS = ("HOST", "OS", "KERNEL", "DRIVER loaded/pkg", "STATE", "CUDA<=", "GPUS", "MIG",
-           "TOOLKIT", "RUNTIME nv/default", "HEALTH", "STATUS")
+           "TOOLKIT", "RUNTIME nv/default", "HEALTH", "SETTINGS")
 HEALTH_COLUMN = COLUMNS.index("HEALTH")
 
 
@@ -94,10 +97,11 @@ def runtime_label(observed: Mapping[str, Any]) -> str:
 
 
 def status_label(host: Mapping[str, Any]) -> str:
+    """The SETTINGS cell: 'as wanted', 'drift: driver,toolkit', 'failed' or 'unreachable'."""
     if host["status"] == "drift":
         items = sorted({item["item"] for item in host["drift"]})
         return "drift: " + ",".join(items)
-    return host["status"]
+    return "as wanted" if host["status"] == "ok" else host["status"]
 
 
 def health_label(host: Mapping[str, Any]) -> str:
@@ -136,9 +140,59 @@ def summary_line(document: Mapping[str, Any]) -> str:
             f"-> exit {s['exit_code']} ({meaning})")
 
 
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+HOSTS_SHOWN = 6  # host names a grouped row lists before "+N more"
+
+
+def finding_groups(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Identical findings across hosts as one group each: ``{"severity", "id", "message",
+    "hosts": [(host, GPU or None), ...]}``, criticals first, then the most hosts. Findings
+    are identical when id, severity and message are; info findings group by id alone (their
+    message is an example)."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for h in document["hosts"]:
+        for f in h["health"]["findings"]:
+            key = (f["severity"], f["id"], None if f["severity"] == "info" else f["message"])
+            group = groups.setdefault(key, {"severity": f["severity"], "id": f["id"],
+                                            "message": f["message"], "hosts": []})
+            group["hosts"].append((h["name"], f["gpu"]))
+    return sorted(groups.values(), key=lambda g: (SEVERITY_ORDER[g["severity"]],
+                                                  -len({n for n, _ in g["hosts"]}), g["id"],
+                                                  g["message"]))
+
+
+def hosts_text(pairs: list[tuple[str, str | None]], limit: int | None = HOSTS_SHOWN) -> str:
+    """'a, b (GPU 0000:07:00.0), +3 more': the hosts of a group (a host once, its GPUs)."""
+    by_host: dict[str, list[str]] = {}
+    for name, gpu in pairs:
+        by_host.setdefault(name, [])
+        if gpu:
+            by_host[name].append(gpu)
+    names = [f"{n} (GPU {', '.join(g)})" if g else n for n, g in by_host.items()]
+    if limit is None or len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f", +{len(names) - limit} more"
+
+
+def grouped_finding_lines(document: Mapping[str, Any], colour: bool = False) -> list[str]:
+    """One line per group of identical findings (``finding_groups``): severity, id, how many
+    hosts, which, what is wrong and what to do."""
+    lines = []
+    for group in finding_groups(document):
+        tag = _paint(group["severity"].upper().ljust(8), SEVERITY_COLOUR[group["severity"]],
+                     colour)
+        count = len({n for n, _ in group["hosts"]})
+        example = "e.g. " if group["severity"] == "info" and count > 1 else ""
+        lines.append(f"  {tag} [{group['id']}] {count} host{'s' if count > 1 else ''}: "
+                     f"{hosts_text(group['hosts'])}")
+        lines.append(f"           {example}{group['message']}")
+    return lines
+
+
 def finding_lines(document: Mapping[str, Any], colour: bool = False) -> list[str]:
-    """One line per critical or warning finding (host, severity, id, GPU, what to do), then
-    one line per info id: its host, or on how many hosts and one example."""
+    """(``--details``) One line per critical or warning finding (host, severity, id, GPU,
+    what to do), then one line per info id: its host, or on how many hosts and one
+    example."""
     rows = [(h["name"], f) for h in document["hosts"] for f in h["health"]["findings"]
             if f["severity"] != "info"]
     infos: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
@@ -201,8 +255,11 @@ def baseline_lines(document: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render_table(document: Mapping[str, Any], colour: bool = False) -> str:
-    """The terminal report: one row per host, then drift details, CUDA answers, summary."""
+def render_table(document: Mapping[str, Any], colour: bool = False,
+                 details: bool = False) -> str:
+    """The terminal report: one row per host, then drift details, the health findings
+    (identical ones across hosts as one entry; ``details``: one line per host and finding),
+    CUDA answers, summary."""
     hosts = document["hosts"]
     rows = [list(COLUMNS)] + [row(h) for h in hosts]
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
@@ -227,9 +284,10 @@ def render_table(document: Mapping[str, Any], colour: bool = False) -> str:
         for h, message in problems:
             tag = _paint(h["status"].ljust(11), STATUS_COLOUR[h["status"]], colour)
             lines.append(f"  {h['name'].ljust(width)}  {tag} {message}")
-    health = finding_lines(document, colour)
+    health = (finding_lines if details else grouped_finding_lines)(document, colour)
     if health:
-        lines += ["", _paint("Health:", "bold", colour)] + health
+        title = "Health:" if details else "Health (identical findings once; --details: per host):"
+        lines += ["", _paint(title, "bold", colour)] + health
     changes = baseline_lines(document)
     if changes:
         lines += ["", _paint(changes[0], "bold", colour)] + changes[1:]

@@ -198,25 +198,45 @@ def _health_legend() -> str:
         for k, v in HEALTH_LABELS.items()) + "</p>"
 
 
+def _grouped_table(groups: list[dict[str, Any]]) -> str:
+    """One row per group of identical findings (``report.finding_groups``)."""
+    body = []
+    for group in groups:
+        count = len({name for name, _ in group["hosts"]})
+        body.append(f'<tr class="group" data-finding="{_e(group["id"])}" data-hosts="{count}">'
+                    f'<td class="sev-{_e(group["severity"])}">{_e(group["severity"])}</td>'
+                    f'<td><code>{_e(group["id"])}</code></td><td class="count">{count}</td>'
+                    f'<td class="hosts">{_e(report.hosts_text(group["hosts"], None))}</td>'
+                    f'<td>{_e(group["message"])}</td></tr>')
+    return ('<table class="grouped"><thead><tr><th>severity</th><th>id</th><th>hosts</th>'
+            '<th>which</th><th>what is wrong, what to do</th></tr></thead><tbody>'
+            + "".join(body) + "</tbody></table>")
+
+
 def _health_section(document: Mapping[str, Any]) -> str:
-    rows: dict[bool, list[str]] = {True: [], False: []}  # info or not
+    """Identical findings across hosts as one row, criticals first; info findings and the
+    per-host list one click away (``<details>``)."""
+    groups = report.finding_groups(document)
+    main = [g for g in groups if g["severity"] != "info"]
+    infos = [g for g in groups if g["severity"] == "info"]
+    rows: list[str] = []
     for host in document["hosts"]:
         for f in host["health"]["findings"]:
-            rows[f["severity"] == "info"].append(
+            rows.append(
                 f'<tr data-finding="{_e(f["id"])}"><td>{_e(host["name"])}</td>'
                 f'<td class="sev-{_e(f["severity"])}">{_e(f["severity"])}</td>'
                 f'<td><code>{_e(f["id"])}</code></td><td>{_e(f["gpu"])}</td>'
                 f'<td>{_e(f["message"])}</td></tr>')
-
-    def table(body: list[str]) -> str:
-        return ('<table><thead><tr><th>host</th><th>severity</th><th>id</th><th>GPU</th>'
-                '<th>what is wrong, what to do</th></tr></thead><tbody>' + "".join(body)
-                + "</tbody></table>")
-
-    text = table(rows[False]) if rows[False] else "<p>No critical or warning finding.</p>"
-    if rows[True]:
-        text += (f'<details id="info-findings"><summary>{len(rows[True])} info finding(s)'
-                 f"</summary>{table(rows[True])}</details>")
+    text = _grouped_table(main) if main else "<p>No critical or warning finding.</p>"
+    if infos:
+        count = sum(len(g["hosts"]) for g in infos)
+        text += (f'<details id="info-findings"><summary>{count} info finding(s)</summary>'
+                 f"{_grouped_table(infos)}</details>")
+    if rows:
+        text += (f'<details id="findings-by-host"><summary>every finding per host '
+                 f'({len(rows)})</summary><table><thead><tr><th>host</th><th>severity</th>'
+                 '<th>id</th><th>GPU</th><th>what is wrong, what to do</th></tr></thead>'
+                 f'<tbody>{"".join(rows)}</tbody></table></details>')
     return (f'<section id="health"><h2>Health</h2>{health_chart(document)}{_health_legend()}'
             f"{text}</section>")
 

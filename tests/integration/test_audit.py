@@ -170,6 +170,37 @@ def test_html_report_renders_in_headless_chromium(tmp_path, audit_fleet):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
+@pytest.mark.integration
+def test_a_50_host_report_shows_the_critical_first_and_one_row_per_warning(
+        tmp_path, make_state, with_health, desired):
+    """Issue 26 item 5: 50 hosts on R570 (end of life: the same warning everywhere), one of
+    them with an Xid 79 (critical); no sandbox: the hosts are built by the fact code."""
+    from gpuhost import audit, report
+
+    xid79 = {"pci_bus_id": "0000:07:00", "xid": 79, "gpu_instance_id": None,
+             "text": "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."}
+    results = {f"gpu-{n:02}": with_health(make_state()) for n in range(1, 51)}
+    results["gpu-37"] = with_health(make_state(), host={"xid_events": [xid79]})
+    document = audit.build(results, {name: desired() for name in results},
+                           generated_at="2026-11-22T10:00:00Z")
+    page = tmp_path / "fleet.html"
+    page.write_text(report.render_html(document))
+    dom = rendered_dom(page, tmp_path / "profile")
+    grouped = re.search(r'<table class="grouped">.*?</table>', dom, re.S).group(0)
+    rows = re.findall(r'<tr class="group" data-finding="([^"]+)" data-hosts="(\d+)">'
+                      r'<td class="sev-(\w+)">', grouped)
+    assert rows == [("xid-79", "1", "critical"), ("lifecycle-eol", "50", "warning")]
+    assert "gpu-37 (GPU 0000:07:00.0)" in grouped
+    # the per-host detail one click away: every finding of every host, in a <details>
+    detail = re.search(r'<details id="findings-by-host">.*?</details>', dom, re.S).group(0)
+    assert detail.count('<tr data-finding="lifecycle-eol">') == 50
+    # the host table judges settings and health apart: never "ok" beside the critical host
+    row = re.search(r'<tr class="ok" data-host="gpu-37">.*?</tr>', dom, re.S).group(0)
+    assert 'class="health critical">CRITICAL: xid-79<' in row
+    assert '<td class="status">as wanted</td>' in row and ">ok<" not in row
+    assert "<th>SETTINGS</th>" in dom
+
+
 def sandbox_inventory(tmp_path: Path, fleet: dict, drift_host: str) -> Path:
     """The sandbox hosts with only one setting: drift_host wants a driver no host has."""
     inventory = tmp_path / "audit_inventory.py"
@@ -203,7 +234,7 @@ def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
         found = status[h["name"]]["health"]["findings"]
         assert [f for f in found if not f["id"].startswith("lifecycle-")] == [], h["name"]
         assert status[h["name"]]["health"]["status"] in ("healthy", "warning"), h["name"]
-    assert re.search(r"^HOST .* HEALTH +STATUS$", proc.stdout, re.M)
+    assert re.search(r"^HOST .* HEALTH +SETTINGS$", proc.stdout, re.M)
     assert status[drift_host]["status"] == "drift"
     assert any(i["item"] == "driver" and i["want"] == "525.60.13"
                for i in status[drift_host]["drift"])

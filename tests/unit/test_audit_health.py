@@ -101,18 +101,27 @@ def test_exit_statuses_tell_drift_unhealthy_and_unreachable_apart(fleet, host):
 
 def test_table_health_column_and_findings(fleet):
     text = report.render_table(fleet())
-    assert re.search(r"^a-healthy .* ok +ok$", text, re.M)
-    assert re.search(r"^b-warning .* warning: pcie-width-degraded +ok$", text, re.M)
-    assert re.search(r"^c-critical .* CRITICAL: xid-79 +ok$", text, re.M)
-    assert re.search(r"^  c-critical +CRITICAL \[xid-79\] GPU 0000:07:00\.0: Xid 79 \(GPU has "
-                     r"fallen off the bus\)", text, re.M)
+    # two judgements, two columns: HEALTH (worst finding) and SETTINGS (drift), never "ok"
+    # beside a critical host
+    assert re.search(r"^HOST .* HEALTH +SETTINGS$", text, re.M)
+    assert re.search(r"^a-healthy .* ok +as wanted$", text, re.M)
+    assert re.search(r"^b-warning .* warning: pcie-width-degraded +as wanted$", text, re.M)
+    assert re.search(r"^c-critical .* CRITICAL: xid-79 +as wanted$", text, re.M)
+    # grouped: one entry per identical finding, criticals first
+    assert re.search(r"^  CRITICAL \[xid-79\] 1 host: c-critical \(GPU 0000:07:00\.0\)\n"
+                     r" +Xid 79 \(GPU has fallen off the bus\)", text, re.M)
+    assert text.index("[xid-79]") < text.index("[pcie-width-degraded]")
     assert text.rstrip().endswith("health: 2 healthy, 1 warning, 1 critical -> exit 4 "
                                   "(unhealthy hosts)")
-    # info findings: one line per id, not one per host
-    assert re.search(r"^  \(4 hosts\) +INFO +\[lifecycle-supported\] e\.g\. a-healthy: driver "
-                     r"580\.95\.05: R580 \(long-term support branch\) is supported until June "
-                     r"2028", text, re.M)
+    # info findings: one entry per id, not one per host
+    assert re.search(r"^  INFO +\[lifecycle-supported\] 4 hosts: a-healthy, b-warning, "
+                     r"c-critical, d-drift\n +e\.g\. driver 580\.95\.05: R580 \(long-term "
+                     r"support branch\) is supported until June 2028", text, re.M)
     assert text.count("[lifecycle-supported]") == 1
+    # --details: the per-host lines
+    detail = report.render_table(fleet(), details=True)
+    assert re.search(r"^  c-critical +CRITICAL \[xid-79\] GPU 0000:07:00\.0: Xid 79 \(GPU has "
+                     r"fallen off the bus\)", detail, re.M)
     painted = report.render_table(fleet(), colour=True)
     assert "\033[31mCRITICAL: xid-79" in painted and "\033[33mwarning: pcie" in painted
 
@@ -124,8 +133,12 @@ def test_html_health_chart_and_findings(fleet):
     assert segments == {"healthy": "2", "warning": "1", "critical": "1"}
     bars = re.findall(r'<g class="finding" data-finding="([^"]+)">', page)
     assert bars == ["lifecycle-supported", "pcie-width-degraded", "xid-79"]
-    assert '<tr data-finding="xid-79"><td>c-critical</td><td class="sev-critical">' in page
+    assert ('<tr class="group" data-finding="xid-79" data-hosts="1"><td class="sev-critical">'
+            in page)
     assert '<details id="info-findings"><summary>4 info finding(s)</summary>' in page
+    # the per-host list one click away
+    assert '<tr data-finding="xid-79"><td>c-critical</td><td class="sev-critical">' in page
+    assert page.index('<details id="findings-by-host">') > page.index('data-hosts="1"')
     assert 'class="health critical">CRITICAL: xid-79</td>' in page
     widths = dict(re.findall(r'data-finding="([^"]+)">.*?<rect [^>]*width="(\d+)"',
                              report_html.health_chart(fleet())))

@@ -411,7 +411,7 @@ def test_audit_unhealthy_exit_4_and_fail_on_health(monkeypatch, tmp_path, capsys
     out = tmp_path / "r.json"
     assert audit(tmp_path, "--json", str(out)) == 4
     text = capsys.readouterr().out
-    assert re.search(r"^b .* CRITICAL: next-boot-module-missing +ok$", text, re.M)
+    assert re.search(r"^b .* CRITICAL: next-boot-module-missing +as wanted$", text, re.M)
     assert "-> exit 4 (unhealthy hosts)" in text
     document = json.loads(out.read_text())
     assert document["summary"]["health"]["unhealthy"] == 1
