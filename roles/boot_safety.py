@@ -14,12 +14,15 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.operations import files, server
 
+from facts.dkms import DkmsSigning
+from facts.files import FileDigest
 from facts.kernel import KernelHeaders
 from gpuhost.boot import cert_der, enrolled, fingerprint, next_boot_module
 from roles.common import GpuhostError, fail_command, host_settings, host_state
@@ -29,6 +32,14 @@ KEY_DIR = "/etc/gpuhost/mok"
 KEY_PATH = f"{KEY_DIR}/gpuhost-module-signing.key"
 CERT_PATH = f"{KEY_DIR}/gpuhost-module-signing.der"
 DKMS_SIGNING_CONF = "/etc/dkms/framework.conf.d/gpuhost-module-signing.conf"
+# Where dkms 2.8 signs from (its sign_build: `kmodsign sha512 MOK.priv MOK.der`)
+SHIM_MOK_DIR = "/var/lib/shim-signed/mok"
+
+
+def dkms_line(dkms: dict, distro_tag: str | None) -> str:
+    """The dkms line whose signing mechanism this host needs: the version read on the host,
+    else the one its release ships (Ubuntu 22.04: 2.8.7; every other supported OS 3.x)."""
+    return dkms.get("line") or ("2.8" if distro_tag == "ubuntu2204" else "3")
 
 
 def secure_boot_problem(kernel: dict, key: str | None, cert: str | None) -> str | None:
@@ -59,9 +70,15 @@ def check_secure_boot() -> bool:
     operation, return False) or, with an enrolled key, configure DKMS to sign."""
     config = host_settings()
     kernel = host_state()["kernel"]
+    dkms = host.get_fact(DkmsSigning) if kernel.get("secure_boot") == "enabled" else {}
     try:
         problem = secure_boot_problem(kernel, config.nvidia_module_signing_key,
                                       config.nvidia_module_signing_cert)
+        if (not problem and kernel.get("secure_boot") == "enabled" and not dkms["kmodsign"]
+                and dkms_line(dkms, kernel.get("distro_tag")) == "2.8"):
+            problem = (f"Secure Boot is enabled and dkms {dkms['version'] or '2.8'} signs "
+                       "modules only with kmodsign, which this host lacks: install sbsigntool "
+                       "(Ubuntu's kmodsign), then run gpuhost again; nothing was changed")
         if problem:
             raise GpuhostError(f"{host.name}: {problem}")
     except GpuhostError as error:
@@ -82,7 +99,46 @@ def check_secure_boot() -> bool:
                      "# with this key, whose certificate is enrolled as a MOK.\n"
                      f"mok_signing_key={KEY_PATH}\nmok_certificate={CERT_PATH}\n"),
             dest=DKMS_SIGNING_CONF, mode="644")
+        if dkms_line(dkms, kernel.get("distro_tag")) == "2.8":
+            files.directory(name="shim-signed's MOK directory (where dkms 2.8 signs from)",
+                            path=SHIM_MOK_DIR, present=True)
+            for local, src, name, mode in (
+                    (config.nvidia_module_signing_key, KEY_PATH, "MOK.priv", "600"),
+                    (config.nvidia_module_signing_cert, CERT_PATH, "MOK.der", "644")):
+                digest = hashlib.sha256(Path(local).expanduser().read_bytes()).hexdigest()
+                keep_and_copy(name=f"dkms 2.8 signs with the enrolled key: {SHIM_MOK_DIR}/{name}",
+                              src=src, dest=f"{SHIM_MOK_DIR}/{name}", sha256=digest, mode=mode)
     return True
+
+
+@operation()
+def keep_and_copy(src: str, dest: str, sha256: str, mode: str):
+    """
+    ``dest`` a copy of the host's file ``src`` (whose content has ``sha256``) with ``mode``,
+    owned by root; a different file found at ``dest`` is kept beside it as
+    ``DEST.gpuhost-backup-<UTC time>`` (it may be a key someone enrolled). The copy is made
+    on the host (``install -m``: never readable by others, nothing on a command line but
+    paths).
+
+    + src: path on the host (already in place, e.g. the key gpuhost sent)
+    + dest: path on the host
+    + sha256: the content's digest
+    + mode: octal permissions
+    """
+    current = host.get_fact(FileDigest, path=dest)
+    if current and current["sha256"] == sha256:
+        if current["mode"] != mode:
+            yield StringCommand("chmod", QuoteString(mode), QuoteString(dest))
+        else:
+            host.noop(f"{dest} is up to date")
+        return
+    if current:
+        yield StringCommand("sh -c", QuoteString(
+            'cp -p "$1" "$1.gpuhost-backup-$(date -u +%Y%m%dT%H%M%SZ)"'), "sh", QuoteString(dest))
+    new = f"{dest}.gpuhost-new"
+    yield StringCommand("install -m", QuoteString(mode), "-o root -g root", QuoteString(src),
+                        QuoteString(new))
+    yield StringCommand("mv -f", QuoteString(new), QuoteString(dest))
 
 
 def _log_lines(kernel: dict, version: str) -> str:

@@ -8,6 +8,11 @@ archive served by the sandbox (sandbox/README.md, "Ubuntu hosts").
                                                hard links of the Debian mirror's .debs: the
                                                userland of these hosts is Debian's, so the
                                                binaries they install are Debian's too
+      pool/main/d/dkms-bookworm/, dkms-bullseye/
+                                               the dkms line of each release: noble gets
+                                               bookworm's 3.0.x, jammy bullseye's 2.8.x
+                                               (with dctrl-tools), fetched and verified from
+                                               deb.debian.org (nvidia/pkg/debian_fetch.py)
       pool/main/l/linux-<codename>/*.deb       fake kernel header packages, named as Ubuntu's
       dists/<codename>{,-updates,-security}/{main,restricted,universe,multiverse}/binary-amd64/
                                                signed with the sandbox mirror's key
@@ -28,7 +33,7 @@ from . import mirror, paths
 from .util import SandboxError, recipe_hash, run, say, step, write_file
 
 UBUNTU_RECIPE_VERSION = 1
-REPO_FORMAT = 1
+REPO_FORMAT = 2
 
 # Release facts: /etc/os-release, /etc/lsb-release and /etc/debian_version as the stock
 # images carry them (Ubuntu's base-files 12ubuntu4.x / 13ubuntu10.x). The kernels follow
@@ -55,6 +60,13 @@ COMPONENTS = ("main", "restricted", "universe", "multiverse")
 # there); everything else of the Debian mirror goes to main. A stock Ubuntu enables all
 # four components, so the placement changes nothing for the deploy.
 UNIVERSE = ("docker.io",)
+# dkms: Ubuntu 22.04 ships the 2.8 line (jammy 2.8.7-2ubuntu2, packages.ubuntu.com), which
+# signs only with kmodsign and shim-signed's /var/lib/shim-signed/mok pair and reads no
+# framework.conf.d; 24.04 ships 3.0.11. The closest Debian builds: bullseye's 2.8.4 (signs as
+# upstream 2.8.7 does) and the Debian mirror's bookworm 3.0.10 (sandbox/README.md, "Real dkms").
+JAMMY_DKMS_SUITE = "bullseye"
+JAMMY_DKMS_PACKAGES = ("dkms", "dctrl-tools")   # 2.8.4's Depends that bookworm's 3.0 lacks
+JAMMY_DKMS_CACHE = paths.MIRROR_CACHE / "ubuntu-jammy-dkms"   # not served
 
 REPO = paths.MIRROR_CACHE / "ubuntu"
 STATE_FILE = paths.MIRROR_CACHE / "ubuntu-state"   # not served
@@ -276,9 +288,42 @@ def _sign_suite(suite: str, codename: str, version_id: str) -> None:
          "--output", str(dist / "Release.gpg"), str(dist / "Release")], env=env)
 
 
+def jammy_dkms_debs() -> list[Path]:
+    """Bullseye's dkms and dctrl-tools, fetched once (verified: InRelease by gpgv, the index
+    and each .deb by SHA256) and kept in JAMMY_DKMS_CACHE."""
+    stamp = JAMMY_DKMS_CACHE / "files"
+    if stamp.is_file():
+        debs = [JAMMY_DKMS_CACHE / n for n in stamp.read_text().split()]
+        if debs and all(d.is_file() for d in debs):
+            return debs
+    from .nvidia.pkg.common import BuildError
+    from .nvidia.pkg.debian_fetch import fetch_deb
+    tmp = Path(tempfile.mkdtemp(prefix=".fetch-", dir=paths.MIRROR_CACHE))
+    try:
+        with step(f"Ubuntu archive: {JAMMY_DKMS_SUITE}'s {' and '.join(JAMMY_DKMS_PACKAGES)} "
+                  "for jammy (deb.debian.org, verified)"):
+            names = [fetch_deb(JAMMY_DKMS_SUITE, p, tmp)[0].name for p in JAMMY_DKMS_PACKAGES]
+        for f in tmp.glob("*.InRelease"):
+            f.unlink()
+        write_file(tmp / "files", " ".join(names) + "\n")
+        if JAMMY_DKMS_CACHE.exists():
+            shutil.rmtree(JAMMY_DKMS_CACHE)
+        os.replace(tmp, JAMMY_DKMS_CACHE)
+    except BuildError as error:
+        raise SandboxError(f"cannot fetch jammy's dkms from Debian {JAMMY_DKMS_SUITE}: {error}; "
+                           "check this machine's access to deb.debian.org "
+                           "(GPUHOST_DEBIAN_ARCHIVE overrides the mirror)") from None
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return [JAMMY_DKMS_CACHE / n for n in names]
+
+
 def build_repo(mirror_state: dict) -> None:
     """Build (or keep) the Ubuntu-layout archive from the Debian mirror's pool."""
+    jammy_debs = jammy_dkms_debs()
     inputs = recipe_hash({"format": REPO_FORMAT, "debian": mirror_state.get("files"),
+                          "jammy_dkms": [d.name for d in jammy_debs],
                           "releases": RELEASES, "universe": UNIVERSE,
                           "key": mirror.KEYRING.read_bytes().hex()})
     state_text = STATE_FILE.read_text() if STATE_FILE.is_file() else ""
@@ -288,11 +333,16 @@ def build_repo(mirror_state: dict) -> None:
     with step("Ubuntu archive: pool (Debian binaries, fake kernel headers), index, sign"):
         if REPO.exists():
             shutil.rmtree(REPO)
-        for comp in ("main", "universe"):
-            (REPO / "pool" / comp / "debian").mkdir(parents=True)
+        for d in ("main/debian", "universe/debian", "main/d/dkms-bookworm",
+                  "main/d/dkms-bullseye"):
+            (REPO / "pool" / d).mkdir(parents=True)
         for deb in sorted(mirror.POOL.glob("*.deb")):
-            comp = "universe" if deb.name.split("_", 1)[0] in UNIVERSE else "main"
-            _link_or_copy(deb, REPO / "pool" / comp / "debian" / deb.name)
+            name = deb.name.split("_", 1)[0]
+            comp = "universe" if name in UNIVERSE else "main"
+            where = "main/d/dkms-bookworm" if name == "dkms" else f"{comp}/debian"
+            _link_or_copy(deb, REPO / "pool" / where / deb.name)
+        for deb in jammy_debs:
+            _link_or_copy(deb, REPO / "pool/main/d/dkms-bullseye" / deb.name)
         stage = Path(tempfile.mkdtemp(prefix=".build-ubuntu-", dir=paths.MIRROR_CACHE))
         try:
             for r in RELEASES.values():
@@ -326,8 +376,10 @@ def build_repo(mirror_state: dict) -> None:
                     _link_or_copy(f, sec / f.name)
             os.replace(meta, upd / meta.name)
             shutil.rmtree(REPO / kdir)
+            dkms_dir = ("pool/main/d/dkms-bullseye" if c == "jammy"
+                        else "pool/main/d/dkms-bookworm")
             pockets = {
-                c: {"main": ["pool/main/debian"], "universe": ["pool/universe/debian"]},
+                c: {"main": ["pool/main/debian", dkms_dir], "universe": ["pool/universe/debian"]},
                 f"{c}-updates": {"main": [f"pool/main/l/linux-{c}-updates"]},
                 f"{c}-security": {"main": [f"pool/main/l/linux-{c}-security"]},
             }

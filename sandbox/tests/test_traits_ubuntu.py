@@ -146,20 +146,22 @@ def test_gpu_host_converges_on_ubuntu_and_a_second_run_changes_nothing(hosts, sa
     assert second[1] == 0 and second[2] == 0 and second[3] == second[0], second
 
 
-def _newer_driver_deb(tmp: Path) -> tuple[bytes, str]:
-    """nvidia-open-570 at a newer 570 version than the one gpuhost installs (a point
-    release of the same branch, the case the pin exists for) and its Packages stanza."""
+def _newer_driver_deb(tmp: Path, branch: str) -> tuple[bytes, str]:
+    """nvidia-open-<branch> at a newer version of the branch than the one gpuhost installs
+    (a point release of the same branch, the case the pin exists for) and its Packages
+    stanza."""
+    package, version = f"nvidia-open-{branch}", f"{branch}.999.01-0ubuntu1"
     root = tmp / "root"
     (root / "DEBIAN").mkdir(parents=True)
     (root / "DEBIAN/control").write_text(
-        "Package: nvidia-open-570\nVersion: 570.999.01-0ubuntu1\nArchitecture: amd64\n"
+        f"Package: {package}\nVersion: {version}\nArchitecture: amd64\n"
         "Maintainer: gpuhost test <test@gpuhost.invalid>\nDescription: newer point release "
         "(test)\n")
-    out = tmp / "nvidia-open-570_570.999.01-0ubuntu1_amd64.deb"
+    out = tmp / f"{package}_{version}_amd64.deb"
     subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(out)],
                    check=True, capture_output=True)
     data = out.read_bytes()
-    stanza = ("Package: nvidia-open-570\nVersion: 570.999.01-0ubuntu1\nArchitecture: amd64\n"
+    stanza = (f"Package: {package}\nVersion: {version}\nArchitecture: amd64\n"
               "Maintainer: gpuhost test <test@gpuhost.invalid>\n"
               f"Filename: ./{out.name}\nSize: {len(data)}\n"
               f"SHA256: {hashlib.sha256(data).hexdigest()}\n"
@@ -168,34 +170,39 @@ def _newer_driver_deb(tmp: Path) -> tuple[bytes, str]:
 
 
 def test_the_driver_pin_holds_against_unattended_upgrades(hosts, sandbox_tools, tmp_path):
+    from tests.support import default_driver
+
+    driver = default_driver()  # the sandbox inventory's driver (a branch below 590)
+    branch = driver.split(".")[0]
+    package, newer = f"nvidia-open-{branch}", f"{branch}.999.01"
     h = hosts["u24-03"]
     _deploy(sandbox_tools, "u24-03")  # converged already when run after the test above
-    installed = sh(h, "dpkg-query -W -f '${Version}' nvidia-open-570").stdout
-    assert installed.startswith("570.172.08-")
-    # A repository offering a newer 570 point release, and unattended-upgrades allowed to
-    # take anything from any origin (the worst case a site can configure).
-    data, stanza = _newer_driver_deb(tmp_path)
-    sh(h, "mkdir -p /srv/newer && base64 -d > /srv/newer/nvidia-open-570_570.999.01-0ubuntu1_amd64.deb",
+    installed = sh(h, f"dpkg-query -W -f '${{Version}}' {package}").stdout
+    assert installed.startswith(f"{driver}-")
+    # A repository offering a newer point release of the branch, and unattended-upgrades
+    # allowed to take anything from any origin (the worst case a site can configure).
+    data, stanza = _newer_driver_deb(tmp_path, branch)
+    sh(h, f"mkdir -p /srv/newer && base64 -d > /srv/newer/{package}_{newer}-0ubuntu1_amd64.deb",
        stdin=base64.b64encode(data).decode())
     sh(h, "cat > /srv/newer/Packages", stdin=stanza)
     sh(h, "echo 'deb [trusted=yes] file:/srv/newer ./' > /etc/apt/sources.list.d/newer.list; "
        "printf 'Unattended-Upgrade::Origins-Pattern { \"origin=*\"; };\\n' "
        "> /etc/apt/apt.conf.d/52test-any-origin; apt-get update -qq")
     try:
-        policy = sh(h, "apt-cache policy nvidia-open-570").stdout
-        assert "570.999.01-0ubuntu1" in policy  # offered ...
-        assert "Candidate: 570.172.08-0ubuntu1" in policy, policy  # ... but pinned away
+        policy = sh(h, f"apt-cache policy {package}").stdout
+        assert f"{newer}-0ubuntu1" in policy  # offered ...
+        assert f"Candidate: {driver}-0ubuntu1" in policy, policy  # ... but pinned away
         upgrade = sh(h, "apt-get -s dist-upgrade").stdout
-        assert "nvidia-open-570" not in upgrade, upgrade
+        assert package not in upgrade, upgrade
         uu = sh(h, "unattended-upgrade --dry-run -v 2>&1").stdout
-        assert "570.999.01" not in uu and "nvidia-open-570" not in _upgraded(uu), uu[-3000:]
+        assert newer not in uu and package not in _upgraded(uu), uu[-3000:]
         # control: without gpuhost's two files the same tool takes the newer driver
         pin = "/etc/apt/preferences.d/gpuhost-nvidia-driver"
         blk = "/etc/apt/apt.conf.d/51gpuhost-nvidia-no-unattended-upgrades"
         sh(h, f"mv {pin} /root/pin.bak && mv {blk} /root/blk.bak")
         try:
             uu = sh(h, "unattended-upgrade --dry-run -v 2>&1").stdout
-            assert "nvidia-open-570" in _upgraded(uu), uu[-3000:]
+            assert package in _upgraded(uu), uu[-3000:]
         finally:
             sh(h, f"mv /root/pin.bak {pin} && mv /root/blk.bak {blk}")
     finally:

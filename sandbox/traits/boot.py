@@ -8,6 +8,7 @@ Secure Boot on, and gpusim-boot boots the boot loader's default entry (uname fol
 from __future__ import annotations
 
 import subprocess
+import threading
 from pathlib import Path
 
 from .. import paths
@@ -19,6 +20,7 @@ MOK_DIR = "etc/gpusim/firmware/mok"
 # The key pair a test inventory provides (secure-boot-enrolled enrols its certificate).
 MOK_KEY = paths.STATE_DIR / "secure-boot" / "gpuhost-sandbox-mok.key"
 MOK_CERT = paths.STATE_DIR / "secure-boot" / "gpuhost-sandbox-mok.der"
+_MOK_LOCK = threading.Lock()   # hosts are created in parallel threads: one key for all
 
 # The kernel each OS's boot loader defaults to with next-kernel (running kernel unchanged).
 # OL8: RHCK runs, the UEK R7 kernel is the default entry (its kernel-uek-devel is in the
@@ -44,16 +46,77 @@ def _shim(tool: str) -> str:
             f"sys.exit(firmware.main({tool!r}))\n")
 
 
+# Ubuntu's module signing tools (sandbox/README.md, "Host traits: boot"): kmodsign from
+# sbsigntool, with its documented CLI (kmodsign(1): `kmodsign [-dpkD] <hash algo> <key>
+# <x509> <module> [<dest>]`; the options are not simulated), signing as sign-file does.
+# python3-minimal only (no shutil), like the rest of gpusim.
+KMODSIGN = ("#!/usr/bin/python3\n"
+            "# kmodsign stand-in (gpuhost sandbox, sandbox/traits/boot.py): sbsigntool's kmodsign\n"
+            "import sys\nsys.path.append('/usr/local/lib/gpusim')\n"
+            "from gpusim import firmware\n"
+            "args = sys.argv[1:]\n"
+            "if any(a.startswith('-') for a in args) or len(args) not in (4, 5):\n"
+            "    sys.stderr.write('Usage: kmodsign [-dpkD] <hash algo> <key> <x509> <module> [<dest>]\\n'\n"
+            "                     '(gpuhost sandbox: the options are not simulated)\\n')\n"
+            "    sys.exit(2)\n"
+            "if len(args) == 5:\n"
+            "    with open(args[3], 'rb') as src, open(args[4], 'wb') as dest:\n"
+            "        dest.write(src.read())\n"
+            "    args = args[:3] + [args[4]]\n"
+            "sys.exit(firmware.main('sign-file', args))\n")
+# shim-signed's update-secureboot-policy, as far as dkms calls it: --new-key makes the pair
+# in /var/lib/shim-signed/mok when MOK.der is absent (dkms 3.0.10's comment: "won't create
+# new key if $mok_certificate exists"), --enroll-key would ask for a one-time password and
+# run mokutil --import (a person at MokManager on the next boot): it enrols nothing here.
+UPDATE_SB_POLICY = """#!/bin/sh
+# update-secureboot-policy stand-in (gpuhost sandbox, sandbox/traits/boot.py): shim-signed's
+# --new-key and --enroll-key as dkms calls them; nothing else is simulated.
+d=/var/lib/shim-signed/mok
+case "${1:-}" in
+--new-key)
+    [ -e "$d/MOK.der" ] && exit 0
+    mkdir -p "$d" && umask 077 && openssl req -new -x509 -nodes -days 36500 -newkey rsa:2048 \\
+        -subj "/CN=$(hostname -s) Secure Boot Module Signature key" \\
+        -keyout "$d/MOK.priv" -outform DER -out "$d/MOK.der" >/dev/null 2>&1 &&
+        chmod 644 "$d/MOK.der"
+    ;;
+--enroll-key)
+    [ -e "$d/MOK.der" ] || exit 0
+    fp=$(openssl x509 -inform DER -in "$d/MOK.der" -noout -fingerprint -sha1 | sed 's/.*=//')
+    if mokutil --list-enrolled 2>/dev/null | grep -qi "SHA1 Fingerprint: $fp"; then exit 0; fi
+    echo "update-secureboot-policy: $d/MOK.der is not enrolled; enrolling it needs a password" \\
+         "and MokManager at the console on the next boot (not simulated)" >&2
+    ;;
+*)
+    echo "update-secureboot-policy: the gpuhost sandbox simulates --new-key and --enroll-key only" >&2
+    exit 1
+    ;;
+esac
+exit 0
+"""
+
+
 def _secure_boot(h: dict, upper: Path) -> None:
     write_file(upper / SB_STATE, "enabled\n")
     (upper / MOK_DIR).mkdir(parents=True, exist_ok=True)
     # mokutil is on every stock Ubuntu (shim-signed depends on it), EL and Debian UEFI install
     write_file(upper / "usr/bin/mokutil", _shim("mokutil"), mode=0o755)
+    if h["os"].startswith("ubuntu"):
+        # shim-signed's MOK directory (empty until update-secureboot-policy --new-key),
+        # sbsigntool's kmodsign and shim-signed's update-secureboot-policy
+        (upper / "var/lib/shim-signed/mok").mkdir(parents=True, exist_ok=True)
+        write_file(upper / "usr/bin/kmodsign", KMODSIGN, mode=0o755)
+        write_file(upper / "usr/sbin/update-secureboot-policy", UPDATE_SB_POLICY, mode=0o755)
 
 
 def sandbox_mok() -> tuple[Path, Path]:
     """The sandbox's test MOK (key, DER certificate), made once with openssl as DKMS makes
     its own (`openssl req -new -x509 -nodes -days 36500 -newkey rsa:2048 -outform DER`)."""
+    with _MOK_LOCK:
+        return _make_mok()
+
+
+def _make_mok() -> tuple[Path, Path]:
     if not (MOK_KEY.exists() and MOK_CERT.exists()):
         MOK_KEY.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         proc = subprocess.run(
@@ -131,7 +194,10 @@ SB_SOURCE = ("kernel module signing (Documentation/admin-guide/module-signing.rs
              "Secure Boot lockdown an unsigned or untrusted module is refused, EKEYREJECTED "
              "'Key was rejected by service'); shim's MokListRT and mokutil(1) --sb-state / "
              "--list-enrolled; dkms 3.0.10 prepare_signing (mok_signing_key/mok_certificate, "
-             "default /var/lib/dkms/mok.key, mok.pub)")
+             "default /var/lib/dkms/mok.key, mok.pub; on Ubuntu kmodsign and "
+             "/var/lib/shim-signed/mok/MOK.priv); dkms 2.8.4 sign_build (kmodsign sha512 "
+             "/var/lib/shim-signed/mok/MOK.priv MOK.der after update-secureboot-policy "
+             "--new-key); kmodsign(1) of sbsigntool (manpages.ubuntu.com, jammy)")
 
 register(Trait(
     name="secure-boot",

@@ -88,6 +88,12 @@ def signed_by_enrolled(module_path):
         data = fh.read()
     if not data.endswith(MAGIC):
         return "Key was rejected by service"
+    # Only the last appended signature counts: the kernel strips the trailing
+    # struct module_signature (12 bytes, sig_len big-endian at its end) and checks the PKCS#7
+    # before it; an earlier signature is mere module content (Linux kernel/module/signing.c).
+    end = len(data) - len(MAGIC) - 12
+    sig_len = int.from_bytes(data[end + 8:end + 12], "big")
+    data = data[max(0, end - sig_len):end]
     for _name, der in enrolled():
         try:
             issuer, serial = issuer_serial(der)
