@@ -5,6 +5,7 @@
                             [--fail-on-health critical|warning|never]
     gpuhost upgrade INVENTORY [--canary N] [--batch N|P%] [--limit PATTERN]...
                               [--data KEY=VALUE]... [--report PATH]
+    gpuhost recover INVENTORY --limit HOST [--gpu N] [--force] [--reboot-fallback]
     gpuhost mig plan INVENTORY [--limit PATTERN]... [--data KEY=VALUE]...
     gpuhost report merge SHARD.json... [--json OUT] [--html OUT] [--baseline PREVIOUS.json]
                                        [--fail-on-health critical|warning|never]
@@ -230,6 +231,18 @@ def parser() -> argparse.ArgumentParser:
     upgrade.add_argument("--report", default=None, metavar="PATH",
                          help="JSON report (default ./gpuhost-upgrade-<UTC time>.json); events "
                               "go to PATH with .events.jsonl")
+    recover = commands.add_parser(
+        "recover", help="reset one GPU of one host for findings that ask for a reset",
+        description="Reset one GPU without rebooting the host, for findings whose catalogued "
+                    "action is a GPU reset (docs/recover.md): drain hook, stop the clients "
+                    "that block it, persistence off for that GPU, nvidia-smi -r -i N, "
+                    "everything back as before, verify with the health checks, uncordon "
+                    "hook. Exit 0 recovered or nothing to do, 1 the reset failed or did "
+                    "not help (clients as before), 2 refused, 130 interrupted.")
+    _common(recover)
+    from gpuhost import cli_recover as _cli_recover
+
+    _cli_recover.add_arguments(recover)
     report = commands.add_parser(
         "report", help="work with audit reports: merge the shards of several controllers",
         description="Work with the JSON of `gpuhost audit --json` (docs/audit-schema.md).")
@@ -279,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
         from gpuhost import data_age
 
         return data_age.run(args.today, args.max_age_days)
+    if args.command == "recover":
+        from gpuhost import cli_recover
+
+        return cli_recover.run(args)
     if args.command == "report":
         from gpuhost import cli_audit
 

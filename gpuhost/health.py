@@ -64,24 +64,27 @@ def _memory(gpu: str, health: Mapping[str, Any]) -> list[dict[str, Any]]:
     if volatile:
         found.append(_finding("ecc-volatile-uncorrectable", "warning", gpu, (
             f"{volatile} uncorrectable ECC error(s) since the driver loaded: drain the GPU and "
-            "reset it (nvidia-smi -r) or reboot so the memory is remapped or retired; run "
-            "NVIDIA's field diagnostics if the count keeps growing")))
+            "reset it (gpuhost recover INVENTORY --limit HOST --gpu N, docs/recover.md) or "
+            "reboot so the memory is remapped or retired; run NVIDIA's field diagnostics if the "
+            "count keeps growing")))
     if aggregate:
         found.append(_finding("ecc-aggregate-uncorrectable", "info", gpu, (
             f"{aggregate} uncorrectable ECC error(s) over the GPU's lifetime: watch the count; "
             "NVIDIA's memory error management guide gives the RMA thresholds")))
     if health.get("retired_pages_pending"):
         found.append(_finding("retired-pages-pending", "warning", gpu, (
-            "memory pages are waiting to be retired: reset the GPU (nvidia-smi -r) or reboot; "
-            "they are retired when the driver loads again")))
+            "memory pages are waiting to be retired: reboot the host (or reload the driver) "
+            "when convenient; they are retired when the driver loads again (NVIDIA, Dynamic "
+            "Page Retirement)")))
     if health.get("remapped_rows_failure"):
         found.append(_finding("row-remap-failure", "critical", gpu, (
             "row remapping failed: the GPU cannot repair its memory any more; drain it and "
             "follow NVIDIA's RMA process (nvidia-smi -q -d ROW_REMAPPER)")))
     elif health.get("remapped_rows_pending"):
         found.append(_finding("row-remap-pending", "warning", gpu, (
-            "a row remap is pending: reset the GPU (nvidia-smi -r) or reboot when convenient to "
-            "apply it; running applications are not affected")))
+            "a row remap is pending: reset the GPU (gpuhost recover INVENTORY --limit HOST, "
+            "docs/recover.md) or reboot when convenient to apply it; running applications are "
+            "not affected")))
     return found
 
 

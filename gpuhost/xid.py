@@ -25,10 +25,12 @@ XID_154_ACTIONS: dict[str, str] = _CATALOG["xid_154_actions"]
 ACTIONS = {
     "RESTART_BM": "drain the host and reboot it (NVIDIA: restart bare metal); if it comes back, "
                   "check the PCIe slot, riser and power and contact the hardware vendor",
-    "RESET_GPU": "drain the GPU and reset it (nvidia-smi -r -i GPU) or reboot the host; if it "
-                 "comes back, contact NVIDIA support or the hardware vendor",
-    "WORKFLOW_XID_48": "an uncorrectable ECC error: drain the GPU, reset it (nvidia-smi -r) or "
-                       "reboot to clear it, then check its ECC, row-remap and retired-page counts "
+    "RESET_GPU": "drain the GPU and reset it (gpuhost recover INVENTORY --limit HOST --gpu N) "
+                 "or reboot the host; if it comes back, contact NVIDIA support or the hardware "
+                 "vendor",
+    "WORKFLOW_XID_48": "an uncorrectable ECC error: drain the GPU, reset it (gpuhost recover "
+                       "INVENTORY --limit HOST --gpu N) or reboot to clear it, then check its "
+                       "ECC, row-remap and retired-page counts "
                        "(nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT)",
     "WORKFLOW_NVLINK_ERR": "an NVLink error: reset the GPU or reboot, check the links with "
                            "nvidia-smi nvlink -s / -e; if it repeats, contact the hardware vendor",
@@ -56,7 +58,8 @@ NO_BUCKET = {  # catalog rows without a bucket: gpuhost's reading of their text
     166: "confidential-computing mode: check the link's encryption setup",
     167: "drain the host and reboot it; check the PCIe slot and contact the hardware vendor",
     168: "enable ECC (row remapping) or boot again",
-    169: "drain the GPU and reset it (nvidia-smi -r) or reboot the host",
+    169: "drain the GPU and reset it (gpuhost recover INVENTORY --limit HOST --gpu N) or "
+         "reboot the host",
     170: "confidential-computing mode: contact NVIDIA support",
     171: "see the Xid 48 it details: drain the GPU and reset it or reboot",
     172: "see the Xid 48 it details: drain the GPU and reset it or reboot",
@@ -101,7 +104,8 @@ def _xid_finding(number: int, gpu: str | None, events: list[Mapping[str, Any]]) 
         todo = {"None": "no recovery action is needed",
                 "Drain P2P": "drain peer-to-peer traffic of this GPU",
                 "Drain and Reset": "drain the GPU's peer-to-peer traffic, then reset it",
-                "GPU Reset Required": "drain the GPU and reset it (nvidia-smi -r -i GPU)",
+                "GPU Reset Required": "drain the GPU and reset it (gpuhost recover INVENTORY "
+                                      "--limit HOST --gpu N)",
                 "Node Reboot Required": "drain the host and reboot it"}.get(
                     action, "follow the recovery action the driver names")
         return {"id": "xid-154", "severity": severity, "gpu": gpu,

@@ -1,0 +1,270 @@
+"""Reset one GPU of a host without rebooting it (``gpuhost recover``, docs/recover.md).
+
+Prepare (facts only): ``gpuhost.recover.assess`` picks the GPU and refuses, with one line
+naming what to do instead, when no finding of it asks for a reset (NVIDIA's Xid catalog,
+docs/health.md), when one asks for a reboot or a replacement, or while processes or
+containers use that GPU (without ``--force``). Execute, in this order:
+
+1. the resume point on the host (``gpuhost.recover.MARKER``: what ran before)
+2. drain hook (``upgrade_drain_command`` on the controller); the GPU still unused
+3. stop the GPU clients that block a reset (DCGM, nvsm, display managers, IMEX), as the
+   driver upgrade does (``roles.upgrade.ops``); with ``--force`` the GPU's containers
+4. persistence mode off for that GPU only; ``nvidia-smi -r -i N``, its result kept on the
+   host, never failing the run here
+5. persistence mode, MIG instances, clients and containers back as they were (also when
+   the reset failed); a reboot instead only with ``--reboot-fallback`` and
+   ``reboot_policy: when_needed``; the CDI spec refreshed if it went stale
+6. verify with the health checks (``gpuhost.recover.verify``): a failed reset or a finding
+   that did not clear fails the host here, with nothing left changed
+7. uncordon hook (``upgrade_uncordon_command``), record
+
+Slurm and other schedulers plug into steps 2 and 7 (``drain()`` / ``resume()``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import time
+from io import StringIO
+from typing import Any
+
+from pyinfra import host, logger
+from pyinfra.api import QuoteString, StringCommand, deploy, operation
+from pyinfra.operations import files, server
+
+from facts.host import GpuHostState
+from facts.nvidia import NvidiaGpus
+from facts.recover import RecoverProbe
+from facts.upgrade import UpgradeProbe
+from gpuhost import recover
+from gpuhost.upgrade import CLIENT_SERVICES
+from roles import cdi, mig
+from roles.common import GpuhostError, check_inventory, executing, fail_command, host_settings, \
+    host_state
+from roles.upgrade import ops
+
+GPU_KEY, FORCE_KEY, REBOOT_KEY = "gpuhost_recover_gpu", "gpuhost_recover_force", \
+    "gpuhost_recover_reboot"
+RECORD_KEY = "gpuhost_recover_record"
+
+
+def _flag(value: Any) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def record(kind: str, **fields: Any) -> None:
+    """Append one event to the controller's record file (``--data gpuhost_recover_record``)."""
+    path = host.data.get(RECORD_KEY)
+    if not path:
+        return
+    line = json.dumps({"event": kind, "host": host.name, "time": round(time.time(), 3),
+                       **fields}, sort_keys=True, default=str) + "\n"
+    try:
+        with open(str(path), "a", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.write(line)
+    except OSError as error:
+        logger.warning(f"gpuhost: cannot append to the recover record {path}: {error}")
+
+
+def _gpu_now(index: int) -> dict[str, Any] | None:
+    return next((g for g in host.get_fact(NvidiaGpus) if g["index"] == index), None)
+
+
+@operation()
+def gpu_unused(index: int, uuid: str | None, force: bool):
+    """
+    Fail the host while a process or a container uses this GPU (after any drain).
+
+    + index: the GPU's nvidia-smi index
+    + uuid: its UUID
+    + force: go on anyway (``--force``: its containers are stopped next)
+    """
+    if not executing():
+        host.noop(f"GPU {index}'s users are checked when the recovery runs (after any drain)")
+        return
+    gpu = _gpu_now(index) or {"index": index, "uuid": uuid, "processes": []}
+    busy = [f"pid {p.get('pid')} {p.get('name') or ''}".rstrip() for p in gpu["processes"] or []]
+    busy += [f"container {c['name']}" for c in host.get_fact(RecoverProbe)["containers"]
+             if recover.container_holds(c, gpu)]
+    if busy and not force:
+        yield fail_command(f"GPU {index} is still in use after the drain ({'; '.join(busy)}): "
+                           "stop its jobs, or pass --force; nothing was changed")
+        return
+    host.noop(f"GPU {index} is unused" if not busy else f"--force: going on with {busy}")
+
+
+@operation()
+def persistence(index: int, wanted: str | None):
+    """
+    Set the persistence mode of one GPU (``nvidia-smi -i N -pm 0|1``) when it differs.
+
+    + index: the GPU's nvidia-smi index
+    + wanted: ``enabled`` or ``disabled`` (None: leave it)
+    """
+    if wanted not in ("enabled", "disabled"):
+        host.noop(f"GPU {index}'s persistence mode stays as it is")
+        return
+    now = (_gpu_now(index) or {}).get("persistence_mode") if executing() else None
+    if now == wanted:
+        host.noop(f"GPU {index} persistence mode is {wanted}")
+        return
+    yield StringCommand("nvidia-smi -i", QuoteString(str(index)), "-pm",
+                        "1" if wanted == "enabled" else "0")
+
+
+@operation()
+def reset(index: int, run: str):
+    """
+    ``nvidia-smi -r -i N``; its exit status and words go to ``gpuhost.recover.RESULT`` on the
+    host, and this step never fails the run (the clients are put back first; the
+    verification says what happened). A rerun skips a reset this run already did.
+
+    + index: the GPU's nvidia-smi index
+    + run: this recovery's id (the resume point's start time)
+    """
+    done = host.get_fact(RecoverProbe)["result"] if executing() else None
+    if done and done["run"] == run and done["rc"] == 0:
+        host.noop(f"GPU {index} was already reset by this recovery")
+        return
+    yield StringCommand(
+        "mkdir -p", QuoteString(recover.RESULT.rsplit("/", 1)[0]), "&& out=$(nvidia-smi -r -i",
+        QuoteString(str(index)), '2>&1); rc=$?; { echo "run="', QuoteString(run), '; echo "rc=$rc";',
+        'printf "%s\\n" "$out"; } >', QuoteString(recover.RESULT), '; printf "%s\\n" "$out"; true')
+
+
+def reset_failed(run: str) -> bool:
+    result = host.get_fact(RecoverProbe)["result"]
+    return not result or result["run"] != run or result["rc"] != 0
+
+
+@operation()
+def check(plan: dict[str, Any], run: str, reboot: bool):
+    """
+    Judge the GPU with the health checks (``gpuhost.recover.verify``); fail the host when the
+    reset failed or what it was for did not clear.
+
+    + plan: the recovery's plan (GPU, findings, what was true before)
+    + run: this recovery's id
+    + reboot: the reboot fallback was allowed (a failed reset was followed by a reboot)
+    """
+    if not executing():
+        host.noop("the GPU is judged when the recovery runs")
+        return
+    result = host.get_fact(RecoverProbe)["result"]
+    if result and result["run"] != run:
+        result = None
+    rebooted = reboot and (result is None or result["rc"] != 0)
+    passed, line = recover.verify(plan, result, host.get_fact(GpuHostState), rebooted=rebooted)
+    record("done" if passed else "failed", gpu=plan["gpu"]["index"], reason=line,
+           rebooted=rebooted)
+    if not passed:
+        yield fail_command(line)
+        return
+    host.noop(line)
+
+
+def drain(config) -> None:
+    """Before the GPU is touched: the drain hook on the controller (issue 26 item 4 adds
+    Slurm's ``scontrol update ... state=drain`` here)."""
+    if config.upgrade_drain_command:
+        ops.controller_command(name="Drain the host (upgrade_drain_command, on the controller)",
+                               command=config.upgrade_drain_command, what="drain")
+
+
+def resume(config) -> None:
+    """After the GPU passed the health checks: the uncordon hook."""
+    if config.upgrade_uncordon_command:
+        ops.controller_command(name="Uncordon the host (upgrade_uncordon_command, on the "
+                                    "controller)",
+                               command=config.upgrade_uncordon_command, what="uncordon")
+
+
+def assess() -> dict[str, Any]:
+    """This host's plan; raise (nothing changed) when it is refused."""
+    check_inventory()
+    gpu = host.data.get(GPU_KEY)
+    try:
+        wanted = None if gpu in (None, "", "None") else int(str(gpu))
+    except ValueError:
+        raise GpuhostError(f"{host.name}: --gpu {gpu!r} is not a GPU index") from None
+    probe = host.get_fact(RecoverProbe)
+    if probe["marker_error"]:
+        raise GpuhostError(f"{host.name}: {probe['marker_error']}: it is gpuhost's resume point; "
+                           "look at it, remove it, then rerun")
+    plan = recover.assess(host.name, host_state(),
+                          host.get_fact(UpgradeProbe, services=list(recover.STOP_SERVICES)),
+                          probe["containers"], gpu=wanted, force=_flag(host.data.get(FORCE_KEY)),
+                          marker=probe["marker"],
+                          handled={**probe["handled"], "boot_id_now": probe["boot_id"]},
+                          drain=bool(host_settings().upgrade_drain_command))
+    if plan["problems"]:
+        record("refused", reason="; ".join(plan["problems"]))
+        raise GpuhostError(f"{host.name}: recovery refused, nothing was changed: "
+                           + "; ".join(plan["problems"]))
+    return plan
+
+
+@deploy("GPU recovery")
+def run() -> None:
+    plan = assess()
+    config = host_settings()
+    if plan["action"] == "none":
+        record("nothing", reason=plan["note"])
+        host.noop(f"nothing to recover: {plan['note']}")
+        return
+    gpu, before = plan["gpu"], plan["before"]
+    index = gpu["index"]
+    marker = (host.get_fact(RecoverProbe)["marker"] if plan["action"] == "resume" else None) or {
+        "schema": 1, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "gpu": gpu, "before": before, "findings": plan["findings"]}
+    run_id = marker["started"]
+    record("plan", gpu=index, action=plan["action"], findings=[f["id"] for f in plan["findings"]])
+    if plan["action"] == "reset":
+        files.put(name="Mark the recovery as under way on the host (the resume point)",
+                  src=StringIO(json.dumps(marker, sort_keys=True) + "\n"), dest=recover.MARKER,
+                  mode="600", create_remote_dir=True)
+    force = _flag(host.data.get(FORCE_KEY))
+    drain(config)
+    gpu_unused(name=f"No process or container uses GPU {index}", index=index, uuid=gpu["uuid"],
+               force=force)
+    names = before["services"] + (["nv-hostengine"] if before["hostengine"] else [])
+    ops.stop_services(name=f"Stop the GPU clients that block a reset ({', '.join(names) or 'none run'})",
+                      services=before["services"], hostengine=before["hostengine"])
+    if before["containers"]:
+        ops.containers(name=f"Stop the containers on GPU {index} (--force)",
+                       ids=before["containers"], running=False)
+    persistence(name=f"Persistence mode off for GPU {index}", index=index,
+                wanted="disabled" if before["persistence"] == "enabled" else None)
+    reset(name=f"Reset GPU {index} ({gpu['bus_id']}): nvidia-smi -r -i {index}", index=index,
+          run=run_id)
+    persistence(name=f"Persistence mode of GPU {index} back to {before['persistence']}",
+                index=index, wanted=before["persistence"])
+    if before["mig"] == "enabled":  # a reset destroys the GPU's MIG instances
+        ops.restore_mig_instances(name="Put the MIG instances back (gpuhost-mig-layout)",
+                                  modes={str(index): "enabled"}, script=mig.BOOT_SCRIPT)
+    own = [name for name in reversed(CLIENT_SERVICES) if name in before["services"]]
+    ops.start_services(name=f"Start the GPU clients again ({', '.join(names) or 'none ran'})",
+                       services=own, hostengine=before["hostengine"])
+    if before["containers"]:
+        ops.containers(name=f"Start the containers of GPU {index} again",
+                       ids=before["containers"], running=True)
+    reboot = _flag(host.data.get(REBOOT_KEY)) and config.reboot_policy == "when_needed"
+    if _flag(host.data.get(REBOOT_KEY)) and not reboot:
+        host.noop("--reboot-fallback asked, but reboot_policy is not when_needed: no reboot")
+    if reboot:
+        server.reboot(name="Reboot: the GPU reset failed (--reboot-fallback, reboot_policy: "
+                           "when_needed)", reboot_timeout=config.reboot_timeout,
+                      _if=lambda: reset_failed(run_id))
+    cdi.refresh_after_change(f"GPU {index} was reset")
+    files.file(name="Everything is back as it was: remove the resume point",
+               path=recover.MARKER, present=False)
+    check(name=f"Verify GPU {index} with the health checks", plan={**plan, "before": before},
+          run=run_id, reboot=reboot)
+    probe = host.get_fact(RecoverProbe)
+    handled = recover.handled_after(probe["handled"], probe["boot_id"], plan)
+    files.put(name=f"Remember that GPU {index} was reset for this boot's findings",
+              src=StringIO(json.dumps(handled, sort_keys=True) + "\n"), dest=recover.HANDLED,
+              mode="600", create_remote_dir=True)
+    resume(config)
