@@ -218,6 +218,10 @@ def driver_state(sections: Sections) -> dict[str, Any]:
         "held_packages": held,
         # the branch's companions (Fabric Manager, NSCQ, IMEX, NVSDM): moved by an upgrade
         "companions": sorted(name for name in installed if _COMPANION.match(name)),
+        # ... and their versions: each must be the driver's (issue 25)
+        "companion_versions": {name: upstream_version(info["version"])
+                               for name, info in sorted(installed.items())
+                               if _COMPANION.match(name)},
         "local_repos": sorted(local_repos, key=lambda repo: repo["package"]),
         "cuda_version": smi["cuda_version"] if smi else None,
         "newest_cuda": policy.newest_cuda(loaded_version) if loaded_version else None,
@@ -604,6 +608,18 @@ def health_state(sections: Sections) -> dict[str, Any]:
             "nvswitch_count": _nvswitch_count(sections)}
 
 
+def fabric_state(sections: Sections) -> dict[str, Any]:
+    """The fabric daemons' units (issue 25): ``{"services": {"nvidia-fabricmanager":
+    {"enabled": "enabled", "active": "active"}, ...}}`` for the units the host has, as
+    ``systemctl is-enabled`` / ``is-active`` print them."""
+    services: dict[str, dict[str, str]] = {}
+    for line in (ok(sections, "fabric_services") or "").splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            services[parts[0]] = {"enabled": parts[1], "active": parts[2]}
+    return {"services": services}
+
+
 SCHEMA_VERSION = 2  # 2: state["health"] and each GPU's "health" (issue 15)
 
 
@@ -621,4 +637,5 @@ def host_state(sections: Sections) -> dict[str, Any]:
         "health": health_state(sections),
         "cdi": cdi_state(sections),
         "containerd": containerd_state(sections),
+        "fabric": fabric_state(sections),
     }

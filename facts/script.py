@@ -128,6 +128,12 @@ SECTIONS: dict[str, str] = {
     "cdi_boot_unit": "test -f /etc/systemd/system/gpuhost-cdi-spec.service || exit 3; "
     "sha256sum /etc/systemd/system/gpuhost-cdi-spec.service; "
     "systemctl is-enabled gpuhost-cdi-spec.service 2>&1; true",
+    # the fabric daemons (issue 25): "UNIT ENABLED ACTIVE" for each unit the host has
+    "fabric_services": "for u in nvidia-fabricmanager nvidia-imex nvlsm; do "
+    'for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do '
+    'if test -e "$d/$u.service"; then e=$(systemctl is-enabled "$u" 2>/dev/null); '
+    'a=$(systemctl is-active "$u" 2>/dev/null); '
+    'printf "%s %s %s\\n" "$u" "${e:-unknown}" "${a:-unknown}"; break; fi; done; done; true',
     # containerd (issue 24): its version, config.toml and gpuhost's drop-in, each file behind
     # "==> PATH <==" (gpuhost.containerd_config.parse_section); 127 without containerd
     "containerd": _tool("containerd", 'echo "version: $(containerd --version 2>&1)"; '

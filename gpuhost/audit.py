@@ -38,7 +38,7 @@ FAIL_ON = ("critical", "warning", "never")  # which health findings make the exi
 AUDITED = ("nvidia_driver_version", "container_toolkit_version", "nvidia_default_runtime",
            "mig_mode", "mig_layout", "nvidia_module_signing_cert", "container_runtime_mode",
            "mig_config", "mig_config_file", "containerd_nvidia_runtime",
-           "containerd_nvidia_default_runtime")
+           "containerd_nvidia_default_runtime", "nvidia_fabric", "nvidia_fabricmanager")
 STATUSES = ("ok", "drift", "failed", "unreachable")
 VERDICTS = ("native", "forward-compat", "minor-version-compat", "no", "unknown")
 
@@ -303,6 +303,17 @@ def _mig_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dic
     return items
 
 
+def _fabric_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Fabric Manager, NSCQ, IMEX, NVSDM against the driver's version, and with a resolved
+    nvidia_fabric nvswitch Fabric Manager installed, enabled and running (gpuhost.fabric)."""
+    from gpuhost import fabric
+
+    kind = fabric.resolve(desired.get("nvidia_fabric") or "auto",
+                          bool(desired.get("nvidia_fabricmanager")),
+                          (state.get("health") or {}).get("nvswitch_count"))
+    return [_item(*found) for found in fabric.drift(state, kind)]
+
+
 def host_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every difference between a host's GpuHostState and its desired settings; each item is
     ``{"item", "have", "want", "message"}``. An empty list means the host matches."""
@@ -316,6 +327,7 @@ def host_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dic
     items += _mig_drift(state, desired)
     items += _cdi_drift(state, desired)
     items += _containerd_drift(state, desired)
+    items += _fabric_drift(state, desired)
     return items
 
 

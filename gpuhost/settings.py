@@ -44,6 +44,7 @@ from gpuhost.checks import (  # noqa: F401  (SHA256_RE, is_local_source, mask_ur
     on_mirror,
     show,
 )
+from gpuhost import fabric
 from gpuhost.distro import DISTRO_TAGS
 from gpuhost.policy import DRIVER_RE
 
@@ -117,6 +118,19 @@ def _repo_id(key: str, value: Any) -> list[str]:
 
 
 _repo_ids = check_list_of(_repo_id, "dnf repository ids")
+
+
+def _ip(key: str, value: Any) -> list[str]:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(value if isinstance(value, str) else "")
+    except ValueError:
+        return [f"{show(value)} is not an IP address (IMEX's nodes_config.cfg lists addresses)"]
+    return []
+
+
+_ip_list = check_list_of(_ip, "IP addresses")
 _path_list = check_list_of(check_path, "absolute paths")
 _DOCKER_MAP = "URL or {debian, ubuntu, rhel: URL}"
 _TOOLKIT_MAP = "URL or {apt, rpm: URL}"
@@ -147,8 +161,20 @@ class Settings:
         + ", ".join(DISTRO_TAGS), check_local_repo)
     nvidia_artifact_cache: str = _key(
         "path", "controller cache for downloads", check_path, "~/.cache/gpuhost")
+    nvidia_fabric: str = _key(
+        "str", "what connects the GPUs (docs/fabric.md): none; nvswitch (HGX/DGX boards with "
+        "NVSwitches: Fabric Manager and NSCQ at the driver's exact version, Fabric Manager "
+        "started before containers, verify waits for every GPU's fabric state Completed); nvl "
+        "(GB200/GB300 NVL domains: nvidia-imex and libnvsdm, IMEX channel 0 at boot, "
+        "nvidia_imex_peers); auto: nvswitch where the host shows NVSwitches on its PCI bus, "
+        "else none", check_choice(*fabric.CHOICES), "auto")
     nvidia_fabricmanager: bool = _key(
-        "bool", "install Fabric Manager at exactly the driver version", check_bool, False)
+        "bool", "older spelling of nvidia_fabric: nvswitch (true: Fabric Manager and NSCQ at "
+        "the driver's version; contradicts nvidia_fabric none or nvl); false: nvidia_fabric "
+        "decides", check_bool, False)
+    nvidia_imex_peers: tuple[str, ...] = _key(
+        "list of IP addresses", "nvidia_fabric: nvl: every node of the NVLink domain (this one "
+        "too), written one per line to /etc/nvidia-imex/nodes_config.cfg", _ip_list, ())
     nvidia_persistenced: bool = _key("bool", "enable nvidia-persistenced", check_bool, True)
     docker_source: str = _key(
         "str", "where Docker comes from (local: docker_local_packages)",
@@ -239,7 +265,9 @@ class Settings:
         check_choice("enabled", "disabled", nullable=True), None)
     mig_layout: tuple[str | int, ...] | None = _key(
         "list or null", "GPU instances to create on every GPU, profile names or ids, like "
-        "[\"3g.20gb\", \"3g.20gb\"] (null: leave as is)", check_mig_layout, None)
+        "[\"3g.20gb\", \"3g.20gb\"] or [\"1g.24gb+gfx\", \"2g.48gb\"] (mig-parted's names, "
+        "attribute profiles included; checked against the GPU model's table; null: leave as is)",
+        check_mig_layout, None)
     mig_config_file: str | None = _key(
         "path or null", "controller path of a MIG configuration file in NVIDIA mig-parted's "
         "format (version: v1, mig-configs: {NAME: [{devices, device-filter, mig-enabled, "
@@ -359,6 +387,8 @@ def _cross_checks(v: dict) -> list[str]:
     if v["containerd_nvidia_default_runtime"] and not v["containerd_nvidia_runtime"]:
         problems.append("containerd_nvidia_default_runtime: true without containerd_nvidia_runtime "
                         "(set containerd_nvidia_runtime: true)")
+    problems += fabric.settings_problems(v["nvidia_fabric"], bool(v["nvidia_fabricmanager"]),
+                                         v["nvidia_imex_peers"] or ())
     problems += _mig_config_problems(v)
     problems += _local_repo_version_problems(v)
     problems += _flavor_problems(v)

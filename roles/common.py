@@ -22,7 +22,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import server
 
 from facts.host import GpuHostState
-from gpuhost import artifacts, packages, policy, settings
+from gpuhost import artifacts, fabric, packages, policy, settings
 from gpuhost import daemon_json as daemon_json_rules
 
 REMOTE_CACHE = "/var/cache/gpuhost"
@@ -116,6 +116,11 @@ def host_ready() -> bool:
             if clash:
                 raise GpuhostError(clash)
         choose_flavor(config, state)
+        misfit = fabric.host_problem(config.nvidia_fabric, config.nvidia_fabricmanager,
+                                     (state.get("health") or {}).get("nvswitch_count"),
+                                     state["gpus"])
+        if misfit:  # issue 25: before any change
+            raise GpuhostError(f"{host.name}: {misfit}")
         tools = docker.get("el_container_tools") or []
         if tools and config.docker_source != "none" and not docker.get("docker_installed") \
                 and not replace_conflicting(config):  # issue 13 item 2: before any change

@@ -19,10 +19,11 @@ from pyinfra.operations import apt, dnf, files, server
 from facts.kernel import PackageAvailable
 from facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
 from facts.services import ServiceInstalled
-from gpuhost import packages
+from gpuhost import fabric, packages
 from gpuhost.reboot import needs_reboot
 from gpuhost.settings import Settings
 from roles import boot_safety, debian_archive, el_packaging, kernel_headers
+from roles import fabric as fabric_role
 from roles.files import config_file
 from roles.common import (
     REMOTE_CACHE,
@@ -193,7 +194,9 @@ def install() -> None:
     debian_archive.enable_contrib(tag, config.debian_enable_contrib)
     install_local_repo(config, tag, version)
 
-    wanted = packages.driver_packages(tag, version, flavor, bool(config.nvidia_fabricmanager))
+    fabric_kind = fabric.resolve(config.nvidia_fabric, config.nvidia_fabricmanager,
+                                 (state.get("health") or {}).get("nvswitch_count"))
+    wanted = fabric_role.wanted_packages(tag, version, flavor, fabric_kind)
     if family == "debian":
         pin_driver(version, name=f"Pin the driver packages at {version}")
         apt.packages(
@@ -238,11 +241,14 @@ def install() -> None:
             _if=lambda: reboot_needed(version),
         )
 
+    # The fabric (Fabric Manager, or IMEX) before persistenced, DCGM and containers; at boot
+    # its drop-in orders Fabric Manager before containers, DCGM and kubelet (roles/fabric.py)
+    fabric_role.configure(fabric_kind, version, family, config.nvidia_imex_peers)
+
     # Services that need the loaded driver: enabled now, started once the module is loaded
     # (after the reboot above, or on the next boot when reboot_policy is never).
     for service, label, wanted_service in (
         ("nvidia-persistenced", "nvidia-persistenced", config.nvidia_persistenced),
-        ("nvidia-fabricmanager", "the NVIDIA Fabric Manager", config.nvidia_fabricmanager),
     ):
         if not wanted_service:
             continue

@@ -9,9 +9,9 @@ from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, deploy, o
 
 from facts.container import DockerImagePresent, NvidiaContainerRun
 from facts.host import GpuHostState
-from gpuhost import cdi
+from gpuhost import cdi, fabric
 from roles.cdi import runtime_mode
-from roles.common import REMOTE_CACHE, executing, fail_command, host_settings
+from roles.common import REMOTE_CACHE, executing, fail_command, host_settings, host_state
 
 
 @operation()
@@ -57,8 +57,35 @@ def container_runs(image: str, runtime_mode: str, gpus: int) -> tuple[list[str],
 
 
 @operation()
+def fabric_completed(wait_s: int):
+    """
+    nvidia_fabric nvswitch: wait, bounded, for every GPU's NVLink fabric state Completed
+    (Fabric Manager registers the GPUs once it configured the NVSwitches); fail the host
+    with the states and Fabric Manager's own log lines otherwise. Nothing to do when every
+    GPU is Completed already, or no GPU prints a fabric state (A100 and older: N/A).
+
+    + wait_s: how long to wait
+    """
+    if not executing():
+        host.noop("the fabric is verified after the run")
+        return
+    state = host.get_fact(GpuHostState)
+    if state["driver"]["state"] != "loaded":
+        host.noop("driver not loaded yet: the fabric comes with it")
+        return
+    states = fabric.fabric_states(state)
+    if states and not fabric.incomplete(state):
+        host.noop(f"NVLink fabric Completed on {len(states)} GPU(s)")
+        return
+    if not states:
+        host.noop("no GPU prints a fabric state (NVSwitch GPUs before Hopper)")
+        return
+    yield fabric.wait_script(wait_s)
+
+
+@operation()
 def check(target_version: str, toolkit_version: str, reboot_allowed: bool,
-          image: str | None = None, runtime_mode: str = "legacy"):
+          image: str | None = None, runtime_mode: str = "legacy", fabric_kind: str = "none"):
     """
     Read the host back and fail it when the result is not what was asked.
 
@@ -68,6 +95,7 @@ def check(target_version: str, toolkit_version: str, reboot_allowed: bool,
     + image: when set, ``docker run --gpus all IMAGE nvidia-smi -L`` (and in cdi mode
       ``--device nvidia.com/gpu=all``) must list the host's GPUs
     + runtime_mode: the resolved container_runtime_mode (cdi: a fresh CDI spec, the CDI run)
+    + fabric_kind: the host's resolved nvidia_fabric (nvswitch: every fabric state Completed)
     """
     if not executing():
         host.noop("the result is verified with facts after the run")
@@ -113,6 +141,13 @@ def check(target_version: str, toolkit_version: str, reboot_allowed: bool,
         run_problems, run_notes = container_runs(image, runtime_mode, smi_count)
         problems += run_problems
         notes += run_notes
+    if fabric_kind == "nvswitch" and driver["state"] == "loaded":
+        waiting = fabric.incomplete(state)
+        if waiting:
+            problems.append("NVLink fabric not Completed on " + ", ".join(
+                f"{bus} ({value})" for bus, value in sorted(waiting.items())))
+        elif fabric.fabric_states(state):
+            notes.append(f"fabric Completed on {len(fabric.fabric_states(state))} GPU(s)")
     if problems:
         yield fail_command("verification failed: " + "; ".join(problems))
         return
@@ -127,6 +162,11 @@ def run() -> None:
     if image and config.docker_source != "none":
         verify_image(name=f"Verification image {image} is present", image=image,
                      archive=config.verify_image_archive)
+    kind = fabric.resolve(config.nvidia_fabric, config.nvidia_fabricmanager,
+                          (host_state().get("health") or {}).get("nvswitch_count"))
+    if kind == "nvswitch":
+        fabric_completed(name="Every GPU's NVLink fabric state is Completed (bounded wait)",
+                         wait_s=fabric.FABRIC_WAIT_S)
     check(
         name="Verify driver, GPUs, runtime and toolkit with facts",
         target_version=config.nvidia_driver_version,
@@ -134,4 +174,5 @@ def run() -> None:
         reboot_allowed=config.reboot_policy == "when_needed",
         image=image,
         runtime_mode=runtime_mode(config),
+        fabric_kind=kind,
     )

@@ -201,7 +201,8 @@ def test_rpm_local_repo_layout_and_headers(rhel9):
         names[name] = evr
     assert set(names) == {"nvidia-driver", "nvidia-driver-cuda", "kmod-nvidia-latest-dkms",
                           "kmod-nvidia-open-dkms", "nvidia-kmod-common", "cuda-drivers",
-                          "nvidia-open", "nvidia-fabric-manager", "nvidia-persistenced"}
+                          "nvidia-open", "nvidia-fabric-manager", "nvidia-persistenced",
+                          "libnvidia-nscq-570"}  # NSCQ before 580: the branch in its name
     assert set(names.values()) == {f"3:{VER}-1.el9"}
     requires = sh("rpm", "-qp", "--requires", str(rhel9["repo"] / f"nvidia-open-{VER}-1.el9.x86_64.rpm")).stdout
     assert f"kmod-nvidia-open-dkms = 3:{VER}-1.el9" in requires

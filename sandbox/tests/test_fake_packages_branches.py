@@ -207,3 +207,26 @@ def test_nvidia_smi_of_each_branch_reports_its_driver(out, tmp_path, version):
     csv = sh(sys.executable, "-m", "gpusim.smi", "--query-gpu=driver_version,name",
              "--format=csv,noheader", env=env)
     assert csv.strip() == f"{version}, NVIDIA A100-SXM4-40GB"
+
+
+@pytest.mark.parametrize("version", [R580, R595])
+def test_fabric_manager_and_imex_ship_their_units(out, tmp_path, version):
+    """Issue 25: the Fabric Manager package carries NVIDIA's unit name, a forking daemon with
+    its pid file, a prerm that stops it; nvidia-imex its daemon, config and unit."""
+    idx = apt_index(out, version, "debian12", tmp_path / "x")
+    root = tmp_path / "root"
+    for name in ("nvidia-fabricmanager", "nvidia-imex"):
+        sh("dpkg-deb", "-x", str(idx[name]["_deb"]), str(root))
+    unit = (root / "lib/systemd/system/nvidia-fabricmanager.service").read_text()
+    assert "Type=forking" in unit and "WantedBy=multi-user.target" in unit
+    assert "ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg" in unit
+    assert "PIDFile=/var/run/nvidia-fabricmanager/nv-fabricmanager.pid" in unit
+    assert f"Fabric Manager version is : {version}" in sh(str(root / "usr/bin/nv-fabricmanager"),
+                                                           "--version")
+    prerm = sh("dpkg-deb", "-I", str(idx["nvidia-fabricmanager"]["_deb"]), "prerm")
+    assert "systemctl stop nvidia-fabricmanager.service" in prerm
+    imex = (root / "lib/systemd/system/nvidia-imex.service").read_text()
+    assert "ExecStart=/usr/bin/nvidia-imex -c /etc/nvidia-imex/config.cfg" in imex
+    assert "IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg" in (
+        root / "etc/nvidia-imex/config.cfg").read_text()
+    assert sh(str(root / "usr/bin/nvidia-imex"), "--version").strip() == f"IMEX version is: {version}"

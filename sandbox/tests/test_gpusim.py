@@ -1176,11 +1176,45 @@ HEALTHY_H100 = {"ecc_mode_current": "enabled", "ecc_volatile_uncorrectable": 0,
                 "pcie_width_max": 16, "throttle_reasons_active": [], "fabric_state": "Completed"}
 
 
+def start_fabric_manager(sim, version):
+    """A live process named like Fabric Manager, its pid file and the version file the
+    sandbox's nv-fabricmanager writes (sandbox/nvidia/README.md, "Fabric Manager")."""
+    proc = subprocess.Popen(["bash", "-c", "exec -a nv-fabricmanager sleep 300"])
+    sim.write("run/nvidia-fabricmanager/nv-fabricmanager.pid", f"{proc.pid}\n")
+    sim.write("run/nvidia-fabricmanager/gpusim-version", f"{version}\n")
+    return proc
+
+
 @pytest.fixture
 def hgx(sim):
     sim.machine("H100-80GB-HBM3", 8, nvswitch=True).install()
     sim.boot()
-    return sim
+    fm = start_fabric_manager(sim, "570.172.08")
+    yield sim
+    fm.kill()
+    fm.wait()
+
+
+def test_the_fabric_is_in_progress_until_fabric_manager_of_the_driver_version_runs(sim):
+    sim.machine("H100-80GB-HBM3", 8, nvswitch=True).install()
+    sim.boot()
+    assert {h["fabric_state"] for h in healths(sim).values()} == {"In Progress"}
+    other = start_fabric_manager(sim, "580.95.05")  # another version: refused, as FM does
+    try:
+        assert {h["fabric_state"] for h in healths(sim).values()} == {"In Progress"}
+    finally:
+        other.kill()
+        other.wait()
+    fm = start_fabric_manager(sim, "570.172.08")
+    try:
+        assert {h["fabric_state"] for h in healths(sim).values()} == {"Completed"}
+        assert section(sim.smi("-q", "-i", "0").splitlines(), "Fabric")[1:3] == [
+            "        State                             : Completed",
+            "        Status                            : Success"]
+    finally:
+        fm.kill()
+        fm.wait()
+    assert {h["fabric_state"] for h in healths(sim).values()} == {"In Progress"}
 
 
 def test_each_gpu_fault_shows_in_the_xml(hgx):

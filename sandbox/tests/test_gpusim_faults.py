@@ -66,6 +66,11 @@ def driver(fleet, ssh):
                   f"'gpusim-module version={VERSION} flavor={flavor} kernel=%s\\n' $(uname -r) "
                   f"> $m/nvidia.ko && printf '{{\"version\": \"{VERSION}\", \"flavor\": \"{flavor}\"}}\\n'"
                   " > /usr/lib/gpusim/userspace.json && modprobe nvidia")
+    # the HGX host's fabric registers once Fabric Manager of the driver's version runs
+    # (sandbox/nvidia/README.md, "Fabric Manager"): its binary from the same local repo
+    ssh("gpu-01", f"dpkg-deb -x /var/nvidia-driver-local-repo-debian12-{VERSION}/"
+                  "nvidia-fabricmanager-570_*.deb /tmp/fm && "
+                  "/tmp/fm/usr/bin/nv-fabricmanager -c /tmp/fm/usr/share/nvidia/nvswitch/fabricmanager.cfg")
     return ssh
 
 

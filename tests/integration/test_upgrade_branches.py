@@ -93,7 +93,9 @@ def test_570_hosts_carry_the_branch_in_their_companion_names(at_570):
     for name in APT_HOSTS:
         assert set(companions(at_570[name])) == {
             "nvidia-fabricmanager-570", "libnvidia-nscq-570", "nvidia-imex-570"}, name
-    assert set(companions(at_570["ol8-02"])) == {"nvidia-fabric-manager"}
+    # Fabric Manager and NSCQ (nvidia_fabricmanager: nvswitch, issue 25); EL's NSCQ carries
+    # the branch before 580 (gpu-driver-container rhel9/precompiled/Dockerfile)
+    assert set(companions(at_570["ol8-02"])) == {"nvidia-fabric-manager", "libnvidia-nscq-570"}
 
 
 def test_580_companions_lose_the_branch_on_apt_and_dnf(to_580, ssh):
@@ -109,9 +111,11 @@ def test_580_companions_lose_the_branch_on_apt_and_dnf(to_580, ssh):
         assert "nvidia-open-580" in packages, name  # the driver keeps its branch until 590
         # its own package, depended on by nothing: before, it stayed at 570
         assert packages["nvidia-persistenced"].startswith(LTSB), name
-    assert companions(installed(ssh, "ol8-02")) == {"nvidia-fabricmanager": LTSB}
-    for name in NAMES:  # (the sandbox's Fabric Manager ships no unit yet: issue 25)
+    assert companions(installed(ssh, "ol8-02")) == {"nvidia-fabricmanager": LTSB,
+                                                    "libnvidia-nscq": LTSB}
+    for name in NAMES:  # Fabric Manager restarted at the new version: the fabric is back
         assert ssh(name, "nv-fabricmanager --version").stdout.strip().endswith(LTSB), name
+        assert ssh(name, "nvidia-smi -q | grep -c 'State  *: Completed'").stdout.strip() == "8"
 
 
 def test_595_is_held_by_nvidias_pinning_package_on_apt(to_595, ssh):
@@ -128,7 +132,10 @@ def test_595_is_held_by_nvidias_pinning_package_on_apt(to_595, ssh):
         assert set(companions(packages)) == {"nvidia-fabricmanager", "libnvidia-nscq",
                                              "nvidia-imex"}, name
     assert "595-open [e]" in ssh("ol8-02", "dnf -q module list --enabled nvidia-driver").stdout
-    assert companions(installed(ssh, "ol8-02")) == {"nvidia-fabricmanager": PRODUCTION}
+    assert companions(installed(ssh, "ol8-02")) == {"nvidia-fabricmanager": PRODUCTION,
+                                                    "libnvidia-nscq": PRODUCTION}
+    for name in NAMES:  # driver, Fabric Manager and NSCQ moved together: the fabric is back
+        assert ssh(name, "nvidia-smi -q | grep -c 'State  *: Completed'").stdout.strip() == "8"
 
 
 def test_a_second_upgrade_to_595_has_nothing_to_do(to_595, ssh, tmp_path):

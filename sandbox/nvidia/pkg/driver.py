@@ -96,13 +96,26 @@ def persistenced_files(version: str) -> dict[str, tuple[str, int]]:
     }
 
 
+FM_UNIT = "/lib/systemd/system/nvidia-fabricmanager.service"
+
+
 def fabricmanager_files(version: str) -> dict[str, tuple[str, int]]:
+    """nv-fabricmanager (a daemon that refuses another driver version and a host without
+    NVSwitches), its configuration and NVIDIA's unit (sandbox/nvidia/README.md, "Fabric
+    Manager")."""
     return {
         "/usr/bin/nv-fabricmanager": (template("nv-fabricmanager", VERSION=version), 0o755),
         "/usr/share/nvidia/nvswitch/fabricmanager.cfg":
             ("# Fabric Manager configuration (gpuhost sandbox)\nFM_CMD_BIND_INTERFACE=127.0.0.1\n",
              0o644),
+        FM_UNIT: (template("nvidia-fabricmanager.service"), 0o644),
     }
+
+
+FM_STOP = ("if [ -d /run/systemd/system ]; then "
+           "systemctl stop nvidia-fabricmanager.service >/dev/null 2>&1 || true; fi")
+# a Fabric Manager of the old version must not keep running once its package goes
+FM_DEB_SCRIPTS = {"prerm": f"#!/bin/sh\nset -e\n{FM_STOP}\n"}
 
 
 # The driver's user-space libraries under their versioned names (NVIDIA ships
@@ -221,7 +234,8 @@ def apt_companions(version: str, v: str, common: str) -> list[DebPackage]:
         return [
             DebPackage("nvidia-fabricmanager", v,
                        f"Fabric Manager for NVSwitch based systems (simulated, {version})",
-                       depends=dep, files=fabricmanager_files(version), section="non-free/utils"),
+                       depends=dep, files=fabricmanager_files(version), section="non-free/utils",
+                       scripts=FM_DEB_SCRIPTS),
             *(DebPackage(name, v, f"{what} (simulated, {version})", depends=dep,
                          files=readme(name, what, version), section=section)
               for name, what, section in COMPANIONS)]
@@ -231,7 +245,8 @@ def apt_companions(version: str, v: str, common: str) -> list[DebPackage]:
                    f"Fabric Manager for NVSwitch based systems (simulated, {version})",
                    depends=dep, files=fabricmanager_files(version),
                    provides=["nvidia-fabricmanager"], conflicts=["nvidia-fabricmanager"],
-                   replaces=["nvidia-fabricmanager"], section="non-free/utils"),
+                   replaces=["nvidia-fabricmanager"], section="non-free/utils",
+                   scripts=FM_DEB_SCRIPTS),
         # before 580 the sandbox models NSCQ and IMEX (no libnvsdm: its repos had it from 570
         # as libnvsdm-570, not modelled), each with the branch in its name
         *(DebPackage(f"{name}{sfx}", v, f"{what} (simulated, {version})", depends=dep,
@@ -245,9 +260,19 @@ COMPANIONS = (("libnvidia-nscq", "NVSwitch Configuration and Query library", "no
               ("libnvsdm", "NVSwitch Device Monitoring library", "non-free/libs"))
 
 
+IMEX_CONFIG = "/etc/nvidia-imex/config.cfg"
+
+
 def readme(package: str, what: str, version: str) -> dict[str, tuple[str, int]]:
-    return {f"/usr/share/doc/{package}/README.gpuhost":
-            (f"Simulated {what} {version} (gpuhost sandbox).\n", 0o644)}
+    files = {f"/usr/share/doc/{package}/README.gpuhost":
+             (f"Simulated {what} {version} (gpuhost sandbox).\n", 0o644)}
+    if package.startswith("nvidia-imex"):  # the daemon, its config and NVIDIA's unit name
+        files.update({
+            "/usr/bin/nvidia-imex": (template("nvidia-imex", VERSION=version), 0o755),
+            IMEX_CONFIG: ("# NVIDIA IMEX configuration (gpuhost sandbox)\n"
+                          "IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\n", 0o644),
+            "/lib/systemd/system/nvidia-imex.service": (template("nvidia-imex.service"), 0o644)})
+    return files
 
 
 def pin_text(version: str, names: list[str]) -> str:
@@ -327,12 +352,16 @@ def rpm_packages(version: str, el: str) -> list[RpmPackage]:
                                  ">/dev/null 2>&1; exit 0"],
                         "preun": ["/bin/sh", "-c", f"{SYSTEMD_STOP}; exit 0"]}),
         pkg(fabricmanager_rpm(version), "Fabric Manager for NVSwitch based systems (simulated)",
-            requires=[f"nvidia-driver {eq}"], files=fabricmanager_files(version)),
+            requires=[f"nvidia-driver {eq}"], files=fabricmanager_files(version),
+            scriptlets={"preun": ["/bin/sh", "-c", f"{FM_STOP}; exit 0"]}),
         # from 580: NSCQ, IMEX and NVSDM without the branch, at the driver's version
-        # (gpu-driver-container@038c8b5 rhel9/install.sh); not modelled before 580
+        # (gpu-driver-container@038c8b5 rhel9/install.sh); before 580 NSCQ only, with the
+        # branch in its name (rhel9/precompiled/Dockerfile: libnvidia-nscq-${DRIVER_BRANCH})
         *(pkg(name, f"{what} (simulated)", requires=[f"nvidia-kmod-common {eq}"],
               files=readme(name, what, version))
-          for name, what, _ in (COMPANIONS if companions_unbranched(version) else ())),
+          for name, what, _ in (COMPANIONS if companions_unbranched(version) else
+                                [(f"{COMPANIONS[0][0]}-{branch_of(version)}",
+                                  COMPANIONS[0][1], "")])),
         *([] if open_only(version) else [
             pkg("cuda-drivers", "CUDA drivers, proprietary kernel module (meta package)",
                 requires=[f"nvidia-driver {eq}", f"nvidia-driver-cuda {eq}",

@@ -419,5 +419,10 @@ def gpu_health(machine, state, index, faults, driver_version, idle):
         reasons.add("gpu_idle")
     health["throttle"] = reasons
     if fabric_capable(machine):
-        health["fabric"] = "In Progress" if f.get("fabric_in_progress") else "Completed"
+        # NVIDIA's Fabric Manager user guide: the GPUs of an NVSwitch system register with
+        # the fabric only once Fabric Manager of the driver's exact version has configured
+        # the NVSwitches; until then their fabric state stays "In Progress".
+        running = host.fabricmanager_version()
+        done = running == driver_version and not f.get("fabric_in_progress")
+        health["fabric"] = "Completed" if done else "In Progress"
     return health

@@ -24,6 +24,12 @@ USERSPACE = "usr/lib/gpusim/userspace.json"
 PROC_NVIDIA = "proc/driver/nvidia"
 PERSISTENCED_PIDFILES = ("run/nvidia-persistenced/nvidia-persistenced.pid",
                          "var/run/nvidia-persistenced/nvidia-persistenced.pid")
+# Fabric Manager's pid file as NVIDIA's driver container names it (gpu-driver-container
+# rhel9/nvidia-driver: /var/run/nvidia-fabricmanager/nv-fabricmanager.pid); the fake daemon
+# writes the version it runs beside it (sandbox/nvidia/README.md, "Fabric Manager").
+FABRICMANAGER_PIDFILES = ("run/nvidia-fabricmanager/nv-fabricmanager.pid",
+                          "var/run/nvidia-fabricmanager/nv-fabricmanager.pid")
+FABRICMANAGER_VERSION = "gpusim-version"
 MODULE_DIRS = ("updates/dkms", "extra", "kernel/drivers/video", "updates")
 KNOWN_FAULTS = ("dkms_build_fail", "smi_hang", "gpu_reset_unsupported", "scriptlet_ignores_dkms")
 SIM_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm")
@@ -248,9 +254,10 @@ class Session:
 
 
 # ----- persistence -------------------------------------------------------------------
-def persistenced_pid():
-    """PID of a running nvidia-persistenced (its pid file, alive, named so), else None."""
-    for rel in PERSISTENCED_PIDFILES:
+def _live_pid(pidfiles, name):
+    """PID of a running daemon (one of its pid files, alive, ``name`` in its command
+    line), else (None, None); the second value is the pid file's path."""
+    for rel in pidfiles:
         try:
             with open(path(rel), encoding="utf-8") as fh:
                 pid = int(fh.read().strip() or "0")
@@ -266,12 +273,31 @@ def persistenced_pid():
             pass
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if b"persistenced" not in fh.read():
+                if name not in fh.read():
                     continue
         except OSError:
             pass
-        return pid
-    return None
+        return pid, path(rel)
+    return None, None
+
+
+def persistenced_pid():
+    """PID of a running nvidia-persistenced (its pid file, alive, named so), else None."""
+    return _live_pid(PERSISTENCED_PIDFILES, b"persistenced")[0]
+
+
+def fabricmanager_version():
+    """The version of the running Fabric Manager (its pid file, alive, named so, and the
+    version it wrote beside it), else None."""
+    pid, pidfile = _live_pid(FABRICMANAGER_PIDFILES, b"fabricmanager")
+    if pid is None:
+        return None
+    try:
+        with open(os.path.join(os.path.dirname(pidfile), FABRICMANAGER_VERSION),
+                  encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
 
 
 def sync_persistenced(state):

@@ -1,0 +1,175 @@
+"""An HGX H100 host (8 GPUs, 4 NVSwitches) from bare, over real SSH (issue 25).
+
+gpusim keeps every GPU's fabric state "In Progress" until Fabric Manager of the driver's
+exact version runs (sandbox/nvidia/README.md, "Fabric Manager"). With the default
+``nvidia_fabric: auto`` gpuhost reads the NVSwitches, installs Fabric Manager and NSCQ at
+the driver's version, orders Fabric Manager before Docker, starts it once the driver is
+loaded, and its verify waits for every GPU's fabric state Completed. Then: a second run
+changes nothing; a reboot brings the fabric back before Docker starts (real systemd's
+timestamps); Fabric Manager at another version is drift naming both versions, and the
+deploy moves it back. Beside it an NVL host (``nvidia_fabric: nvl``): IMEX and NVSDM at
+the driver's version, the peers in nodes_config.cfg, nvidia-imex running, IMEX channel 0
+asked of the driver at every load.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import default_driver
+
+HGX = {"gpu_model": "H100-80GB-HBM3", "gpu_count": 8, "nvswitch": True}
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(hosts=2, ol=0, docker_hosts=1, overrides={"gpu-01": HGX},
+                                state="bare", why="converging an HGX host from bare is the point")]
+# gpu-02 is an NVL domain member (nvidia_fabric: nvl) with two peers: itself and another
+INVENTORY = """
+import sys
+sys.path.insert(0, {root!r})
+import inventories.sandbox as _shared
+
+_OVERRIDES = {{"gpu-02": {{"nvidia_fabric": "nvl", "nvidia_imex_peers": {peers!r}}}}}
+for _name, _value in list(vars(_shared).items()):
+    if not _name.startswith("_") and isinstance(_value, tuple) and len(_value) == 2:
+        globals()[_name] = ([(n, {{**d, **_OVERRIDES.get(n, {{}})}}) for n, d in _value[0]],
+                            _value[1])
+"""
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else sys.executable
+OTHER = "595.71.05"  # a Fabric Manager of another driver version
+
+
+def fabric_states(ssh) -> list[str]:
+    out = ssh("gpu-01", "nvidia-smi -q -x").stdout
+    from facts import parsers
+
+    return [gpu["health"]["fabric_state"] for gpu in parsers.parse_smi_xml(out)["gpus"]]
+
+
+def package_version(ssh, name: str, host: str = "gpu-01") -> str:
+    return ssh(host, f"dpkg-query -W -f '${{Version}}' {name}").stdout.strip()
+
+
+def audit(tmp_path: Path) -> tuple[int, dict]:
+    out = tmp_path / "audit.json"
+    proc = subprocess.run([PYTHON, "-m", "gpuhost.cli", "audit", "inventories/sandbox.py",
+                           "--json", str(out)], cwd=ROOT, text=True, capture_output=True,
+                          timeout=600, env={**os.environ, "PYINFRA_PROGRESS": "off"})
+    assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    host = next(h for h in json.loads(out.read_text())["hosts"] if h["name"] == "gpu-01")
+    return proc.returncode, host
+
+
+@pytest.fixture(scope="module")
+def peers(fleet):
+    return [next(h["address"] for h in fleet["hosts"] if h["name"] == "gpu-02"), "10.77.0.2"]
+
+
+@pytest.fixture(scope="module")
+def nvl_pyinfra(fleet, sandbox_tools, tmp_path_factory, peers):
+    inventory = tmp_path_factory.mktemp("fabric") / "fabric_inventory.py"
+    inventory.write_text(INVENTORY.format(root=str(sandbox_tools.root), peers=peers))
+    return lambda *args, **kw: sandbox_tools.run_pyinfra(*args, inventory=str(inventory), **kw)
+
+
+@pytest.fixture(scope="module")
+def converged(fleet, ssh, nvl_pyinfra):
+    first = nvl_pyinfra("-y", "deploys/gpu_host.py", check=False, timeout=1800)
+    second = nvl_pyinfra("-y", "deploys/gpu_host.py", check=False, timeout=900)
+    return {"first": first, "second": second}
+
+
+def test_the_hgx_host_converges_from_bare_with_the_fabric_completed(converged, ssh):
+    first = converged["first"]
+    assert first.returncode == 0, first.output[-5000:]
+    version = default_driver()
+    assert fabric_states(ssh) == ["Completed"] * 8
+    for name in ("nvidia-fabricmanager", "libnvidia-nscq"):  # R580+ names, the driver's version
+        assert package_version(ssh, name).startswith(version + "-"), name
+    assert ssh("gpu-01", "systemctl is-enabled nvidia-fabricmanager; "
+                         "systemctl is-active nvidia-fabricmanager").stdout.split() == [
+        "enabled", "active"]
+    assert "docker.service" in ssh("gpu-01", "systemctl show -p Before --value "
+                                             "nvidia-fabricmanager").stdout
+    # verify waited for (or found) the fabric: its operation ran on the host
+    assert first.summary_row("Verify | Every GPU's NVLink fabric state is Completed")[2] == "-"
+
+
+def test_the_nvl_host_runs_imex_with_its_peers_and_channel_0_at_every_driver_load(
+        converged, ssh, peers):
+    assert converged["first"].returncode == 0, converged["first"].output[-3000:]
+    version = default_driver()
+    for name in ("nvidia-imex", "libnvsdm"):
+        assert package_version(ssh, name, "gpu-02").startswith(version + "-"), name
+    assert ssh("gpu-02", "cat /etc/nvidia-imex/nodes_config.cfg").stdout.split() == peers
+    assert ssh("gpu-02", "systemctl is-active nvidia-imex").stdout.strip() == "active"
+    assert "nvidia-fabricmanager" not in ssh("gpu-02", "dpkg-query -W -f '${Package}\\n' "
+                                                       "'nvidia-fabric*' 2>/dev/null || true").stdout
+    assert "options nvidia NVreg_CreateImexChannel0=1" in ssh(
+        "gpu-02", "cat /etc/modprobe.d/gpuhost-imex-channel.conf").stdout
+
+
+def test_a_second_run_changes_nothing(converged):
+    second = converged["second"]
+    assert second.returncode == 0, second.output[-3000:]
+    assert second.totals["changed"] == 0 and second.totals["error"] == 0, second.changed()
+
+
+def test_a_reboot_brings_the_fabric_back_before_docker_starts(converged, ssh, sandbox_tools,
+                                                              fleet):
+    before = sandbox_tools.boots("gpu-01")
+    ssh("gpu-01", "systemctl reboot", check=False)
+    sandbox_tools.wait_for_reboot(fleet, "gpu-01", before)
+    fm = int(ssh("gpu-01", "systemctl show -p ActiveEnterTimestampMonotonic --value "
+                           "nvidia-fabricmanager").stdout.strip())
+    docker = int(ssh("gpu-01", "systemctl show -p ExecMainStartTimestampMonotonic --value "
+                               "docker").stdout.strip())
+    assert 0 < fm <= docker, (fm, docker)  # Fabric Manager was up (forked) before dockerd ran
+    assert fabric_states(ssh) == ["Completed"] * 8
+
+
+def test_fabric_manager_of_another_version_is_drift_and_the_deploy_moves_it_back(
+        converged, fleet, ssh, pyinfra, tmp_path):
+    version = default_driver()
+    out = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+    repo = out / "local-repos" / OTHER / f"nvidia-driver-local-repo-debian12-{OTHER}_1.0-1_amd64.deb"
+    h = next(h for h in fleet["hosts"] if h["name"] == "gpu-01")
+    subprocess.run(["ssh", "-i", fleet["ssh_key"], "-p", str(h["port"]), "-o",
+                    f"UserKnownHostsFile={fleet['known_hosts']}", "-o", "BatchMode=yes",
+                    f"root@{h['address']}", "cat > /tmp/other-repo.deb"],
+                   input=repo.read_bytes(), check=True, timeout=60)
+    # an administrator's "apt install ./nvidia-fabricmanager_595...deb" (dependencies forced)
+    ssh("gpu-01", "rm -rf /tmp/other && dpkg-deb -x /tmp/other-repo.deb /tmp/other && "
+                  "dpkg -i --force-depends /tmp/other/var/nvidia-driver-local-repo-debian12-"
+                  f"{OTHER}/nvidia-fabricmanager_{OTHER}-1_amd64.deb >/dev/null 2>&1; "
+                  "systemctl start nvidia-fabricmanager || true")
+    assert fabric_states(ssh) == ["In Progress"] * 8  # FM 595 refuses driver 580
+    log = ssh("gpu-01", "journalctl -u nvidia-fabricmanager -b --no-pager -o cat").stdout
+    assert f"version {OTHER} don't match with driver version {version}" in log, log[-2000:]
+
+    # verify's bounded wait fails the host with the states and Fabric Manager's own lines
+    wait = pyinfra("-y", "tests/integration/fabric_wait_only.py", "--limit", "gpu-01",
+                   check=False, timeout=300)
+    assert wait.returncode != 0, wait.output[-3000:]
+    assert "8 GPU(s) not Completed" in wait.output, wait.output[-3000:]
+    assert f"version {OTHER} don't match with driver version {version}" in wait.output
+
+    code, host = audit(tmp_path)
+    assert code == 4, host  # unhealthy (fabric-not-completed) wins over drift
+    messages = [d["message"] for d in host["drift"] if d["item"] == "fabric_package"]
+    assert any(OTHER in m and version in m and "nvidia-fabricmanager" in m for m in messages), \
+        host["drift"]
+    assert {f["id"] for f in host["health"]["findings"]} >= {"fabric-not-completed"}
+
+    fixed = pyinfra("-y", "deploys/gpu_host.py", "--limit", "gpu-01", check=False, timeout=900)
+    assert fixed.returncode == 0, fixed.output[-4000:]
+    assert package_version(ssh, "nvidia-fabricmanager").startswith(version + "-")
+    assert fabric_states(ssh) == ["Completed"] * 8
+    code, host = audit(tmp_path)
+    assert not [d for d in host["drift"] if d["item"].startswith("fabric")], host["drift"]
+    assert "fabric-not-completed" not in {f["id"] for f in host["health"]["findings"]}
