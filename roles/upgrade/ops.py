@@ -8,6 +8,8 @@ import shlex
 import subprocess
 from typing import Any
 
+from packaging.version import Version
+
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, QuoteString, StringCommand, operation
 
@@ -266,8 +268,13 @@ def switch_packages(distro_tag: str, version: str, flavor: str, wanted: list[str
         host.noop(f"the {flavor} driver {version} packages are installed")
         return
     if packages.family(distro_tag) == "debian":
+        # A downgrade (allowed by upgrade_allow_downgrade, refused before any host otherwise)
+        # takes packages that keep their name across branches (nvidia-persistenced, the
+        # unversioned companions) to an older version: apt needs to be told so.
+        older = any(Version(v) > Version(version) for v in driver["installed_versions"])
         yield StringCommand(
             "dpkg --configure -a && DEBIAN_FRONTEND=noninteractive apt-get install -y",
+            *(["--allow-downgrades"] if older else []),
             "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold",
             "--no-install-recommends", *[QuoteString(name) for name in wanted],
             *[QuoteString(f"{name}-") for name in old],

@@ -219,6 +219,8 @@ def test_downgrade_with_the_setting_switches_back():
     assert "the loaded module is 570.172.08, want 550.163.01" in result.stdout
     install = next(line for line in result.stdout.splitlines() if "apt-get install" in line)
     assert "cuda-drivers-550" in install and "nvidia-open-570-" in install
+    # packages that keep their name (nvidia-persistenced) go down a version: apt is told so
+    assert "--allow-downgrades" in install
 
 
 def test_a_driver_that_cannot_drive_the_gpus_is_refused():
