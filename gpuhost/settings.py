@@ -280,10 +280,11 @@ class Settings:
     upgrade_force: bool = _key(
         "bool", "upgrade even when GPU processes are running", check_bool, False)
     upgrade_drain_command: str | None = _key(
-        "str or null", "controller command run before a host's upgrade; {host} is replaced by "
-        "the shell-quoted host name", check_command, None)
+        "str or null", "controller command run before a host's driver upgrade or GPU recovery "
+        "(gpuhost recover); {host} is replaced by the shell-quoted host name", check_command, None)
     upgrade_uncordon_command: str | None = _key(
-        "str or null", "controller command run after a host's upgrade; {host} as above",
+        "str or null", "controller command run after a host's driver upgrade or GPU recovery; "
+        "{host} as above",
         check_command, None)
     upgrade_stop_services: tuple[str, ...] = _key(
         "list of names", "extra services stopped before an upgrade",
