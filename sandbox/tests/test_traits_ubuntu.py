@@ -208,7 +208,7 @@ def test_the_driver_pin_holds_against_unattended_upgrades(hosts, sandbox_tools, 
     finally:
         sh(h, "rm -rf /srv/newer /etc/apt/sources.list.d/newer.list "
            "/etc/apt/apt.conf.d/52test-any-origin; apt-get update -qq", check=False)
-    assert sh(h, "dpkg-query -W -f '${Version}' nvidia-open-570").stdout == installed
+    assert sh(h, f"dpkg-query -W -f '${{Version}}' {package}").stdout == installed
 
 
 def _upgraded(text: str) -> str:
