@@ -16,6 +16,7 @@ from typing import Any
 from pyinfra.api import FactBase
 from typing_extensions import override
 
+from facts.upgrade import parse_marker
 from gpuhost.recover import HANDLED, MARKER, RESULT, parse_result
 
 _FIELDS = ("{{json .Id}} {{json .Name}} {{json .HostConfig.Runtime}} "
@@ -63,13 +64,7 @@ def parse(lines: list[str]) -> dict[str, Any]:
             if container:
                 out["containers"].append(container)
         elif key == "marker":
-            try:
-                marker = json.loads(value)
-                if not isinstance(marker, dict):
-                    raise ValueError("not a JSON object")
-                out["marker"] = marker
-            except ValueError as error:
-                out["marker_error"] = f"{MARKER} is not valid JSON ({error})"
+            out.update(parse_marker(value, MARKER))
         elif key == "result":
             result.append(value)
         elif key == "handled":

@@ -78,14 +78,20 @@ def parse(lines: list[str]) -> dict[str, Any]:
         elif key in ("daemon_json_sha256", "apt_pin_sha256", "dnf_stream", "dnf_state"):
             result[key] = value.strip() or None
         elif key == "marker":
-            try:
-                marker = json.loads(value)
-                if not isinstance(marker, dict):
-                    raise ValueError("not a JSON object")
-                result["marker"] = marker
-            except ValueError as error:
-                result["marker_error"] = f"{MARKER} is not valid JSON ({error})"
+            result.update(parse_marker(value, MARKER))
     return result
+
+
+def parse_marker(value: str, path: str) -> dict[str, Any]:
+    """A resume marker's JSON line: ``{"marker": {...}}``, or ``{"marker_error": why}``
+    naming ``path`` when it is not a JSON object (shared by the upgrade and recover probes)."""
+    try:
+        marker = json.loads(value)
+        if not isinstance(marker, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as error:
+        return {"marker_error": f"{path} is not valid JSON ({error})"}
+    return {"marker": marker}
 
 
 class UpgradeProbe(FactBase):
