@@ -19,11 +19,11 @@ from __future__ import annotations
 from pyinfra import host, logger
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.operations import files, server, systemd
-from pyinfra.operations.util import any_changed
 
 from facts.mig import MigState
 from facts.nvidia import NvidiaGpus
-from gpuhost import policy
+from facts.pyinfra_api import any_changed
+from gpuhost import mig_driver, policy
 from roles.common import GpuhostError, fail_command, host_settings, host_state
 from roles.files import config_file
 
@@ -273,6 +273,13 @@ def configure() -> None:
     if not capable:
         logger.warning(f"{host.name}: mig_mode/mig_layout set but no GPU here is MIG-capable")
         return
+    if wanted_mode != "disabled":
+        too_old = mig_driver.problems(((gpu["index"], gpu["model"]) for gpu in capable),
+                                      config.nvidia_driver_version)
+        if too_old:
+            server.shell(name="gpuhost refuses MIG on a driver without it",
+                         commands=[fail_command("; ".join(too_old))])
+            return
     if wanted_layout:
         for model in sorted({gpu["model"] for gpu in capable if gpu["model"]}):
             problems = policy.mig_layout_valid(model, list(wanted_layout))
@@ -305,6 +312,9 @@ def configure_named(config) -> None:
     entries = mig_config.select(config.mig_config_file, config.mig_config)
     wants = mig_config.wanted(entries, state["gpus"])
     problems = mig_config.host_problems(config.mig_config, wants, state["gpus"])
+    problems += mig_driver.problems(
+        ((i, w.model) for i, w in wants.items() if w.mode == "enabled"),
+        config.nvidia_driver_version)
     if problems:
         raise GpuhostError(f"{host.name}: the MIG configuration does not fit this host, nothing "
                            "was changed on any host:\n  " + "\n  ".join(problems))

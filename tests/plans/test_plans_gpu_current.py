@@ -40,3 +40,18 @@ def test_an_rtx_pro_6000_blackwell_server_host_gets_the_open_modules_and_refuses
                                   "nvidia_driver_version": "580.95.05"}).stdout.splitlines()
     assert len(lines) == 1 and "NVIDIA RTX PRO 6000 Blackwell Server Edition, PCI id 10de:2bb5" \
         in lines[0] and "Blackwell GPUs need the open kernel modules" in lines[0], lines
+
+
+def test_mig_on_a_driver_older_than_the_gpus_first_mig_driver_is_refused_not_skipped():
+    # NVIDIA's MIG User Guide, "Deployment Considerations" (edition 620): RTX PRO 6000
+    # Blackwell has MIG from 575.51.03; on 570 `nvidia-smi -mig 1` says "not supported"
+    lines = run_plan("debian12", {**_pci(RTX_PRO_6000_SYSFS), "mig_mode": "enabled",
+                                  "nvidia_driver_version": "570.172.08"}).stdout.splitlines()
+    refused = [line for line in lines if "MIG needs driver" in line]
+    assert len(refused) == 1 and refused[0].endswith("exit 1"), lines
+    assert "GPU 0 (RTX-PRO-6000-BLACKWELL): MIG needs driver 575.51.03 or newer" in refused[0]
+    assert not any("nvidia-smi -mig" in line or "-mig 1" in line for line in lines), lines
+    # on 580 the same host gets its MIG mode
+    lines = run_plan("debian12", {**_pci(RTX_PRO_6000_SYSFS), "mig_mode": "enabled",
+                                  "nvidia_driver_version": "580.95.05"}).stdout.splitlines()
+    assert not any("MIG needs driver" in line for line in lines), lines
