@@ -39,6 +39,7 @@ from pyinfra.api.exceptions import FactProcessError, PyinfraError
 from pyinfra.facts.server import Command
 from pyinfra.operations import python
 
+from facts import pyinfra_api
 from facts.host import GpuHostState
 from gpuhost import audit, report
 
@@ -57,7 +58,7 @@ def read_state() -> tuple[dict | None, str | None]:
         output = host.get_fact(Command, command=fact.command())
     except PyinfraError as error:  # e.g. "No hosts remaining!" when this host failed
         return None, f"could not run the audit command: {error}"
-    if host in state.failed_hosts:
+    if pyinfra_api.host_failed(state, host):
         return None, "could not run the audit command (see pyinfra's error above)"
     try:
         return fact.process(output.split("\n")) if output else fact.default(), None

@@ -10,6 +10,7 @@ from typing_extensions import override
 
 from facts.assemble import driver_state, gpus_state
 from facts.base import SectionFact
+from facts.pyinfra_api import joined
 
 
 class NvidiaDriver(SectionFact):
@@ -102,7 +103,7 @@ class LocalRepoKeyTrusted(FactBase):
     def command(self, repo_dir: str) -> StringCommand:
         return StringCommand(
             "for key in",
-            StringCommand(QuoteString(repo_dir), "/nvidia-driver-*-keyring.gpg", _separator=""),
+            joined(QuoteString(repo_dir), "/nvidia-driver-*-keyring.gpg"),
             '; do test -e "$key" || continue; cmp -s "$key" "/usr/share/keyrings/${key##*/}"'
             ' && echo trusted || echo missing; done; true',
         )

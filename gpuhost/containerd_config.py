@@ -29,12 +29,13 @@ and ``cmd/nvidia-ctk/runtime/configure``, 2026-11-24), and what gpuhost does ins
 
 from __future__ import annotations
 
-import math
 import posixpath
 import re
 import tomllib
 from pathlib import PurePosixPath
 from typing import Any
+
+import tomli_w
 
 CONFIG = "/etc/containerd/config.toml"
 DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
@@ -256,77 +257,35 @@ def drift(view: dict[str, Any], default_runtime: bool = False,
         return [str(error)]
     if found:
         return found
-    if text != want:
+    if not same_drop_in(text, want):
         return [f"{DROP_IN} differs from what gpuhost writes from {CONFIG} (edited by hand, "
                 "or config.toml changed since): run the deploy"]
     return []
 
 
-# --- a TOML writer for what containerd configs hold (tables, strings, numbers, booleans,
-# arrays of them); arrays of tables and dates are refused rather than written wrongly.
-
-_BARE = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _key(key: str) -> str:
-    return key if _BARE.match(key) else _string(key)
-
-
-def _string(value: str) -> str:
-    out = []
-    for ch in value:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _value(value: Any, where: str) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return ("-" if value < 0 else "") + ("nan" if math.isnan(value) else "inf")
-        return repr(value)
-    if isinstance(value, str):
-        return _string(value)
-    if isinstance(value, list):
-        if any(isinstance(v, dict) for v in value):
-            raise ContainerdConfigError(
-                f"{where} is an array of tables, which gpuhost's drop-in writer does not copy")
-        return "[" + ", ".join(_value(v, where) for v in value) + "]"
-    if isinstance(value, dict):  # an inline table inside an array never reaches here
-        return "{" + ", ".join(f"{_key(k)} = {_value(v, where)}" for k, v in value.items()) + "}"
-    raise ContainerdConfigError(f"{where} holds a {type(value).__name__}, which gpuhost's "
-                                "drop-in writer does not copy")
-
-
 def render(data: dict[str, Any]) -> str:
-    """``data`` as TOML: scalars first, then each table under its dotted header."""
-    lines: list[str] = []
+    """``data`` as TOML (tomli-w: scalars first, then each table under its dotted header,
+    arrays of tables as ``[[...]]``). gpuhost's header comment is prepended by the callers:
+    the file is gpuhost's own, so no user comment has to survive (no tomlkit needed)."""
+    try:
+        return tomli_w.dumps(data)
+    except (TypeError, ValueError) as error:
+        raise ContainerdConfigError(f"the containerd config holds a value gpuhost cannot "
+                                    f"write back as TOML ({error})") from None
 
-    def table(prefix: list[str], node: dict[str, Any]) -> None:
-        scalars = [(k, v) for k, v in node.items() if not isinstance(v, dict)]
-        tables = [(k, v) for k, v in node.items() if isinstance(v, dict)]
-        if prefix and (scalars or not tables):
-            if lines:
-                lines.append("")
-            lines.append("[" + ".".join(_key(k) for k in prefix) + "]")
-        for k, v in scalars:
-            lines.append(f"{_key(k)} = {_value(v, '.'.join([*prefix, k]))}")
-        for k, v in tables:
-            table([*prefix, k], v)
 
-    table([], data)
-    return "\n".join(lines) + "\n"
+def same_drop_in(text: str | None, want: str) -> bool:
+    """``text`` is gpuhost's drop-in with the content of ``want`` (the same header and TOML
+    data; the layout may differ: a drop-in written by gpuhost's own TOML writer before
+    tomli-w, issue 27, has arrays on one line)."""
+    if not text or not is_gpuhosts(text):
+        return False
+    if text == want:
+        return True
+    header = HEADER.count("\n")
+    if text.splitlines()[:header] != want.splitlines()[:header]:
+        return False
+    try:
+        return tomllib.loads(text) == tomllib.loads(want)
+    except tomllib.TOMLDecodeError:
+        return False

@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 
+from facts.pyinfra_api import cli_values
 from gpuhost import settings
 from gpuhost.cli import select_hosts
 
@@ -77,12 +78,10 @@ def check(inventory_file: str) -> None:
     params = _cli_params()
     if not params:
         return  # not under pyinfra's command line (e.g. imported by a test or the API)
-    operations = [str(op) for op in params.get("operations") or ()]
-    if not any(op.endswith(DEPLOYS_WITH_SETTINGS) for op in operations):
+    operations, data, group_data, limit, exclude = cli_values(params)
+    if not any(str(op).endswith(DEPLOYS_WITH_SETTINGS) for op in operations):
         return
-    hosts = inventory_data(inventory_file, params.get("data") or (),
-                           params.get("group_data") or (), params.get("limit") or (),
-                           params.get("exclude") or ())
+    hosts = inventory_data(inventory_file, data, group_data, limit, exclude)
     problems = settings.validate_inventory(hosts)
     if problems:
         print("gpuhost: inventory data is invalid; no host was contacted:", file=sys.stderr)

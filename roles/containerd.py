@@ -22,10 +22,11 @@ import hashlib
 
 from pyinfra import host, logger, state
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
-from pyinfra.operations.util.files import generate_color_diff
 
 from facts.containerd import ContainerdView
+from facts.pyinfra_api import color_diff
 from gpuhost import containerd_config as rules
+from roles import restart
 from roles.common import fail_command, host_settings, host_state
 from roles.files import atomic_write
 
@@ -37,12 +38,11 @@ OLD = rules.DROP_IN.rsplit("/", 1)[0] + "/.99-nvidia.toml.gpuhost-old"
 
 
 def checked_restart(restore: list[str], want_nvidia: bool = True) -> StringCommand:
-    """Restart containerd, wait until it answers, and check its effective config has the
-    nvidia runtime (``want_nvidia``; else only that it runs with its CRI plugin); when it does
-    not start or its CRI plugin does not load, run ``restore`` (shell commands that put
-    gpuhost's previous files back), restart it and fail with the errors it logged since the
-    restart."""
-    undo = " ".join(f"{c};" for c in restore)
+    """Restart containerd (``roles.restart.checked_restart``): it must answer (``ctr
+    version``), its CRI plugin must load and, with ``want_nvidia``, its effective config
+    (``containerd config dump``) must have the nvidia runtime; otherwise ``restore`` (shell
+    commands that put gpuhost's previous files back) runs, containerd is restarted and the
+    host fails with the errors containerd logged since the restart."""
     if not want_nvidia:
         check = ["rm -f", QuoteString(OLD), "; exit 0; fi;"]
     else:
@@ -54,34 +54,36 @@ def checked_restart(restore: list[str], want_nvidia: bool = True) -> StringComma
                 "gpuhost: containerd restarted, but `containerd config dump` shows no nvidia "
                 f"runtime: something else decides what containerd reads ({rules.DROP_IN} is "
                 "not imported)"), ">&2; exit 1; fi;"]
-    return StringCommand(
-        "systemctl reset-failed containerd.service >/dev/null 2>&1;",
-        "since=$(date '+%Y-%m-%d %H:%M:%S');",
-        "if systemctl restart containerd.service && timeout 60 sh -c",
-        QuoteString("until ctr version >/dev/null 2>&1; do sleep 1; done"), "; then",
+    return restart.checked_restart(
+        "containerd.service", "ctr version >/dev/null 2>&1",
+        "gpuhost: containerd did not start (or its CRI plugin did not load) with the nvidia "
+        "drop-in; gpuhost put its previous files back and started containerd again. "
+        "containerd said:",
         # containerd stays up when its CRI plugin fails to load: that is a failure too
-        "cri=$(ctr plugins ls 2>/dev/null | awk", QuoteString(CRI_STATUS), ");",
-        'if test "$cri" != error; then', *check, "fi;",
-        'err=$(journalctl -u containerd.service --since "$since" --no-pager -o cat 2>/dev/null'
-        " | grep -e '^containerd: ' -e 'level=error' -e 'level=fatal'"
-        " -e 'failed to load plugin io.containerd.grpc.v1.cri' -e 'failed to load plugin io.containerd.cri'"
-        " | grep -v 'failed to load cni during init' | tail -n 4);",
-        undo,
-        "systemctl reset-failed containerd.service >/dev/null 2>&1;"
-        " systemctl restart containerd.service;",
-        "echo", QuoteString("gpuhost: containerd did not start (or its CRI plugin did not load) "
-                            "with the nvidia drop-in; gpuhost "
-                            "put its previous files back and started containerd again. "
-                            "containerd said:"), '"$err" >&2;',
-        "exit 1",
-    )
+        verify=["cri=$(ctr plugins ls 2>/dev/null | awk", QuoteString(CRI_STATUS), ");",
+                'if test "$cri" != error; then', *check],
+        errors="grep -e '^containerd: ' -e 'level=error' -e 'level=fatal'"
+               " -e 'failed to load plugin io.containerd.grpc.v1.cri'"
+               " -e 'failed to load plugin io.containerd.cri'"
+               " | grep -v 'failed to load cni during init'",
+        undo=[" ".join(f"{c};" for c in restore)] if restore else [])
 
 
 def _show(path: str, content: str, exists: bool) -> None:
     if state.config.DIFF:
         host.log(f"Will {'modify' if exists else 'create'} {path}", logger.info)
-        for line in generate_color_diff([], content.splitlines(keepends=True)):
+        for line in color_diff([], content.splitlines(keepends=True)):
             logger.info("  %s", line)
+
+
+def _same_as_written(view: dict, content: str) -> bool:
+    """The drop-in on the host holds ``content``'s data in another layout (written by
+    gpuhost's TOML writer before tomli-w): left alone, containerd is not restarted for it.
+    Judged from the host state's copy of the file when its digest is the one read now."""
+    text = (host_state().get("containerd") or {}).get("drop_in")
+    return (text is not None and view["drop_in_sha256"] is not None
+            and hashlib.sha256(text.encode()).hexdigest() == view["drop_in_sha256"]
+            and rules.same_drop_in(text, content))
 
 
 @operation()
@@ -127,7 +129,7 @@ def nvidia_runtime(default_runtime: bool = False, enable_cdi: bool = False):
         restore.append(f"rm -f {rules.CONFIG}")
         changed = True
     digest = hashlib.sha256(content.encode()).hexdigest()
-    if digest != view["drop_in_sha256"]:
+    if digest != view["drop_in_sha256"] and not _same_as_written(view, content):
         _show(rules.DROP_IN, content, view["drop_in_sha256"] is not None)
         if view["drop_in_sha256"] is not None:
             def keep_old(new: str):

@@ -28,12 +28,13 @@ from typing import Any
 
 from pyinfra import host, logger, state
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
-from pyinfra.operations.util.files import generate_color_diff
 
 from facts import parsers
 from facts.container import DockerDaemonView, DockerdValidates
 from facts.files import RawFile
+from facts.pyinfra_api import color_diff
 from gpuhost import daemon_json as merge_rules
+from roles import restart
 from roles.common import fail_command, host_settings
 from roles.files import atomic_write
 
@@ -77,25 +78,30 @@ def _disagreement(config: dict[str, Any], daemon: dict[str, Any]) -> str | None:
     return None
 
 
+DOCKER_ERRORS = "grep -i -e 'error' -e 'unable' -e 'failed'"
+
+
 def checked_restart(target: str, backup: str | None) -> StringCommand:
-    """Restart Docker and wait for it; if it does not come back, put ``backup`` back (or
-    remove ``target`` when there was no file before: ``backup`` None), start Docker again
-    and fail with dockerd's last journal lines."""
+    """Restart Docker and wait for it (``roles.restart.checked_restart``); if it does not
+    come back, put ``backup`` back (or remove ``target`` when there was no file before:
+    ``backup`` None), start Docker again and fail with what dockerd logged since the
+    restart."""
     restore = (StringCommand("cp -p", QuoteString(backup), QuoteString(target)) if backup
                else StringCommand("rm -f", QuoteString(target)))
     what = "put the previous file back" if backup else "removed the new file"
-    return StringCommand(
-        "systemctl reset-failed docker.service >/dev/null 2>&1;",
-        "if systemctl restart docker.service && timeout 60 sh -c",
-        QuoteString("until docker info >/dev/null 2>&1; do sleep 1; done"), "; then exit 0; fi;",
-        "err=$(journalctl -u docker.service -n 40 --no-pager -o cat 2>/dev/null"
-        " | grep -i -e 'error' -e 'unable' -e 'failed' | tail -n 4);",
-        restore, ";",
-        "systemctl reset-failed docker.service >/dev/null 2>&1; systemctl start docker.service;",
-        "echo", QuoteString(f"gpuhost: Docker did not start with the new {target}; gpuhost "
-                            f"{what} and started Docker again. dockerd said:"), '"$err" >&2;',
-        "exit 1",
-    )
+    return restart.checked_restart(
+        "docker.service", "docker info >/dev/null 2>&1",
+        f"gpuhost: Docker did not start with the new {target}; gpuhost {what} and started "
+        "Docker again. dockerd said:", errors=DOCKER_ERRORS, undo=[restore, ";"])
+
+
+def checked_restart_only() -> StringCommand:
+    """Restart Docker (the file did not change): fail with what dockerd logged since the
+    restart if it does not come back (nothing to put back)."""
+    return restart.checked_restart(
+        "docker.service", "docker info >/dev/null 2>&1",
+        "gpuhost: Docker does not start with daemon.json as it is. dockerd said:",
+        errors=DOCKER_ERRORS)
 
 
 @operation()
@@ -146,7 +152,7 @@ def daemon_json(
             host.log(f"Will {'modify' if text is not None else 'create'} {target} "
                      f"(keys: {', '.join(merge_rules.changed_keys(existing, merged))})", logger.info)
             before = [line + "\n" for line in merge_rules.render(existing).splitlines()] if text else []
-            for line in generate_color_diff(before, content.splitlines(keepends=True)):
+            for line in color_diff(before, content.splitlines(keepends=True)):
                 logger.info("  %s", line)
         validates = host.get_fact(DockerdValidates)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -176,20 +182,6 @@ def daemon_json(
     if not file_changes and not restart and view["managed"] == managed:
         host.noop(f"{path} already has the nvidia runtime and the wanted settings, "
                   "and the running Docker uses them")
-
-
-def checked_restart_only() -> StringCommand:
-    """Restart Docker (the file did not change): fail with dockerd's words if it does not
-    come back (nothing to put back)."""
-    return StringCommand(
-        "systemctl reset-failed docker.service >/dev/null 2>&1;",
-        "if systemctl restart docker.service && timeout 60 sh -c",
-        QuoteString("until docker info >/dev/null 2>&1; do sleep 1; done"), "; then exit 0; fi;",
-        "err=$(journalctl -u docker.service -n 40 --no-pager -o cat 2>/dev/null"
-        " | grep -i -e 'error' -e 'unable' -e 'failed' | tail -n 4);",
-        "echo", QuoteString("gpuhost: Docker does not start with daemon.json as it is. dockerd said:"),
-        '"$err" >&2; exit 1',
-    )
 
 
 @deploy("Docker daemon.json")

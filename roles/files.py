@@ -14,9 +14,9 @@ from io import BytesIO
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, operation
 from pyinfra.facts.files import FileContents
-from pyinfra.operations.util.files import generate_color_diff
 
 from facts.files import FileDigest
+from facts.pyinfra_api import color_diff
 
 
 @operation()
@@ -45,7 +45,7 @@ def config_file(dest: str, content: str | bytes, mode: str = "644", secret: bool
         before = host.get_fact(FileContents, path=dest) if current else None
         host.log(f"Will {'modify' if current else 'create'} {dest}", logger.info)
         old = [line + "\n" for line in (before or [])]
-        for line in generate_color_diff(old, content.splitlines(keepends=True)):
+        for line in color_diff(old, content.splitlines(keepends=True)):
             logger.info("  %s", line)
     yield from atomic_write(dest, data, mode)
 

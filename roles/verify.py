@@ -9,7 +9,7 @@ from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, deploy, o
 
 from facts.container import DockerImagePresent, NvidiaContainerRun
 from facts.host import GpuHostState
-from gpuhost import cdi, fabric
+from gpuhost import cdi, converged, fabric
 from roles.cdi import runtime_mode
 from roles.common import REMOTE_CACHE, executing, fail_command, host_settings, host_state
 
@@ -101,33 +101,23 @@ def check(target_version: str, toolkit_version: str, reboot_allowed: bool,
         host.noop("the result is verified with facts after the run")
         return
     state = host.get_fact(GpuHostState)
-    driver, docker, toolkit = state["driver"], state["docker"], state["toolkit"]
+    driver, toolkit = state["driver"], state["toolkit"]
     problems, notes = [], []
-    if driver["installed_version"] != target_version:
-        problems.append(f"driver packages are at {driver['installed_version']}, want {target_version}")
+    verdict = converged.judge(state, {"nvidia_driver_version": target_version,
+                                      "container_toolkit_version": toolkit_version})
+    for reason in verdict.only(converged.STACK).reasons:
+        if reason["item"] == "reboot_pending" and not reboot_allowed:
+            logger.warning(f"{host.name}: driver {target_version} installed, state "
+                           f"{driver['state']}: a reboot is due (reboot_policy: never)")
+            notes.append(f"driver {target_version} installed, reboot pending")
+        else:
+            problems.append(reason["message"])
     if driver["state"] == "loaded":
-        if driver["loaded_version"] != target_version:
-            problems.append(f"loaded module is {driver['loaded_version']}, want {target_version}")
         smi_gpus = [gpu for gpu in state["gpus"] if gpu["source"] == "nvidia-smi"]
         if not smi_gpus:
             problems.append("the driver is loaded but nvidia-smi shows no GPU")
         notes.append(f"driver {driver['loaded_version']} ({driver['loaded']['flavor']}) loaded, "
                      f"{len(smi_gpus)} GPU(s)")
-    elif reboot_allowed:
-        problems.append(f"driver state is {driver['state']} after the run ({driver['smi_error']})")
-    else:
-        logger.warning(f"{host.name}: driver {target_version} installed, state "
-                       f"{driver['state']}: a reboot is due (reboot_policy: never)")
-        notes.append(f"driver {target_version} installed, reboot pending")
-    if not docker["valid"]:
-        problems.append(f"daemon.json is invalid: {docker['error']}")
-    elif not docker["nvidia_runtime"]["defined"]:
-        problems.append("daemon.json has no nvidia runtime")
-    if docker["daemon"]["running"] and "nvidia" not in docker["daemon"]["runtimes"]:
-        problems.append("the running Docker daemon does not list the nvidia runtime")
-    if toolkit["version"] != toolkit_version.split("-")[0] or not toolkit["consistent"]:
-        problems.append(f"container toolkit versions seen {toolkit['versions_seen']}, want "
-                        f"{toolkit_version} on all four packages")
     if runtime_mode == "cdi" and driver["state"] == "loaded":
         judged = cdi.judge(state)
         if judged["status"] == "missing":
@@ -163,7 +153,7 @@ def run() -> None:
         verify_image(name=f"Verification image {image} is present", image=image,
                      archive=config.verify_image_archive)
     kind = fabric.resolve(config.nvidia_fabric, config.nvidia_fabricmanager,
-                          (host_state().get("health") or {}).get("nvswitch_count"))
+                          fabric.switch_count(host_state()))
     if kind == "nvswitch":
         fabric_completed(name="Every GPU's NVLink fabric state is Completed (bounded wait)",
                          wait_s=fabric.FABRIC_WAIT_S)

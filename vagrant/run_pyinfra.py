@@ -109,30 +109,22 @@ def facts(inventory: str, fact: str = FACT, timeout: float = 600) -> dict:
 
 def converged_problems(state: dict, driver_version: str | None = None) -> list[str]:
     """Why a GpuHostState (facts/host.py) is not a provisioned GPU host; [] when it is:
-    the driver is loaded and equals the installed packages (and `driver_version` if given),
-    the toolkit is consistent, daemon.json defines the nvidia runtime and the running
-    daemon lists it."""
+    ``gpuhost.converged.judge`` on the driver and container stack (``STACK``), wanting
+    ``driver_version`` (default: the installed one, which must then be loaded) and the
+    installed toolkit (all four packages alike; the nvidia runtime in daemon.json and in the
+    running daemon)."""
+    if str(REPO) not in sys.path:  # run as a script (Molecule): the checkout's gpuhost
+        sys.path.insert(0, str(REPO))
+    from gpuhost import converged
+
     if not isinstance(state, dict):
         return [f"no GpuHostState (got {state!r})"]
-    problems = []
     driver = state.get("driver") or {}
-    loaded, installed = driver.get("loaded_version"), driver.get("installed_version")
-    if driver.get("state") != "loaded":
-        problems.append(f"driver state is {driver.get('state')!r}, not 'loaded'")
-    if loaded != installed:
-        problems.append(f"loaded driver {loaded} != installed {installed}")
-    if driver_version and loaded != driver_version:
-        problems.append(f"loaded driver {loaded} != wanted {driver_version}")
     toolkit = state.get("toolkit") or {}
-    if not (toolkit.get("installed") and toolkit.get("consistent")):
-        problems.append(f"container toolkit not installed consistently: {toolkit.get('packages')}")
-    docker = state.get("docker") or {}
-    if not (docker.get("nvidia_runtime") or {}).get("defined"):
-        problems.append("daemon.json defines no nvidia runtime")
-    runtimes = (docker.get("daemon") or {}).get("runtimes") or []
-    if "nvidia" not in runtimes:
-        problems.append(f"the running Docker daemon has no nvidia runtime (runtimes: {runtimes})")
-    return problems
+    wanted = {"nvidia_driver_version": driver_version or driver.get("installed_version")
+              or "an installed driver",
+              "container_toolkit_version": toolkit.get("version") or "an installed toolkit"}
+    return converged.judge(state, wanted).only(converged.STACK).messages()
 
 
 def molecule_inventory(instance_config: Path, out: Path, data_file: Path | None) -> str:

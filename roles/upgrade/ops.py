@@ -15,8 +15,9 @@ from pyinfra.api import FunctionCommand, QuoteString, StringCommand, operation
 
 from facts.host import GpuHostState
 from facts.nvidia import NvidiaDriver, NvidiaGpus
+from facts.pyinfra_api import joined
 from facts.upgrade import UpgradeProbe
-from gpuhost import packages
+from gpuhost import converged, packages
 from gpuhost.upgrade import health_gate as health_gate_check, is_branched, old_packages
 from roles.common import executing, fail_command
 from roles.upgrade import record as upgrade_record
@@ -208,10 +209,9 @@ def remove_local_repos(distro_tag: str, keep_version: str):
         if packages.family(distro_tag) == "debian":
             # A keyring file the new repo also ships stays: both are usually NVIDIA's key.
             yield StringCommand(
-                "for key in", StringCommand(QuoteString(old_dir), "/nvidia-driver-*-keyring.gpg",
-                                            _separator=""),
+                "for key in", joined(QuoteString(old_dir), "/nvidia-driver-*-keyring.gpg"),
                 '; do test -e "$key" || continue; name="${key##*/}"; test -e',
-                StringCommand(QuoteString(keep_dir), '/"$name"', _separator=""),
+                joined(QuoteString(keep_dir), '/"$name"'),
                 '|| rm -f "/usr/share/keyrings/$name"; done',
             )
             yield StringCommand("DEBIAN_FRONTEND=noninteractive apt-get purge -y",
@@ -345,15 +345,13 @@ def verify(target: str, gpu_count: int, mig: dict[str, str], daemon_json_sha256:
     driver = host.get_fact(NvidiaDriver)
     gpus = [gpu for gpu in host.get_fact(NvidiaGpus) if gpu["source"] == "nvidia-smi"]
     daemon_json = _probe()["daemon_json_sha256"]
-    problems = []
-    if driver["state"] != "loaded":
-        problems.append(f"driver state is {driver['state']}"
-                        + (f" ({driver['smi_error']})" if driver["smi_error"] else ""))
-    if driver["loaded_version"] != target:
-        problems.append(f"the loaded module is {driver['loaded_version']}, want {target}")
+    # converged (gpuhost.converged, the driver's reasons), and what only an upgrade adds: no
+    # package of the old driver left, nvidia-smi's user space at the target too
+    problems = converged.judge({"driver": driver}, {"nvidia_driver_version": target}
+                               ).only(converged.DRIVER).messages()
     if driver["userspace_version"] not in (None, target):
         problems.append(f"nvidia-smi reports {driver['userspace_version']}, want {target}")
-    if driver["installed_versions"] != [target]:
+    if not problems and driver["installed_versions"] != [target]:
         installed = ", ".join(driver["installed_versions"]) or "none"
         problems.append(f"driver packages are at {installed}, want only {target}")
     if len(gpus) != gpu_count:

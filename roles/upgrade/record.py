@@ -16,7 +16,9 @@ import time
 from typing import Any
 
 from pyinfra import host, logger
-from pyinfra.api.state import BaseStateCallback
+from pyinfra.api import BaseStateCallback
+
+from facts import pyinfra_api
 
 from gpuhost.report import strip_ansi
 
@@ -108,7 +110,7 @@ class UpgradeEvents(BaseStateCallback):
 
 def events_for(state) -> UpgradeEvents:
     """The callback handler of this pyinfra state (registered with it once, gone with it)."""
-    for handler in state.callback_handlers:
+    for handler in pyinfra_api.callback_handlers(state):
         if isinstance(handler, UpgradeEvents):
             return handler
     handler = UpgradeEvents()

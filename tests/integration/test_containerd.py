@@ -11,6 +11,8 @@ back as it was at the end.
 """
 from __future__ import annotations
 
+import tomllib
+
 import pytest
 
 HOST = "gpu-01"
@@ -98,7 +100,8 @@ def test_the_nvidia_runtime_reaches_containerd_through_the_drop_in_only(sh, run)
         sh(f"mv {CONFIG} /root/config.toml.users && systemctl restart containerd")
         run("--data", "containerd_nvidia_default_runtime=true")
         top = sh(f"cat {CONFIG}").stdout
-        assert top.startswith("# Written by gpuhost") and IMPORTS in top, top
+        assert top.startswith("# Written by gpuhost"), top
+        assert tomllib.loads(top) == {"version": 2, "imports": ["/etc/containerd/conf.d/*.toml"]}
         dump = sh("containerd config dump").stdout
         assert 'default_runtime_name = "nvidia"' in dump, dump
         assert sh("ctr plugins ls | awk '$2 == \"cri\" {print $NF}'").stdout.strip() == "ok"

@@ -30,10 +30,11 @@ sys.path.insert(0, str(ROOT))  # a script run from anywhere: roles/, facts/, gpu
 from pyinfra.api import Config, Inventory, State  # noqa: E402
 from pyinfra.api.connect import connect_all  # noqa: E402
 from pyinfra.api.operations import run_ops  # noqa: E402
-from pyinfra.api.state import StateStage  # noqa: E402
 from pyinfra.connectors.fake import FakeConnector  # noqa: E402
 from pyinfra.connectors.util import CommandOutput, OutputLine  # noqa: E402
-from pyinfra.context import ctx_config, ctx_host, ctx_inventory, ctx_state  # noqa: E402
+from pyinfra.context import ctx_config, ctx_inventory, ctx_state  # noqa: E402
+
+from facts.pyinfra_api import StateStage, host_failed, use_host  # noqa: E402
 
 import scenarios  # noqa: E402  (this script's folder is sys.path[0])
 
@@ -128,7 +129,7 @@ def load_deploy_file(state: State, filename: str) -> None:
     state.current_deploy_filename = filename
     state.current_exec_filename = filename
     for host in state.inventory.get_active_hosts():
-        with ctx_config.use(state.config.copy()), ctx_host.use(host):
+        with ctx_config.use(state.config.copy()), use_host(host):
             exec(code, {"__file__": filename})
 
 
@@ -151,7 +152,7 @@ def plan(name: str, deploy: str = "deploys/gpu_host.py", extra_data: dict | None
     load_deploy_file(state, deploy)
     state.set_stage(StateStage.Execute)
     run_ops(state)
-    failed = [h.name for h in inventory if h in state.failed_hosts]
+    failed = [h.name for h in inventory if host_failed(state, h)]
     if failed:
         RECORD.append(f"FAILED {', '.join(failed)}")
     return [normalise(line) for line in RECORD]

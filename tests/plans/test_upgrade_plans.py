@@ -83,9 +83,11 @@ def test_apt_plan_order_and_content():
     positions = [_index(lines, text) for text in order]
     assert positions == sorted(positions), list(zip(order, positions, strict=True))
     install = lines[_index(lines, "apt-get install -y")]
-    assert "nvidia-open-570" in install
-    for old in ("cuda-drivers-550-", "nvidia-dkms-550-", "nvidia-driver-550-", "nvidia-utils-550-"):
-        assert f" {old}" in install  # the old branch leaves in the same transaction
+    # Debian 12: the same names on every branch; the old flavour's meta and module leave in
+    # the same transaction
+    assert " nvidia-open nvidia-smi " in install
+    for old in ("cuda-drivers-", "nvidia-kernel-dkms-"):
+        assert f" {old}" in install
     assert not any("&& reboot )" in line for line in lines)  # reboot_policy: never
 
 
@@ -128,7 +130,7 @@ def test_gpu_clients_stop_in_order_and_start_in_reverse_with_containers_under_fo
         "systemctl start nvidia-imex", "systemctl start nvidia-dcgm", "systemctl start nvsm",
         "systemctl start slurmd", f"docker start {gpu}"]
     install = next(line for line in result.stdout.splitlines() if "apt-get install" in line)
-    assert " nvidia-open-570 nvidia-fabricmanager-570 " in install  # FM at the driver's branch
+    assert " nvidia-open nvidia-smi nvidia-fabricmanager-570 " in install  # FM at the driver's branch
 
 
 def test_running_gpu_containers_refuse_the_upgrade_without_force():
@@ -216,9 +218,11 @@ def test_downgrade_with_the_setting_switches_back():
     result = run_plan("debian12:at570", {"nvidia_driver_version": "550.163.01",
                                          "upgrade_allow_downgrade": True})
     # (the fake host keeps answering 570 afterwards, so the verification fails it here)
-    assert "the loaded module is 570.172.08, want 550.163.01" in result.stdout
+    assert "driver 570.172.08, want 550.163.01" in result.stdout  # gpuhost.converged
     install = next(line for line in result.stdout.splitlines() if "apt-get install" in line)
-    assert "cuda-drivers-550" in install and "nvidia-open-570-" in install
+    # Debian 12: the same names on every branch; the other flavour's meta and module leave
+    assert " cuda-drivers nvidia-smi " in install
+    assert " nvidia-open-" in install and " nvidia-kernel-open-dkms-" in install
     # packages that keep their name (nvidia-persistenced) go down a version: apt is told so
     assert "--allow-downgrades" in install
 
@@ -252,7 +256,7 @@ def test_no_reboot_into_a_kernel_without_the_new_module():
 
 @pytest.mark.parametrize("scenario,install", [
     # real-host review A3: from 580 Fabric Manager is nvidia-fabricmanager on apt and dnf
-    ("debian12:clients", " nvidia-open-580 nvidia-fabricmanager "),
+    ("debian12:clients", " nvidia-open nvidia-smi nvidia-fabricmanager "),
     ("ol9-rhck", " nvidia-open-580.95.05 nvidia-fabricmanager-580.95.05"),
 ])
 def test_an_upgrade_to_580_installs_fabric_manager_under_its_580_name(scenario, install):

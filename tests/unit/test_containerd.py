@@ -176,8 +176,8 @@ def test_major_version_from_containerd_version_lines():
 def test_invalid_toml_and_what_the_writer_cannot_copy_are_errors():
     with pytest.raises(C.ContainerdConfigError, match="is not valid TOML"):
         C.parse("version = \n")
-    with pytest.raises(C.ContainerdConfigError, match="array of tables"):
-        C.render({"a": [{"b": 1}]})
+    with pytest.raises(C.ContainerdConfigError, match="cannot write back as TOML"):
+        C.render({"a": {1, 2}})
     with pytest.raises(C.ContainerdConfigError, match="not a number"):
         C.config_version({"version": "2"}, 1)
 
@@ -187,6 +187,28 @@ def test_render_round_trips_keys_and_strings_that_need_quoting():
         "x": 'a "quoted" \\ back\nslash\ttab \x01 é', "n": 1.5, "flag": False,
         "list": ["a", 2, True], "nested": {"key with space": {"v": -3}}}}}
     assert tomllib.loads(C.render(data)) == data
+
+
+def test_render_writes_arrays_of_tables_and_dates():
+    # gpuhost's own writer refused these before tomli-w (issue 27 item 6)
+    import datetime
+
+    data = {"version": 2, "proxy_plugins": {"p": {"type": "snapshot"}},
+            "plugins": {"x": {"hosts": [{"name": "a", "ports": [1, 2]}, {"name": "b"}],
+                              "since": datetime.date(2026, 11, 27)}}}
+    assert tomllib.loads(C.render(data)) == data
+
+
+def test_a_drop_in_in_the_old_layout_is_not_drift():
+    config = C.parse(DEBIAN + '[plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]\n'
+                     'endpoint = ["https://a", "https://b"]\n')
+    want = C.render_drop_in(config, 2)
+    tomli_w_layout = '[\n    "https://a",\n    "https://b",\n]'
+    assert tomli_w_layout in want
+    old_layout = want.replace(tomli_w_layout, '["https://a", "https://b"]')
+    assert C.same_drop_in(want, want) and C.same_drop_in(old_layout, want)
+    assert not C.same_drop_in(want.replace("gpuhost", "someone", 1), want)
+    assert not C.same_drop_in(want.replace("nvidia-container-runtime", "other"), want)
 
 
 def _fact(version="containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3",

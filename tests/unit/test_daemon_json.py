@@ -66,7 +66,10 @@ def test_merge_is_idempotent_and_rendering_is_stable():
 
 
 def test_driver_packages_follow_nvidia_naming_per_family_and_branch():
-    assert packages.driver_packages("debian12", "570.172.08", "open", False) == ["nvidia-open-570"]
+    assert packages.driver_packages("ubuntu2404", "570.172.08", "open", False) == ["nvidia-open-570"]
+    # debian12: Debian's packaging, unversioned (tests/unit/test_debian_names.py)
+    assert packages.driver_packages("debian12", "570.172.08", "open", False) == [
+        "nvidia-open", "nvidia-smi"]
     assert packages.driver_packages("ubuntu2204", "550.163.01", "proprietary", True) == [
         "cuda-drivers-550", "nvidia-fabricmanager-550"]
     assert packages.driver_packages("ubuntu2404", "590.48.01", "open", False) == [

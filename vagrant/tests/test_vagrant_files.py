@@ -309,24 +309,36 @@ def test_json_tail_ignores_text_before_the_document():
         run_pyinfra._json_tail("no json at all")
 
 
-GOOD_STATE = {
+GOOD_STATE = {  # the fields of a GpuHostState that gpuhost.converged.STACK reads
     "driver": {"state": "loaded", "loaded_version": "570.172.08",
-               "installed_version": "570.172.08"},
-    "toolkit": {"installed": True, "consistent": True, "packages": {}},
-    "docker": {"nvidia_runtime": {"defined": True},
-               "daemon": {"running": True, "runtimes": ["nvidia", "runc"]}},
+               "installed_version": "570.172.08", "reboot_required": False},
+    "toolkit": {"installed": True, "consistent": True, "version": "1.17.8",
+                "versions_seen": ["1.17.8"], "packages": {}},
+    "docker": {"exists": True, "valid": True, "error": None, "path": "/etc/docker/daemon.json",
+               "docker_installed": True, "nvidia_runtime": {"defined": True},
+               "default_runtime": None, "nvidia_is_default": False,
+               "daemon": {"running": True, "runtimes": ["nvidia", "runc"],
+                          "default_runtime": "runc"}},
 }
 
 
 def test_converged_problems():
     assert run_pyinfra.converged_problems(GOOD_STATE, "570.172.08") == []
+    assert run_pyinfra.converged_problems(GOOD_STATE) == []
     assert run_pyinfra.converged_problems(GOOD_STATE, "550.163.01") == [
-        "loaded driver 570.172.08 != wanted 550.163.01"]
+        "driver 570.172.08, want 550.163.01"]
     mismatch = json.loads(json.dumps(GOOD_STATE))
-    mismatch["driver"].update(state="library_mismatch", loaded_version="550.163.01")
+    mismatch["driver"].update(state="library_mismatch", loaded_version="550.163.01",
+                              reboot_required=True)
     mismatch["docker"]["daemon"]["runtimes"] = ["runc"]
+    mismatch["toolkit"].update(consistent=False, versions_seen=["1.17.8", "1.17.7"])
     problems = run_pyinfra.converged_problems(mismatch)
-    assert len(problems) == 3 and "runtimes: ['runc']" in problems[-1]
+    assert len(problems) == 3 and "runtimes: runc" in problems[-1], problems
+    assert "reboot pending" in problems[0] and "disagree" in problems[1]
+    bare = json.loads(json.dumps(GOOD_STATE))
+    bare["driver"].update(state="not_installed", loaded_version=None, installed_version=None)
+    assert run_pyinfra.converged_problems(bare) == [
+        "driver not installed, want an installed driver"]
     assert run_pyinfra.converged_problems(None) == ["no GpuHostState (got None)"]
 
 
