@@ -226,10 +226,10 @@ def check_image(key, value):
 
 
 def check_mig_layout(key, value):
-    """mig_layout: GPU instance profiles in mig-parted's grammar (gpuhost.mig_config: "1g.10gb",
+    """mig_layout: GPU instance profiles in mig-parted's grammar (gpuhost.mig_grammar: "1g.10gb",
     "1g.24gb+me.all", "1g.24gb-me", "2g.48gb+gfx", a "MIG " prefix allowed) or profile ids.
-    Whether they fit the host's GPU is judged per model (gpuhost.policy.mig_layout_valid)."""
-    from gpuhost.mig_config import parse_profile
+    Whether they fit the host's GPU is judged per model (gpuhost.mig_tables.mig_layout_valid)."""
+    from gpuhost.mig_grammar import parse_profile
 
     if value is None:
         return []

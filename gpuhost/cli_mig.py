@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpuhost import mig_config, settings
+from gpuhost import mig_config, mig_plan, settings
 from gpuhost.cli import (
     CliError,
     data_args,
@@ -73,8 +73,8 @@ def plan_host(name: str, asked: str, entries: tuple[mig_config.Entry, ...],
               state: Mapping[str, Any], out: TextIO) -> int:
     """Print one host's plan; its exit status."""
     gpus = state.get("gpus") or []
-    wants = mig_config.wanted(entries, gpus)
-    problems = mig_config.host_problems(asked, wants, gpus)
+    wants = mig_plan.wanted(entries, gpus)
+    problems = mig_plan.host_problems(asked, wants, gpus)
     if problems:
         say(f"{name} ({asked}): INVALID", out)
         for problem in problems:
@@ -83,7 +83,7 @@ def plan_host(name: str, asked: str, entries: tuple[mig_config.Entry, ...],
     if not wants:
         say(f"{name} ({asked}): no MIG-capable GPU matches; nothing to do", out)
         return EXIT_OK
-    plans = mig_config.diff(wants, state["mig"]["gpus"])
+    plans = mig_plan.diff(wants, state["mig"]["gpus"])
     layout_free = {i for i, w in wants.items() if isinstance(w.entry, _ModeOnly)}
     pending = [p for p in plans if p.mode_change or (p.layout_change and p.index not in layout_free)]
     say(f"{name} ({asked}): {'CHANGES' if pending else 'as wanted'}", out)

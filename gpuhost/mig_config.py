@@ -17,95 +17,27 @@ are applied in order, so a GPU that several entries match gets the last one; a G
 entry matches is left alone. docs/mig.md is the user's description.
 
 Pure: no pyinfra, no I/O except reading the file (``load``). ``check(path, name)`` is the
-controller-side check (no host facts); ``wanted(entries, gpus)``, ``host_problems`` and
-``diff`` work on a host's GPUs as ``facts`` report them.
+controller-side check (no host facts). The profile grammar is ``gpuhost.mig_grammar``, the
+per-GPU tables and placements ``gpuhost.mig_tables``, and what a configuration wants of one
+host's GPUs (``wanted``, ``host_problems``, ``diff``) ``gpuhost.mig_plan``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-from gpuhost import policy
-
-NVIDIA_VENDOR = 0x10DE
-
-# --- profile grammar ---------------------------------------------------------------------
-# mig-parted's (go-nvlib ``pkg/nvlib/device/mig_profile.go`` vendored in mig-parted @bd7160f,
-# read 2026-11-27): ``[<C>c.]<G>g.<GB>gb[(+|-)<attr>[,<attr>...]]``. C defaults to G (a GPU
-# instance with its full compute instance); with C < G it names compute instances of C
-# slices inside a G-slice GPU instance (``1c.2g.10gb``). Attributes: ``+me`` (a media
-# engine), ``+me.all`` (all of them), ``+gfx`` (graphics), ``-me`` (no media engine); a
-# profile has either ``+`` or ``-`` attributes, never both; an attribute is unique, starts
-# with a letter, has letters, digits and dots and neither starts nor ends with a dot.
-_FIELDS_RE = re.compile(r"(?:(\d+)c\.)?(\d+)g\.(\d+)gb")
-_ATTR_RE = re.compile(r"[A-Za-z][A-Za-z0-9.]*")
-
-
-@dataclass(frozen=True)
-class Profile:
-    """One parsed profile name."""
-
-    c: int
-    g: int
-    gb: int
-    sign: str                  # "", "+" or "-"
-    attributes: tuple[str, ...]
-
-    @property
-    def gpu_instance(self) -> str:
-        """The GPU instance profile name (``1c.2g.10gb`` -> ``2g.10gb``)."""
-        suffix = self.sign + ",".join(self.attributes) if self.attributes else ""
-        return f"{self.g}g.{self.gb}gb{suffix}"
-
-    @property
-    def compute_instance_form(self) -> bool:
-        return self.c != self.g
-
-    def __str__(self) -> str:
-        return (f"{self.c}c." if self.compute_instance_form else "") + self.gpu_instance
-
-
-def parse_profile(text: str) -> tuple[Profile | None, str | None]:
-    """(Profile, None) or (None, why): mig-parted's grammar, case-insensitive as gpuhost
-    has always read profile names (nvidia-smi prints them lower case)."""
-    name = str(text).strip().lower()
-    if not name:
-        return None, "the empty string is not a MIG profile name"
-    plus, minus = "+" in name, "-" in name
-    if plus and minus:
-        return None, f"{text!r} has both '+' and '-' attributes (mig-parted allows one kind)"
-    sign = "+" if plus else "-" if minus else ""
-    fields, _, attrs = name.partition(sign) if sign else (name, "", "")
-    m = _FIELDS_RE.fullmatch(fields)
-    if not m:
-        return None, (f"{text!r} is not a MIG profile name like \"1g.10gb\", \"1g.24gb+me.all\" "
-                      "or \"1c.2g.10gb\"")
-    attributes: tuple[str, ...] = ()
-    if sign:
-        parts = attrs.split(",")
-        for attr in parts:
-            if not _ATTR_RE.fullmatch(attr) or attr.endswith("."):
-                return None, f"{text!r}: attribute {attr!r} is not like \"me\", \"me.all\" or \"gfx\""
-        if len(set(parts)) != len(parts):
-            return None, f"{text!r}: an attribute is listed twice"
-        attributes = tuple(parts)
-    g, gb = int(m.group(2)), int(m.group(3))
-    c = int(m.group(1)) if m.group(1) is not None else g
-    return Profile(c, g, gb, sign, attributes), None
-
-
-def profile_name(text: str) -> str:
-    """The canonical name of a valid profile (``2c.2g.10gb`` -> ``2g.10gb``); unchanged
-    (lower-cased) when it does not parse."""
-    parsed, _ = parse_profile(text)
-    return str(parsed) if parsed else str(text).strip().lower()
+from gpuhost.gpu_models import lookup_model
+from gpuhost.mig_grammar import compact, parse_profile
+from gpuhost.mig_tables import (
+    distinct_tables,
+    gpu_table,
+    layout_problems,
+    packed_pci_id,
+    table_problems,
+)
 
 
 class MigConfigError(ValueError):
@@ -135,7 +67,7 @@ class Entry:
             return False
         if not self.device_filter:
             return True
-        own = _packed(pci_device_id)
+        own = packed_pci_id(pci_device_id)
         return own is not None and own in self.device_filter
 
     def shown(self) -> str:
@@ -144,18 +76,6 @@ class Entry:
         if self.device_filter:
             where += f", device-filter: {', '.join(self.device_filter)}"
         return f"entry {self.position} ({where})"
-
-
-def _packed(pci_device_id: str | None) -> str | None:
-    """'20b0' (facts) -> '0x20B010DE', mig-parted's form (device id, then vendor id)."""
-    if not pci_device_id:
-        return None
-    text = str(pci_device_id).strip().lower().removeprefix("0x")
-    if len(text) == 8:
-        return "0x" + text.upper()
-    if len(text) == 4:
-        return f"0x{text.upper()}{NVIDIA_VENDOR:04X}"
-    return None
 
 
 def _filter_id(value: Any, where: str) -> tuple[str | None, str | None]:
@@ -327,186 +247,6 @@ def select(path: str, name: str) -> tuple[Entry, ...]:
     return configs[name]
 
 
-# --- fitting layouts to GPU models ------------------------------------------------------
-# gpuhost/data/mig_profiles.json: ``tables`` (profile -> id, max, size, starts), their
-# sources and dates (``table_sources``) and ``gpus``: product name as nvidia-smi prints it
-# -> table, compute slices and the gpu_models.json key.
-
-@dataclass(frozen=True)
-class GpuTable:
-    """The MIG profile table of one GPU product."""
-
-    name: str          # shown in messages: the gpu_models key where there is one
-    table: str         # the key in mig_profiles.json's tables
-    slices: int        # compute slices
-    profiles: Mapping[str, Mapping[str, Any]]
-
-
-def _norm(name: str) -> str:
-    text = " ".join(str(name).split()).lower()
-    return text[len("nvidia "):] if text.startswith("nvidia ") else text
-
-
-@lru_cache(maxsize=1)
-def _data() -> dict:
-    return json.loads(resources.files("gpuhost").joinpath("data", "mig_profiles.json")
-                      .read_text(encoding="utf-8"))
-
-
-@lru_cache(maxsize=1)
-def _gpus() -> dict[str, GpuTable]:
-    """Normalised product name, gpu_models key and PCI device id ("pci:2348") -> its
-    GpuTable. A gpu_models key whose products have different tables (GH200 96GB and
-    144GB) maps to the first; messages then name the product, not the key."""
-    data = _data()
-    tables_of: dict[str, set[str]] = {}
-    for spec in data["gpus"].values():
-        if spec["model"]:
-            tables_of.setdefault(spec["model"], set()).add(spec["table"])
-    result: dict[str, GpuTable] = {}
-    for product, spec in data["gpus"].items():
-        model = spec["model"]
-        shown = model if model and len(tables_of[model]) == 1 else product
-        gpu = GpuTable(shown, spec["table"], spec["slices"], data["tables"][spec["table"]])
-        result[_norm(product)] = gpu
-        if model:
-            result.setdefault(_norm(model), gpu)
-        for pci in spec.get("pci_device_ids") or ():
-            result[f"pci:{pci.lower()}"] = gpu
-    return result
-
-
-def gpu_table(model_key: str | None = None, name: str | None = None,
-              pci_device_id: str | None = None) -> GpuTable | None:
-    """The profile table for a GPU named by its PCI device id ("2348", "0x234810DE"), its
-    product name (as nvidia-smi prints it, "NVIDIA " prefix or not) or its gpu_models
-    key, in that order; None when gpuhost has none."""
-    packed = _packed(pci_device_id)
-    if packed and f"pci:{packed[2:6].lower()}" in _gpus():
-        return _gpus()[f"pci:{packed[2:6].lower()}"]
-    for text in (name, model_key):
-        if text and _norm(text) in _gpus():
-            return _gpus()[_norm(text)]
-    model = policy.lookup_model(model_key or name, pci_device_id) \
-        if (model_key or name or pci_device_id) else None
-    if model and _norm(model["key"]) in _gpus():
-        return _gpus()[_norm(model["key"])]
-    return None
-
-
-def table_problems(gpu: GpuTable, profiles: Iterable[str]) -> list[str]:
-    """Why ``profiles`` (one entry per instance, as Entry.profiles) do not fit one GPU of
-    ``gpu``: profile known to it, instances per profile, compute slices, a placement of
-    the memory slices. A compute-instance form (``1c.2g.10gb`` x n) needs GPU instances
-    of its G profile, each holding G // C such compute instances. [] fits."""
-    problems: list[str] = []
-    wanted: dict[str, int] = {}       # GPU instance profile -> compute instances (by C)
-    per_gi: dict[str, int] = {}
-    for text in profiles:
-        parsed, why = parse_profile(text)
-        if why:
-            problems.append(why)
-            continue
-        gi = parsed.gpu_instance
-        if gi not in gpu.profiles:
-            problems.append(f"unknown MIG profile {gi!r} for {gpu.name} (known: "
-                            f"{', '.join(gpu.profiles)})")
-            continue
-        if parsed.c < 1 or parsed.c > parsed.g:
-            problems.append(f"{parsed}: a compute instance of {parsed.c} slices does not fit "
-                            f"a {parsed.g}-slice GPU instance")
-            continue
-        key = f"{parsed.c}c.{gi}" if parsed.compute_instance_form else gi
-        wanted[key] = wanted.get(key, 0) + 1
-        per_gi[key] = parsed.g // parsed.c
-    if problems:
-        return sorted(set(problems), key=problems.index)
-    instances: dict[str, int] = {}    # GPU instance profile -> GPU instances needed
-    for key, count in wanted.items():
-        gi = key.split("c.", 1)[1] if "c." in key else key
-        instances[gi] = instances.get(gi, 0) + -(-count // per_gi[key])
-    for gi, count in instances.items():
-        allowed = gpu.profiles[gi]["max"]
-        if count > allowed:
-            problems.append(f"{gi} x{count}: {gpu.name} allows at most {allowed}")
-    slices = sum(int(gi.split("g.", 1)[0]) * n for gi, n in instances.items())
-    if slices > gpu.slices:
-        problems.append(f"layout uses {slices} compute slices, {gpu.name} has {gpu.slices}")
-    if not problems:
-        sizes = sorted(((gpu.profiles[gi]["size"], tuple(gpu.profiles[gi]["starts"]))
-                        for gi, n in instances.items() for _ in range(n)), reverse=True)
-        if not policy.placement_fits(sizes, frozenset()):
-            names = [gi for gi, n in instances.items() for _ in range(n)]
-            problems.append(f"layout {' + '.join(names)} does not fit on {gpu.name}: no "
-                            "placement of the memory slices works (see `nvidia-smi mig -lgipp`)")
-    return problems
-
-
-def layout_problems(model_key: str | None, profiles: list[str], name: str | None = None,
-                    pci_device_id: str | None = None) -> list[str]:
-    """Why ``profiles`` do not fit one GPU of ``model_key`` (gpu_models key), ``name``
-    (product name) or ``pci_device_id``: by gpuhost's profile table for that GPU; a GPU
-    with none falls back to policy's check; a GPU gpuhost does not know at all is not
-    checked ([]). [] fits."""
-    gpu = gpu_table(model_key, name, pci_device_id)
-    if gpu is not None:
-        return table_problems(gpu, profiles) if profiles else []
-    model = policy.lookup_model(model_key or name) if (model_key or name) else None
-    if model is None:
-        return []
-    if not model["mig"]:
-        return [f"{model['key']} does not support MIG"]
-    return _untabled_problems(model["key"], model["mig"]["slices"], profiles)
-
-
-def _untabled_problems(shown: str, slices: int, profiles: Iterable[str]) -> list[str]:
-    """A MIG GPU without a profile table: only the grammar and the compute slices of the
-    GPU instances (the host's ``nvidia-smi mig -lgip`` is the authority)."""
-    problems: list[str] = []
-    instances: dict[str, list[int]] = {}   # GPU instance -> [its slices, compute instances]
-    for text in profiles:
-        parsed, why = parse_profile(text)
-        if why:
-            problems.append(why)
-            continue
-        per_gi = parsed.g // max(parsed.c, 1)
-        slot = instances.setdefault(f"{parsed.c}c.{parsed.gpu_instance}", [parsed.g, per_gi, 0])
-        slot[2] += 1
-    used = sum(g * -(-n // per) for g, per, n in instances.values())
-    if used > slices:
-        problems.append(f"layout uses {used} compute slices, {shown} has {slices}")
-    return problems
-
-
-def profile_names(model: str | None, profiles: Iterable) -> list[str]:
-    """``profiles`` (names, "MIG " names or profile ids) as the names this GPU's table
-    (``model``: a gpu_models key or the product name) and ``nvidia-smi mig -lgi`` use; an
-    id the table lacks stays digits, a name that does not parse is only lower-cased."""
-    gpu = gpu_table(model) if model else None
-    ids = {spec["id"]: prof for prof, spec in gpu.profiles.items()
-           if spec.get("id") is not None} if gpu else {}
-    names = []
-    for item in profiles:
-        text = str(item).strip().lower()
-        if text.startswith("mig "):
-            text = text[4:].strip()
-        if text.isdigit():
-            names.append(ids.get(int(text), text))
-        else:
-            names.append(profile_name(text))
-    return names
-
-
-def _distinct_tables() -> dict[str, list[str]]:
-    """Table -> the GPU names that use it (for messages), in the file's order."""
-    tables: dict[str, list[str]] = {}
-    for gpu in _gpus().values():
-        names = tables.setdefault(gpu.table, [])
-        if gpu.name not in names:
-            names.append(gpu.name)
-    return tables
-
-
 def check(path: str, name: str) -> list[str]:
     """The controller's check, before any host is contacted (one line per problem, each
     starting with the name or with ``mig_config_file``): the file parses, ``name`` is
@@ -526,7 +266,7 @@ def check(path: str, name: str) -> list[str]:
         if entry.device_filter:
             for packed in entry.device_filter:
                 gpu = gpu_table(pci_device_id=packed)
-                model = policy.lookup_model(pci_device_id=packed)
+                model = lookup_model(pci_device_id=packed)
                 if gpu is None and model is None:
                     continue
                 found = table_problems(gpu, entry.profiles) if gpu else \
@@ -537,8 +277,8 @@ def check(path: str, name: str) -> list[str]:
                                     f"{'; '.join(found)}")
             continue
         reasons = {}
-        for table, gpus in _distinct_tables().items():
-            found = table_problems(_gpus()[_norm(gpus[0])], entry.profiles)
+        for table, gpus in distinct_tables().items():
+            found = table_problems(gpu_table(name=gpus[0]), entry.profiles)
             if not found:
                 reasons = {}
                 break
@@ -549,110 +289,3 @@ def check(path: str, name: str) -> list[str]:
             problems.append(f"{name} {entry.shown()}: {layout} fits no MIG GPU "
                             f"model: {' | '.join(shown)}")
     return problems
-
-
-# --- one host ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Want:
-    """What a named configuration wants for one GPU."""
-
-    index: int
-    model: str | None
-    mode: str                 # "enabled" | "disabled"
-    profiles: tuple[str, ...]  # GPU instance profiles (enabled only)
-    entry: Entry
-
-
-def wanted(entries: Iterable[Entry], gpus: Iterable[Mapping]) -> dict[int, Want]:
-    """Per MIG-capable GPU (``facts`` ``gpus``: index, model, pci_device_id, mig_capable)
-    the last entry that matches it, as mig-parted applies them in order. GPUs no entry
-    matches are not in the result (left alone)."""
-    entries = list(entries)
-    result: dict[int, Want] = {}
-    for gpu in gpus:
-        if not gpu.get("mig_capable"):
-            continue
-        for entry in entries:
-            if entry.matches(gpu["index"], gpu.get("pci_device_id")):
-                names = tuple(policy.mig_profile_names(gpu.get("model"), entry.profiles))
-                result[gpu["index"]] = Want(gpu["index"], gpu.get("model"),
-                                            "enabled" if entry.enabled else "disabled",
-                                            names if entry.enabled else (), entry)
-    return result
-
-
-def host_problems(name: str, wants: Mapping[int, Want], gpus: Iterable[Mapping]) -> list[str]:
-    """Per GPU this host has, why its entry does not fit it (the GPU, the profiles, why)."""
-    by_index = {gpu["index"]: gpu for gpu in gpus}
-    problems = []
-    for index, want in sorted(wants.items()):
-        if want.mode != "enabled" or not want.profiles:
-            continue
-        gpu = by_index.get(index, {})
-        model = want.model or gpu.get("name") or "unknown model"
-        found = layout_problems(want.model, list(want.profiles), gpu.get("name"),
-                                gpu.get("pci_device_id"))
-        ci_forms = sorted({p for p in want.profiles if "c." in p})
-        if ci_forms:
-            found.append(f"{', '.join(ci_forms)}: compute-instance profiles are checked but "
-                         "not created by gpuhost (it creates each GPU instance with its "
-                         "default compute instance); use GPU instance profiles")
-        if found:
-            problems.append(f"mig_config {name} {want.entry.shown()}: GPU {index} ({model}): "
-                            f"{compact(want.profiles)} does not fit: {'; '.join(found)}")
-    return problems
-
-
-@dataclass(frozen=True)
-class GpuPlan:
-    index: int
-    model: str | None
-    now: str
-    wanted: str
-    mode_change: bool
-    layout_change: bool
-
-    @property
-    def changes(self) -> bool:
-        return self.mode_change or self.layout_change
-
-
-def compact(profiles: Iterable[str]) -> str:
-    """["1g.10gb", "1g.10gb", "3g.40gb"] -> "2x 1g.10gb + 3g.40gb" (sorted)."""
-    counts: dict[str, int] = {}
-    for name in sorted(profiles):
-        counts[name] = counts.get(name, 0) + 1
-    return " + ".join(f"{n}x {name}" if n > 1 else name for name, n in counts.items())
-
-
-def _shown(mode: str | None, profiles: Iterable[str], pending: str | None = None) -> str:
-    if mode != "enabled":
-        text = f"MIG {mode or 'unknown'}"
-    else:
-        names = list(profiles)
-        text = "MIG enabled, " + (compact(names) if names else "no instances")
-    if pending and pending != mode:
-        text += f" (pending {pending})"
-    return text
-
-
-def diff(wants: Mapping[int, Want], mig_gpus: Iterable[Mapping]) -> list[GpuPlan]:
-    """Per wanted GPU: now (``facts.mig.MigState`` gpus) and wanted, compared by mode and
-    by the sorted profile names of the GPU instances."""
-    plans = []
-    by_index = {gpu["index"]: gpu for gpu in mig_gpus}
-    for index, want in sorted(wants.items()):
-        gpu = by_index.get(index)
-        if gpu is None:  # a MIG GPU lspci shows but no driver answers for: all to do
-            plans.append(GpuPlan(index, want.model, "unknown (nvidia-smi does not answer)",
-                                 _shown(want.mode, want.profiles), True, want.mode == "enabled"))
-            continue
-        current, pending = gpu.get("mode_current"), gpu.get("mode_pending")
-        have = sorted(i["profile"] for i in gpu.get("gpu_instances") or [])
-        mode_change = not (current == want.mode and pending in (want.mode, None))
-        layout_change = want.mode == "enabled" and have != sorted(want.profiles)
-        plans.append(GpuPlan(index, want.model or gpu.get("name"),
-                             _shown(current, have, pending),
-                             _shown(want.mode, want.profiles), mode_change, layout_change))
-    return plans

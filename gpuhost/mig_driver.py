@@ -12,12 +12,12 @@ from collections.abc import Iterable
 
 from packaging.version import InvalidVersion, Version
 
-from gpuhost import policy
+from gpuhost import gpu_models
 
 
 def first_mig_driver(model_key: str | None) -> str | None:
     """The first driver with MIG on ``model_key`` (None: not MIG-capable, or not known)."""
-    model = policy.lookup_model(model_key) if model_key else None
+    model = gpu_models.lookup_model(model_key) if model_key else None
     if model is None or not model["mig"]:
         return None
     return model["mig"]["min_driver"]

@@ -2,7 +2,7 @@
 
 ``mig_mode: enabled|disabled`` (null: leave as is) and ``mig_layout: [profiles]`` (null:
 leave as is) apply to every MIG-capable GPU of the host. Like NVIDIA's mig-parted, the
-desired state is validated before it is applied (``gpuhost.policy.mig_layout_valid``) and
+desired state is validated before it is applied (``gpuhost.mig_tables.mig_layout_valid``) and
 compared with the actual state (``facts.mig.MigState``) at execute time: a converged host
 gets no command. On Ampere a mode change stays *pending* until a GPU reset or a reboot;
 gpuhost reboots for it only when ``reboot_policy`` is ``when_needed``. GPU instances never
@@ -23,7 +23,7 @@ from pyinfra.operations import files, server, systemd
 from facts.mig import MigState
 from facts.nvidia import NvidiaGpus
 from facts.pyinfra_api import any_changed
-from gpuhost import mig_driver, policy
+from gpuhost import mig_driver, mig_tables
 from roles.common import GpuhostError, fail_command, host_settings, host_state
 from roles.files import config_file
 
@@ -250,10 +250,10 @@ def creation_order(names: list[str]) -> list[str]:
 
 
 def layout_names(gpu: dict, profiles: list) -> list[str]:
-    """The layout as the profile names this GPU lists (``gpuhost.policy.mig_profile_names``
+    """The layout as the profile names this GPU lists (``gpuhost.mig_tables.mig_profile_names``
     with the GPU's model; an id unknown to the table is named from the GPU's own
     instances when one of them has it)."""
-    names = policy.mig_profile_names(gpu.get("name"), profiles)
+    names = mig_tables.mig_profile_names(gpu.get("name"), profiles)
     seen = {str(i.get("profile_id")): i["profile"] for i in gpu["gpu_instances"]
             if i.get("profile_id") is not None}
     return [seen.get(n, n) if n.isdigit() else n for n in names]
@@ -282,7 +282,7 @@ def configure() -> None:
             return
     if wanted_layout:
         for model in sorted({gpu["model"] for gpu in capable if gpu["model"]}):
-            problems = policy.mig_layout_valid(model, list(wanted_layout))
+            problems = mig_tables.mig_layout_valid(model, list(wanted_layout))
             if problems:
                 server.shell(name="gpuhost refuses this MIG layout",
                              commands=[fail_command(f"mig_layout on {model}: {'; '.join(problems)}")])
@@ -297,7 +297,7 @@ def configure() -> None:
         changes.append(layout(name=f"MIG layout {', '.join(str(p) for p in wanted_layout)}",
                               profiles=list(wanted_layout)))
         model = next((gpu["model"] for gpu in capable if gpu["model"]), None)
-        _boot_unit({"*": policy.mig_profile_names(model, list(wanted_layout))})
+        _boot_unit({"*": mig_tables.mig_profile_names(model, list(wanted_layout))})
     _refresh_cdi(changes)
 
 
@@ -306,12 +306,12 @@ def configure_named(config) -> None:
     that matches it (``gpuhost.mig_config``). The file and the name were checked with the
     inventory; here every GPU of this host is checked against its entry while pyinfra
     prepares, so a layout that does not fit stops the run before any host is changed."""
-    from gpuhost import mig_config
+    from gpuhost import mig_config, mig_plan
 
     state = host_state()
     entries = mig_config.select(config.mig_config_file, config.mig_config)
-    wants = mig_config.wanted(entries, state["gpus"])
-    problems = mig_config.host_problems(config.mig_config, wants, state["gpus"])
+    wants = mig_plan.wanted(entries, state["gpus"])
+    problems = mig_plan.host_problems(config.mig_config, wants, state["gpus"])
     problems += mig_driver.problems(
         ((i, w.model) for i, w in wants.items() if w.mode == "enabled"),
         config.nvidia_driver_version)

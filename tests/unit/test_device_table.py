@@ -8,9 +8,9 @@ import pytest
 
 from facts import assemble
 from facts.host_parsers import split_sections
-from gpuhost import policy
+from gpuhost import driver_rules, gpu_classes, gpu_models
 
-ROWS = policy.SUPPORTED_GPUS["devices"]
+ROWS = gpu_classes.SUPPORTED_GPUS["devices"]
 # current chips: no legacy branch, or R580 as their last one (Maxwell, Pascal, Volta)
 CURRENT = {devid: row for devid, row in ROWS.items() if row["legacy_branch"] in (None, "580")}
 
@@ -35,7 +35,7 @@ def test_the_table_is_current_and_whole():
 def test_the_device_id_rule_agrees_with_the_whole_table_where_it_claims_an_id():
     claimed = 0
     for devid, row in ROWS.items():
-        rule = policy.device_id_rule(devid)
+        rule = gpu_classes.device_id_rule(devid)
         if rule is None:
             assert int(devid, 16) < 0x1340 and row["legacy_branch"] not in (None, "580"), devid
             continue
@@ -49,10 +49,10 @@ def test_the_device_id_rule_agrees_with_the_whole_table_where_it_claims_an_id():
 
 
 def test_the_rule_classifies_ids_newer_than_the_table():
-    assert policy.device_id_rule("0x31c5")["architecture"] == "blackwell"  # GB110 block
-    assert policy.device_id_rule("3300")["generation"] == "turing-or-newer"
-    assert policy.device_id_rule("1dff")["legacy_branch"] == "580"
-    assert policy.device_id_rule("133f") is None and policy.device_id_rule("zz") is None
+    assert gpu_classes.device_id_rule("0x31c5")["architecture"] == "blackwell"  # GB110 block
+    assert gpu_classes.device_id_rule("3300")["generation"] == "turing-or-newer"
+    assert gpu_classes.device_id_rule("1dff")["legacy_branch"] == "580"
+    assert gpu_classes.device_id_rule("133f") is None and gpu_classes.device_id_rule("zz") is None
 
 
 @pytest.mark.parametrize("driver", ["550.163.01", "580.105.08", "595.58.03", "620.10.01"])
@@ -64,9 +64,9 @@ def test_every_current_chip_gets_a_generation_and_a_flavour_that_loads(driver):
         legacy = row["legacy_branch"] == "580"
         if legacy and branch > 580:
             with pytest.raises(ValueError, match="R580 is the last driver branch|branch <= 580"):
-                policy.flavor_for_gpus("auto", [gpu], driver)
+                gpu_classes.flavor_for_gpus("auto", [gpu], driver)
             continue
-        flavour = policy.flavor_for_gpus("auto", [gpu], driver)
+        flavour = gpu_classes.flavor_for_gpus("auto", [gpu], driver)
         assert row[flavour], (devid, row["name"], driver, flavour)  # that flavour drives it
         assert flavour == ("proprietary" if legacy or (branch < 560 and row["proprietary"])
                            else "open"), (devid, driver)
@@ -82,31 +82,31 @@ def test_r580_last_gpus_are_proprietary_whatever_kernelopen_says():
     assert len(tagged) == 162 and all(ROWS[d]["kernelopen"] for d in tagged)
     assert not any(ROWS[d]["open"] for d in tagged)
     v100 = GPUS["1db4"]
-    assert policy.flavor_for_gpus("auto", [v100], "580.105.08") == "proprietary"
+    assert gpu_classes.flavor_for_gpus("auto", [v100], "580.105.08") == "proprietary"
     with pytest.raises(ValueError, match="cannot run the open kernel modules"):
-        policy.flavor_for_gpus("open", [v100], "580.105.08")
+        gpu_classes.flavor_for_gpus("open", [v100], "580.105.08")
 
 
 def test_open_only_gpus_refuse_proprietary():
     for devid in ("2901", "2342", "2e12"):  # B200, GH200 (hopper), GB10 (table only)
         with pytest.raises(ValueError, match="open kernel modules"):
-            policy.flavor_for_gpus("proprietary", [GPUS[devid]], "580.105.08")
-    assert policy.flavor_for_gpus("proprietary", [GPUS["2330"]], "580.105.08") == "proprietary"
+            gpu_classes.flavor_for_gpus("proprietary", [GPUS[devid]], "580.105.08")
+    assert gpu_classes.flavor_for_gpus("proprietary", [GPUS["2330"]], "580.105.08") == "proprietary"
 
 
 def test_gpu_models_have_pci_ids_that_nvidias_table_names_alike():
-    for key, model in policy.GPU_MODELS.items():
+    for key, model in gpu_models.GPU_MODELS.items():
         assert model["pci_device_ids"], key
         for devid in model["pci_device_ids"]:
             row = ROWS[devid]
-            assert row["open"] == policy.open_module_supported(model["architecture"]), key
-            printed = policy._norm_name(row["name"])
-            assert any(policy._norm_name(n) in printed or printed in policy._norm_name(n)
+            assert row["open"] == driver_rules.open_module_supported(model["architecture"]), key
+            printed = gpu_models._norm_name(row["name"])
+            assert any(gpu_models._norm_name(n) in printed or printed in gpu_models._norm_name(n)
                        for n in model["names"]) or key.startswith("GH200"), (key, row["name"])
-    assert policy.lookup_model(pci_device_id="31c2")["key"] == "GB300"
-    assert policy.lookup_model(pci_device_id="2bb3")["key"] == "RTX-PRO-5000-BLACKWELL"
+    assert gpu_models.lookup_model(pci_device_id="31c2")["key"] == "GB300"
+    assert gpu_models.lookup_model(pci_device_id="2bb3")["key"] == "RTX-PRO-5000-BLACKWELL"
 
 
 def test_a_legacy_gpu_older_than_r580_is_still_refused():
     with pytest.raises(ValueError, match="470.xx legacy driver branch"):
-        policy.flavor_for_gpus("auto", bare_host_gpus(["1023"]), "580.105.08")
+        gpu_classes.flavor_for_gpus("auto", bare_host_gpus(["1023"]), "580.105.08")

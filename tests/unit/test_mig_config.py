@@ -16,7 +16,7 @@ import yaml
 
 from facts.host import GpuHostState
 from facts.script import ALL_SECTIONS, MARKER
-from gpuhost import cli, cli_mig, mig_config, settings
+from gpuhost import cli, cli_mig, mig_config, mig_plan, settings
 from roles import mig as mig_role
 
 # The shape of NVIDIA mig-parted's examples/config.yaml (custom-config and all-balanced),
@@ -209,15 +209,15 @@ T4 = {"model": "T4", "pci_device_id": "1eb8", "mig_capable": False, "name": "Tes
 def test_each_gpu_gets_the_last_entry_that_matches_it(config_file):
     configs = mig_config.load(config_file)
     gpus = [{**H100, "index": 0}, {**H100, "index": 1}, {**T4, "index": 2}]
-    wants = mig_config.wanted(configs["custom"], gpus)
+    wants = mig_plan.wanted(configs["custom"], gpus)
     assert sorted(wants) == [0, 1]  # the T4 is not MIG-capable: left alone
     assert wants[0].profiles == ("7g.80gb",) and wants[1].profiles == ("1g.10gb",) * 7
     # device-filter: the A100 gets the second entry, the H100 the first
-    mixed = mig_config.wanted(configs["balanced"], [{**A100, "index": 0}, {**H100, "index": 1}])
+    mixed = mig_plan.wanted(configs["balanced"], [{**A100, "index": 0}, {**H100, "index": 1}])
     assert mixed[0].profiles == ("1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb")
     assert mixed[1].profiles == ("1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb")
     # no entry matches an A30 (0x20B710DE): not in the result
-    assert mig_config.wanted(configs["balanced"], [{"index": 0, "model": "A30",
+    assert mig_plan.wanted(configs["balanced"], [{"index": 0, "model": "A30",
                                                      "pci_device_id": "20b7",
                                                      "mig_capable": True}]) == {}
 
@@ -225,8 +225,8 @@ def test_each_gpu_gets_the_last_entry_that_matches_it(config_file):
 def test_an_unfiltered_entry_is_checked_against_each_gpu_the_host_reports(config_file):
     entries = mig_config.select(config_file, "h100-sizes")
     gpus = [{**H100, "index": 0}, {**A100, "index": 1}]
-    wants = mig_config.wanted(entries, gpus)
-    (problem,) = mig_config.host_problems("h100-sizes", wants, gpus)
+    wants = mig_plan.wanted(entries, gpus)
+    (problem,) = mig_plan.host_problems("h100-sizes", wants, gpus)
     assert problem.startswith("mig_config h100-sizes entry 1 (devices: all): GPU 1 "
                               "(A100-SXM4-40GB): 7x 1g.10gb does not fit")
     assert "1g.10gb x7: A100-SXM4-40GB allows at most 4" in problem
@@ -241,10 +241,10 @@ def test_diff_compares_mode_and_profile_names():
               mig-enabled: true
               mig-devices: {"3g.40gb": 1, "1g.10gb": 2}
     """)["a"]
-    wants = mig_config.wanted(entries, [{**H100, "index": 0}, {**H100, "index": 1},
+    wants = mig_plan.wanted(entries, [{**H100, "index": 0}, {**H100, "index": 1},
                                         {**H100, "index": 2}])
     instances = [{"profile": p} for p in ("1g.10gb", "3g.40gb", "1g.10gb")]
-    plans = mig_config.diff(wants, [
+    plans = mig_plan.diff(wants, [
         {"index": 0, "mode_current": "enabled", "mode_pending": "enabled",
          "gpu_instances": instances},
         {"index": 1, "mode_current": "disabled", "mode_pending": "disabled", "gpu_instances": []},
@@ -257,7 +257,7 @@ def test_diff_compares_mode_and_profile_names():
     assert plans[1].wanted == "MIG enabled, 2x 1g.10gb + 3g.40gb"
     assert plans[2].now == "MIG enabled, 7g.80gb"
     # a host without a driver yet: lspci shows the GPU, nvidia-smi does not answer
-    (plan,) = mig_config.diff({0: wants[0]}, [])
+    (plan,) = mig_plan.diff({0: wants[0]}, [])
     assert plan.changes and plan.now == "unknown (nvidia-smi does not answer)"
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost import mig_config
-from gpuhost.mig_config import gpu_table, table_problems
+from gpuhost import mig_config, mig_plan
+from gpuhost.mig_tables import gpu_table, table_problems
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "mig"
 FILES = {
@@ -108,7 +108,7 @@ def test_the_balanced_layout_reaches_h100_and_a100_hosts(fixture):
              "pci_device_id": "2330", "mig_capable": True},
             {"index": 1, "model": "A100-SXM4-40GB", "name": "NVIDIA A100-SXM4-40GB",
              "pci_device_id": "20b0", "mig_capable": True}]
-    wants = mig_config.wanted(entries, gpus)
+    wants = mig_plan.wanted(entries, gpus)
     assert sorted(wants[0].profiles) == ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
     assert sorted(wants[1].profiles) == ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]
-    assert mig_config.host_problems("all-balanced", wants, gpus) == []
+    assert mig_plan.host_problems("all-balanced", wants, gpus) == []

@@ -1,11 +1,11 @@
 """Issue 22: mig_mode/mig_layout are judged by the same grammar and per-GPU tables as a named
-configuration (gpuhost.mig_config): one judgement, not two."""
+configuration (gpuhost.mig_tables): one judgement, not two."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpuhost import mig_config, policy
+from gpuhost import mig_tables
 from gpuhost.checks import check_mig_layout
 
 
@@ -37,7 +37,7 @@ def test_the_setting_refuses_what_nvidia_smi_cannot_create(item, why):
     ("H100-80GB-HBM3", ["1g.10gb+me", "3g.40gb"]),
 ])
 def test_attribute_profiles_fit_the_gpus_that_have_them(model, layout):
-    assert policy.mig_layout_valid(model, layout) == []
+    assert mig_tables.mig_layout_valid(model, layout) == []
 
 
 @pytest.mark.parametrize("model, layout, why", [
@@ -51,7 +51,7 @@ def test_attribute_profiles_fit_the_gpus_that_have_them(model, layout):
     ("A100-SXM4-40GB", [99], "'99' is not a MIG profile name"),
 ])
 def test_a_layout_the_gpu_cannot_hold_is_refused_with_the_gpu_and_why(model, layout, why):
-    problems = policy.mig_layout_valid(model, layout)
+    problems = mig_tables.mig_layout_valid(model, layout)
     assert any(why in p for p in problems), problems
 
 
@@ -59,22 +59,22 @@ def test_mig_layout_and_a_named_configuration_give_the_same_judgement():
     for model, layout in [("RTX-PRO-6000-BLACKWELL", ["1g.24gb"] * 5),
                           ("B200", ["4g.90gb", "4g.90gb"]),
                           ("A30", ["2g.12gb", "2g.12gb", "1g.6gb"])]:
-        assert policy.mig_layout_valid(model, layout) == mig_config.layout_problems(model, layout)
+        assert mig_tables.mig_layout_valid(model, layout) == mig_tables.layout_problems(model, layout)
 
 
 def test_profile_ids_become_the_names_of_the_gpus_own_table():
     # RTX PRO 6000's ids (MIG User Guide table, as mig_profiles.json holds them)
-    assert policy.mig_profile_names("NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    assert mig_tables.mig_profile_names("NVIDIA RTX PRO 6000 Blackwell Server Edition",
                                     [14, "MIG 2g.48gb+gfx", 65]) == [
         "1g.24gb", "2g.48gb+gfx", "1g.24gb+me.all"]
-    assert policy.mig_profile_names("B200", [19, 9, "7G.180GB"]) == ["1g.23gb", "3g.90gb", "7g.180gb"]
+    assert mig_tables.mig_profile_names("B200", [19, 9, "7G.180GB"]) == ["1g.23gb", "3g.90gb", "7g.180gb"]
     # an id of a table without ids stays digits (nvidia-smi is asked as given)
-    assert policy.mig_profile_names("GB200", [19]) == ["19"]
+    assert mig_tables.mig_profile_names("GB200", [19]) == ["19"]
 
 
 def test_a_mig_gpu_without_a_table_gets_the_grammar_and_its_slices(monkeypatch):
-    monkeypatch.setattr(mig_config, "gpu_table", lambda *a, **k: None)
-    assert policy.mig_layout_valid("B200", ["3g.90gb", "4g.90gb"]) == []
-    assert policy.mig_layout_valid("B200", ["4g.90gb", "4g.90gb"]) == [
+    monkeypatch.setattr(mig_tables, "gpu_table", lambda *a, **k: None)
+    assert mig_tables.mig_layout_valid("B200", ["3g.90gb", "4g.90gb"]) == []
+    assert mig_tables.mig_layout_valid("B200", ["4g.90gb", "4g.90gb"]) == [
         "layout uses 8 compute slices, B200 has 7"]
-    assert "is not a MIG profile name" in policy.mig_layout_valid("B200", ["four"])[0]
+    assert "is not a MIG profile name" in mig_tables.mig_layout_valid("B200", ["four"])[0]

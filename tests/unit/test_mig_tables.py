@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost import mig_config
-from gpuhost.mig_config import MigConfigError, gpu_table, parse, parse_profile, table_problems
+from gpuhost import mig_config, mig_plan, mig_tables
+from gpuhost.mig_config import MigConfigError, parse
+from gpuhost.mig_grammar import parse_profile
+from gpuhost.mig_tables import gpu_table, table_problems
 
 DATA = json.loads((Path(mig_config.__file__).parent / "data" / "mig_profiles.json").read_text())
 
@@ -155,7 +157,7 @@ def test_instance_counts_and_placements(gpu, profile, count, slots, starts):
     ("H200", ["1g.24gb-me"], "unknown MIG profile '1g.24gb-me' for H200"),
 ])
 def test_a_layout_the_gpu_cannot_hold_is_refused_naming_gpu_profile_and_why(gpu, layout, why):
-    problems = mig_config.layout_problems(None, layout, name=gpu)
+    problems = mig_tables.layout_problems(None, layout, name=gpu)
     assert any(why in p for p in problems), problems
 
 
@@ -178,8 +180,8 @@ def test_the_host_check_refuses_compute_instance_forms_gpuhost_does_not_create()
     entry = parse(_config({"1c.3g.20gb": 3}))["c"][0]
     gpus = [{"index": 0, "model": "A100-SXM4-40GB", "name": "NVIDIA A100-SXM4-40GB",
              "pci_device_id": "20b0", "mig_capable": True}]
-    wants = mig_config.wanted([entry], gpus)
-    problems = mig_config.host_problems("c", wants, gpus)
+    wants = mig_plan.wanted([entry], gpus)
+    problems = mig_plan.host_problems("c", wants, gpus)
     assert len(problems) == 1 and "1c.3g.20gb: compute-instance profiles are checked but not created" \
         in problems[0]
 
@@ -188,7 +190,7 @@ def test_a_gpu_only_known_by_its_product_name_is_checked_on_the_host():
     entry = parse(_config({"1g.35gb": 8}))["c"][0]
     gpus = [{"index": 0, "model": None, "name": "NVIDIA GB300", "pci_device_id": "31c2",
              "mig_capable": True}]
-    problems = mig_config.host_problems("c", mig_config.wanted([entry], gpus), gpus)
+    problems = mig_plan.host_problems("c", mig_plan.wanted([entry], gpus), gpus)
     assert problems and "GPU 0 (NVIDIA GB300)" in problems[0] and "1g.35gb x8: GB300 allows at most 7" \
         in problems[0]
 
@@ -200,10 +202,8 @@ def test_a_pci_id_picks_the_product_where_one_model_key_holds_two_tables():
 
 
 def test_the_model_table_gives_rtx_pro_6000_its_four_compute_slices():
-    # mig_mode/mig_layout's check (gpuhost.policy) reads gpu_models.json, which said 7
-    from gpuhost import policy
-
-    assert policy.mig_layout_valid("RTX-PRO-6000-BLACKWELL", ["1g.24gb"] * 4) == []
-    problems = policy.mig_layout_valid("RTX-PRO-6000-BLACKWELL", ["1g.24gb"] * 5)
+    # mig_mode/mig_layout's check (gpuhost.mig_tables) reads gpu_models.json, which said 7
+    assert mig_tables.mig_layout_valid("RTX-PRO-6000-BLACKWELL", ["1g.24gb"] * 4) == []
+    problems = mig_tables.mig_layout_valid("RTX-PRO-6000-BLACKWELL", ["1g.24gb"] * 5)
     assert problems == ["1g.24gb x5: RTX-PRO-6000-BLACKWELL allows at most 4",
                         "layout uses 5 compute slices, RTX-PRO-6000-BLACKWELL has 4"], problems

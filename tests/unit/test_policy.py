@@ -1,4 +1,5 @@
-"""gpuhost.policy (CUDA, GPU models, flavour, MIG) and gpuhost.distro (OS, kernel headers)."""
+"""CUDA, GPU models, flavour and MIG rules (gpuhost.cuda_drivers, gpu_models, driver_rules,
+mig_tables) and gpuhost.distro (OS, kernel headers)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,11 @@ import re
 import pytest
 from packaging.version import Version
 
-from gpuhost import distro, policy
-from gpuhost.policy import (
-    CUDA_MIN_DRIVER,
-    GPU_MODELS,
-    choose_flavor,
-    cuda_compat,
-    driver_branch,
-    is_downgrade,
-    lookup_model,
-    mig_layout_valid,
-    min_driver_for_cuda,
-    newest_cuda,
-)
+from gpuhost import cuda_drivers, distro, driver_rules, gpu_models, mig_tables
+from gpuhost.cuda_drivers import CUDA_MIN_DRIVER, cuda_compat, min_driver_for_cuda, newest_cuda
+from gpuhost.driver_rules import choose_flavor, driver_branch, is_downgrade
+from gpuhost.gpu_models import GPU_MODELS, lookup_model
+from gpuhost.mig_tables import mig_layout_valid
 
 # --- CUDA ---------------------------------------------------------------------------------
 
@@ -63,8 +56,8 @@ def test_cuda_releases_without_a_confirmed_row_answer_with_a_lower_bound():
     """CUDA 13.4 and 13.5: released, NVIDIA's row not read (cuda_drivers.json _notes)."""
     for cuda in ("13.4", "13.4.0", "13.4.1", "13.5"):
         assert min_driver_for_cuda(cuda) == "610.43.02"
-        assert not policy.cuda_min_driver_confirmed(cuda)
-    assert policy.cuda_min_driver_confirmed("13.3.1")
+        assert not cuda_drivers.cuda_min_driver_confirmed(cuda)
+    assert cuda_drivers.cuda_min_driver_confirmed("13.3.1")
     assert newest_cuda("620.10.01") == "13.3.1"  # a lower bound is never claimed as newest
     old = cuda_compat("595.71.05", "13.4")
     assert old["how"] == "minor-version-compat" and old["driver_needed_confirmed"] is False
@@ -154,7 +147,7 @@ def test_lookup_unknown_and_copy():
 def test_model_table_is_consistent():
     pci_seen, names_seen = set(), set()
     for key, m in GPU_MODELS.items():
-        assert m["architecture"] in policy.ARCHITECTURES, key
+        assert m["architecture"] in gpu_models.ARCHITECTURES, key
         assert Version(m["compute_capability"]), key
         for pci in m["pci_device_ids"]:
             assert pci == pci.lower() and len(pci) == 4 and pci not in pci_seen, (key, pci)
@@ -190,24 +183,24 @@ def test_model_facts():
     assert mins == {"H100-80GB-HBM3": "525.85.12", "H20": "535.161.07", "H200": "550.90.07",
                     "B200": "570.133.20", "B300": "580.82.07"}
     assert GPU_MODELS["L4"]["mig"] is None and GPU_MODELS["T4"]["compute_capability"] == "7.5"
-    assert policy.mig_needs_reset("A100-SXM4-40GB") is True
-    assert policy.mig_needs_reset("H100-80GB-HBM3") is False
-    assert policy.mig_needs_reset("L4") is None
+    assert mig_tables.mig_needs_reset("A100-SXM4-40GB") is True
+    assert mig_tables.mig_needs_reset("H100-80GB-HBM3") is False
+    assert mig_tables.mig_needs_reset("L4") is None
 
 
 # --- kernel module flavour ------------------------------------------------------------------
 
 
 def test_open_and_proprietary_support():
-    assert policy.open_module_supported("turing") and policy.open_module_supported("Ada Lovelace")
-    assert not policy.open_module_supported("volta")
-    assert policy.proprietary_supported("volta", "580.82.07")
-    assert not policy.proprietary_supported("pascal", "590.48.01")  # R580 was the last for Pascal
-    assert policy.proprietary_supported("ampere", "590.48.01")
-    assert not policy.proprietary_supported("ampere", "620.10")  # removed in 620
-    assert not policy.proprietary_supported("blackwell", "570.172.08")
+    assert driver_rules.open_module_supported("turing") and driver_rules.open_module_supported("Ada Lovelace")
+    assert not driver_rules.open_module_supported("volta")
+    assert driver_rules.proprietary_supported("volta", "580.82.07")
+    assert not driver_rules.proprietary_supported("pascal", "590.48.01")  # R580 was the last for Pascal
+    assert driver_rules.proprietary_supported("ampere", "590.48.01")
+    assert not driver_rules.proprietary_supported("ampere", "620.10")  # removed in 620
+    assert not driver_rules.proprietary_supported("blackwell", "570.172.08")
     with pytest.raises(ValueError, match="unknown GPU architecture"):
-        policy.open_module_supported("kepler2")
+        driver_rules.open_module_supported("kepler2")
 
 
 @pytest.mark.parametrize("setting, archs, driver, expected", [
@@ -351,7 +344,7 @@ def test_tables_are_data_files_naming_their_source_and_date():
     import json
     from pathlib import Path
 
-    data = Path(policy.__file__).parent / "data"
+    data = Path(gpu_models.__file__).parent / "data"
     for name in ("gpu_models.json", "mig_profiles.json", "cuda_drivers.json"):
         table = json.loads((data / name).read_text())
         assert table["_source"] and re.fullmatch(r"\d{4}-\d{2}-\d{2}", table["_date"]), name
@@ -359,7 +352,7 @@ def test_tables_are_data_files_naming_their_source_and_date():
     # every MIG model names a profile table that exists (or none)
     for key, m in GPU_MODELS.items():
         assert m["mig"] is None or m["mig"]["profiles"] is None or m["mig"]["profiles"] in \
-            policy.MIG_PROFILES.values(), key
+            gpu_models.MIG_PROFILES.values(), key
 
 
 def test_one_driver_version_pattern():
@@ -368,14 +361,14 @@ def test_one_driver_version_pattern():
     assert settings.BY_NAME["nvidia_driver_version"].check("k", "570") != []
     with pytest.raises(ValueError, match="not a driver version"):
         driver_branch("570")
-    assert policy.DRIVER_RE.fullmatch("570.172.08") and not policy.DRIVER_RE.fullmatch("570")
+    assert driver_rules.DRIVER_RE.fullmatch("570.172.08") and not driver_rules.DRIVER_RE.fullmatch("570")
 
 
 def test_mig_profile_ids_and_prefixed_names_become_the_models_profile_names():
     # issue 14 item 6: [19, 19] and "MIG 1g.5gb" must compare equal to what -lgi lists
-    assert policy.mig_profile_names("NVIDIA A100-SXM4-40GB", [19, "19", "MIG 1g.5gb", "3G.20GB"]) == [
+    assert mig_tables.mig_profile_names("NVIDIA A100-SXM4-40GB", [19, "19", "MIG 1g.5gb", "3G.20GB"]) == [
         "1g.5gb", "1g.5gb", "1g.5gb", "3g.20gb"]
-    assert policy.mig_profile_names(None, [19, "1g.5gb"]) == ["19", "1g.5gb"]
+    assert mig_tables.mig_profile_names(None, [19, "1g.5gb"]) == ["19", "1g.5gb"]
 
 
 def test_the_mig_role_compares_a_layout_given_as_ids_by_name():
