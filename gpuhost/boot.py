@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from facts.dkms_names import is_nvidia_module
+
 
 def cert_der(data: bytes) -> bytes:
     """The DER bytes of a PEM or DER certificate."""
@@ -42,7 +44,7 @@ def enrolled(kernel: Mapping[str, Any], fp: str) -> bool:
 def dkms_builds_nvidia(kernel: Mapping[str, Any]) -> bool:
     """DKMS knows the NVIDIA module (any version, any kernel): the module of a new kernel
     comes from a DKMS build."""
-    return any(entry.get("module") == "nvidia" for entry in kernel.get("dkms") or [])
+    return any(is_nvidia_module(entry.get("module")) for entry in kernel.get("dkms") or [])
 
 
 def next_boot_module(kernel: Mapping[str, Any], version: str) -> dict[str, Any]:

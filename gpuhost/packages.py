@@ -2,9 +2,13 @@
 
 Names follow NVIDIA's packaging as its driver installation guide documents it:
 
-- apt (Debian 12, Ubuntu 22.04/24.04): before branch 590 the branch is in the package name
+- apt, Ubuntu 22.04/24.04: before branch 590 the branch is in the package name
   (``nvidia-open-570``, ``cuda-drivers-570``); from 590 the branch is chosen by
   ``nvidia-driver-pinning-<branch>`` and the driver packages are unversioned.
+- apt, Debian 12: NVIDIA's debian12 repositories carry Debian's packaging (``nvidia-open``,
+  ``cuda-drivers``, ``nvidia-kernel-open-dkms``, ``nvidia-driver-cuda``, ``libcuda1``,
+  ``nvidia-smi``, ...) under the same names on every branch; the local repo holds one
+  version and gpuhost's apt pin holds it (docs/real-hosts.md, "Debian 12's driver names").
 - dnf (Oracle Linux 8/9 via NVIDIA's rhel8/rhel9 builds): the branch is a module stream
   ``nvidia-driver:<branch>-open`` or ``<branch>-dkms``; the packages are ``nvidia-open`` or
   ``cuda-drivers``.
@@ -36,7 +40,13 @@ DRIVER_PACKAGE_REGEX = (
     "|nvidia-modprobe|nvidia-firmware|libnvidia-(compute|decode|encode|extra|fbc1|gl|cfg1"
     "|common|fabric|gpucomp|nscq|ml1|ptxjitcompiler|pkcs11|nvvm|allocator|egl|rtcore|ngx"
     "|opticalflow)|xserver-xorg-video-nvidia"
-    "|nvidia-smi|nvidia-alternative|libcuda1|firmware-nvidia-gsp|nvidia-imex|libnvsdm)"
+    "|nvidia-smi|nvidia-alternative|libcuda1|firmware-nvidia-gsp|nvidia-imex|libnvsdm"
+    # more of Debian's driver closure (an Azure HPC image's pin for NVIDIA's Debian repo:
+    # nvidia-xconfig, nvidia-{egl,vulkan,opencl}-icd, nvidia-vdpau-driver, libcudadebugger1;
+    # Debian's packaging: libnvcuvid1, libnvoptix1, the GL front libraries)
+    "|nvidia-xconfig|nvidia-(egl|vulkan|opencl)-(icd|common)|nvidia-vdpau-driver"
+    "|nvidia-suspend-common|libcudadebugger1|libnvcuvid1|libnvoptix1"
+    "|libgl1-nvidia|libglx-nvidia|libegl-nvidia|libgles-nvidia)"
 )
 
 
@@ -96,15 +106,27 @@ def fabricmanager_package(distro_tag: str, version: str) -> str:
     return "nvidia-fabric-manager" if family(distro_tag) == "rhel" else f"nvidia-fabricmanager-{br}"
 
 
+# Debian 12: what gpuhost installs besides the meta package. NVIDIA's Debian packages follow
+# Debian's, where nvidia-smi is not a dependency of the driver's libraries (Debian's libcuda1
+# only Recommends the kernel module and its helpers, packages.debian.org bookworm) and gpuhost
+# installs with --no-install-recommends (nvidia-persistenced: roles/nvidia_driver.py).
+DEBIAN12_EXPLICIT = ("nvidia-smi",)
+
+
 def driver_packages(distro_tag: str, version: str, flavor: str, fabricmanager: bool) -> list[str]:
     """The packages to install for this driver (the pin or stream chooses the version)."""
     br = branch(version)
+    meta = "nvidia-open" if flavor == "open" else "cuda-drivers"
+    pinning = [f"nvidia-driver-pinning-{br}"] if int(br) >= APT_UNVERSIONED_FROM else []
     if family(distro_tag) == "rhel":
-        names = ["nvidia-open" if flavor == "open" else "cuda-drivers"]
-    elif int(br) >= APT_UNVERSIONED_FROM:
-        names = [f"nvidia-driver-pinning-{br}", "nvidia-open" if flavor == "open" else "cuda-drivers"]
+        names = [meta]
+    elif distro_tag == "debian12":
+        # unversioned on every branch (docs/real-hosts.md, "Debian 12's driver names")
+        names = [*pinning, meta, *DEBIAN12_EXPLICIT]
+    elif pinning:
+        names = [*pinning, meta]
     else:
-        names = [f"nvidia-open-{br}" if flavor == "open" else f"cuda-drivers-{br}"]
+        names = [f"{meta}-{br}"]
     if fabricmanager:
         names.append(fabricmanager_package(distro_tag, version))
     return names

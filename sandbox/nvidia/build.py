@@ -46,7 +46,7 @@ def writable(path) -> bool:
 
 def build_local_repos(key: SigningKey, force: bool, versions: list[str],
                       distros: list[str]) -> None:
-    code = code_digest("deb", "rpm", "driver", "localrepo")
+    code = code_digest("deb", "rpm", "driver", "driver_debian", "localrepo")
     sim = simulator_digest()
     for version in versions:
         outdir = OUT_DIR / "local-repos" / version

@@ -1,7 +1,7 @@
 """The fake NVIDIA packages installed for real, in throwaway chroots made here.
 
 - debian12: dpkg -i the local repo package, NO_PUBKEY until the keyring is copied,
-  `apt-get install cuda-drivers-570` failing with DKMS's headers error and succeeding
+  `apt-get install --no-install-recommends cuda-drivers` failing with DKMS's headers error and succeeding
   once headers exist (real Debian dkms), the dkms_build_fail fault, removal.
 - ol9 (a Debian root with rpm + dnf, like the sandbox's Oracle Linux hosts): rpm -i the
   rhel9 local repo, `dnf module enable nvidia-driver:570-open` + `dnf install nvidia-open`,
@@ -130,13 +130,17 @@ def test_debian12_local_repo_install_no_pubkey_dkms(artifacts, tmp_path):
         after = c.run(f"apt-get update {only_nvidia}")
         assert "NO_PUBKEY" not in after.stdout
 
-        no_headers = c.run(f"apt-get install -y {only_nvidia} cuda-drivers-570", check=False)
+        # as gpuhost installs: --no-install-recommends (Debian's packaging only recommends
+        # nvidia-smi and the daemon: sandbox/nvidia/pkg/README.md, "debian12")
+        no_headers = c.run(f"apt-get install -y --no-install-recommends {only_nvidia} cuda-drivers",
+                           check=False)
         assert no_headers.returncode != 0
         assert (f"Error! Your kernel headers for kernel {DEB_KERNEL} cannot be found at "
                 f"/lib/modules/{DEB_KERNEL}/build or /lib/modules/{DEB_KERNEL}/source."
                 ) in no_headers.stdout
-        assert "installed nvidia-dkms-570 package post-installation script subprocess " \
+        assert "installed nvidia-kernel-dkms package post-installation script subprocess " \
                "returned error exit status" in no_headers.stdout
+        assert not c.file("/usr/bin/nvidia-smi").exists()  # recommended only
         module = c.file(f"/lib/modules/{DEB_KERNEL}/updates/dkms/nvidia.ko")
         assert not module.exists()
 
@@ -144,8 +148,9 @@ def test_debian12_local_repo_install_no_pubkey_dkms(artifacts, tmp_path):
         c.run(f"mkdir -p /usr/src/linux-headers-{DEB_KERNEL}/include && "
               f"mkdir -p /lib/modules/{DEB_KERNEL} && "
               f"ln -s /usr/src/linux-headers-{DEB_KERNEL} /lib/modules/{DEB_KERNEL}/build")
-        c.run(f"apt-get install -y -f {only_nvidia}")
-        assert c.run("dpkg-query -W -f='${Status}' cuda-drivers-570").stdout == "install ok installed"
+        c.run(f"apt-get install -y -f --no-install-recommends {only_nvidia}")
+        assert c.run("dpkg-query -W -f='${Status}' cuda-drivers").stdout == "install ok installed"
+        c.run(f"apt-get install -y --no-install-recommends {only_nvidia} nvidia-smi")  # as gpuhost
         assert f"nvidia/{VER}, {DEB_KERNEL}, x86_64: installed" in c.run("dkms status").stdout
         assert module.read_text().startswith(f"gpusim-module version={VER} flavor=proprietary")
         assert json.loads(c.file("/usr/lib/gpusim/userspace.json").read_text()) == {
@@ -155,7 +160,8 @@ def test_debian12_local_repo_install_no_pubkey_dkms(artifacts, tmp_path):
 
         # the simulator's fault makes the DKMS build fail like a real compile error
         c.run("mkdir -p /etc/gpusim && echo '{\"dkms_build_fail\": true}' > /etc/gpusim/faults.json")
-        broken = c.run(f"apt-get install -y --reinstall {only_nvidia} nvidia-dkms-570", check=False)
+        broken = c.run(f"apt-get install -y --reinstall {only_nvidia} nvidia-kernel-dkms",
+                       check=False)
         assert broken.returncode != 0
         assert f"Error! Bad return status for module build on kernel: {DEB_KERNEL} (x86_64)" \
             in broken.stdout
@@ -163,10 +169,10 @@ def test_debian12_local_repo_install_no_pubkey_dkms(artifacts, tmp_path):
         c.run("rm /etc/gpusim/faults.json && dpkg --configure -a")
         assert module.exists()
 
-        # switching flavour swaps the module (Conflicts on nvidia-dkms-kernel)
-        c.run(f"apt-get install -y {only_nvidia} nvidia-open-570")
+        # switching flavour swaps the module (nvidia-kernel-open-dkms Conflicts with it)
+        c.run(f"apt-get install -y --no-install-recommends {only_nvidia} nvidia-open")
         assert "flavor=open" in module.read_text()
-        assert c.run("dpkg-query -W -f='${Status}' nvidia-dkms-570", check=False).stdout \
+        assert c.run("dpkg-query -W -f='${Status}' nvidia-kernel-dkms", check=False).stdout \
             != "install ok installed"
 
         # a systemd unit, as NVIDIA ships it (no init.d script); the daemon forks and writes
@@ -179,7 +185,7 @@ def test_debian12_local_repo_install_no_pubkey_dkms(artifacts, tmp_path):
               "kill -0 $(cat /var/run/nvidia-persistenced/nvidia-persistenced.pid)")
         c.run("kill $(cat /var/run/nvidia-persistenced/nvidia-persistenced.pid)")
 
-        c.run(f"apt-get remove -y {only_nvidia} nvidia-dkms-570-open")
+        c.run(f"apt-get remove -y {only_nvidia} nvidia-kernel-open-dkms")
         assert not module.exists()
         assert f"nvidia/{VER}" not in c.run("dkms status").stdout
 
@@ -249,7 +255,8 @@ def test_runtime_shim_runs_nvidia_smi_in_the_verify_image(artifacts, tmp_path):
     sh("dpkg-deb", "-x", str(local), str(x))
     repo = x / f"var/nvidia-driver-local-repo-debian12-{VER}"
     drv, tk = tmp_path / "drv", tmp_path / "tk"
-    for deb in (f"nvidia-utils-570_{VER}-1_amd64.deb", f"nvidia-dkms-570-open_{VER}-1_amd64.deb"):
+    for deb in (f"nvidia-smi_{VER}-1_amd64.deb", f"libnvidia-ml1_{VER}-1_amd64.deb",
+                f"nvidia-kernel-open-dkms_{VER}-1_amd64.deb"):
         sh("dpkg-deb", "-x", str(repo / deb), str(drv))
     for deb in (artifacts / "toolkit" / "deb").glob("*.deb"):
         sh("dpkg-deb", "-x", str(deb), str(tk))
@@ -318,7 +325,7 @@ def test_debian12_pinning_package_holds_the_branch(artifacts, tmp_path):
         c.run(f"apt-get install -y {only_nvidia} nvidia-driver-pinning-595")
         pin = c.file("/etc/apt/preferences.d/nvidia-driver-pin").read_text()
         assert "Pin: version 595.*" in pin and "Pin-Priority: 1000" in pin
-        for name in ("nvidia-open", "nvidia-dkms-open", "nvidia-fabricmanager", "libnvsdm"):
+        for name in ("nvidia-open", "nvidia-kernel-open-dkms", "nvidia-fabricmanager", "libnvsdm"):
             assert candidate(name) == f"{r595}-1", name
         c.run(f"mkdir -p /usr/src/linux-headers-{DEB_KERNEL}/include /lib/modules/{DEB_KERNEL} && "
               f"ln -s /usr/src/linux-headers-{DEB_KERNEL} /lib/modules/{DEB_KERNEL}/build")

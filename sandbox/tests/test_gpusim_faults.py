@@ -61,7 +61,8 @@ def driver(fleet, ssh):
     for name, flavor in FLAVOR.items():
         _copy(fleet, name, LOCAL_REPO, "/tmp/local-repo.deb")
         ssh(name, "dpkg -i /tmp/local-repo.deb >/dev/null && dpkg -i "
-                  f"/var/nvidia-driver-local-repo-debian12-{VERSION}/nvidia-utils-570_*.deb >/dev/null")
+                  f"/var/nvidia-driver-local-repo-debian12-{VERSION}/nvidia-smi_*.deb "
+                  f"/var/nvidia-driver-local-repo-debian12-{VERSION}/libnvidia-ml1_*.deb >/dev/null")
         ssh(name, "m=/lib/modules/$(uname -r)/updates/dkms; mkdir -p $m && printf "
                   f"'gpusim-module version={VERSION} flavor={flavor} kernel=%s\\n' $(uname -r) "
                   f"> $m/nvidia.ko && printf '{{\"version\": \"{VERSION}\", \"flavor\": \"{flavor}\"}}\\n'"

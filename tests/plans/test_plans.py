@@ -56,7 +56,9 @@ def test_plans_differ_where_the_distributions_differ():
     for scenario, tag in (("ubuntu2204", "ubuntu2204"), ("ubuntu2404", "ubuntu2404"),
                           ("debian12", "debian12")):
         assert f"dpkg -i /var/cache/gpuhost/nvidia-driver-local-repo-{tag}-570.172.08_1.0-1_amd64.deb" in plans[scenario]
-        assert "install --no-install-recommends nvidia-open-570" in plans[scenario]
+        # Debian 12: Debian's unversioned names (gpuhost/packages.py)
+        meta = "nvidia-open nvidia-smi" if tag == "debian12" else "nvidia-open-570"
+        assert f"install --no-install-recommends {meta}" in plans[scenario]
         assert "/etc/apt/preferences.d/gpuhost-nvidia-driver" in plans[scenario]
     assert "linux-headers-5.15.0-130-generic" in plans["ubuntu2204"]
 
@@ -144,8 +146,8 @@ def test_a_v100_pcie_host_without_lspci_gets_the_proprietary_driver():
     lines = result.stdout.splitlines()
     golden = (GOLDEN / "debian12.plan").read_text().splitlines()
     assert not any("nvidia-open" in line for line in lines), result.stdout
-    assert lines == [line.replace("install --no-install-recommends nvidia-open-570",
-                                  "install --no-install-recommends cuda-drivers-570")
+    assert lines == [line.replace("install --no-install-recommends nvidia-open nvidia-smi",
+                                  "install --no-install-recommends cuda-drivers nvidia-smi")
                      for line in golden], result.stdout
 
 

@@ -28,13 +28,13 @@ def test_a_v100_host_asked_for_r595_is_refused_with_one_line_before_anything_cha
     # the same host on R580 is provisioned with the proprietary modules
     lines = run_plan("debian12", {**_pci(V100_PCIE_SYSFS),
                                   "nvidia_driver_version": "580.95.05"}).stdout.splitlines()
-    assert any(line.endswith("install --no-install-recommends cuda-drivers-580") for line in lines)
+    assert any(line.endswith("install --no-install-recommends cuda-drivers nvidia-smi") for line in lines)
 
 
 def test_an_rtx_pro_6000_blackwell_server_host_gets_the_open_modules_and_refuses_proprietary():
     lines = run_plan("debian12", {**_pci(RTX_PRO_6000_SYSFS),
                                   "nvidia_driver_version": "580.95.05"}).stdout.splitlines()
-    assert any(line.endswith("install --no-install-recommends nvidia-open-580") for line in lines)
+    assert any(line.endswith("install --no-install-recommends nvidia-open nvidia-smi") for line in lines)
     assert not any("cuda-drivers" in line for line in lines)
     lines = run_plan("debian12", {**_pci(RTX_PRO_6000_SYSFS), "nvidia_driver_flavor": "proprietary",
                                   "nvidia_driver_version": "580.95.05"}).stdout.splitlines()

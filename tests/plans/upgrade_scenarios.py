@@ -47,6 +47,9 @@ def _packages(tag: str, version: str) -> tuple[str, str]:
         return "", rpm + f"{repo}\t(none):1.0-1\n"
     rows = [f"cuda-drivers-{branch}", f"nvidia-driver-{branch}", f"nvidia-dkms-{branch}",
             f"nvidia-utils-{branch}", f"nvidia-kernel-common-{branch}"]
+    if tag == "debian12":  # Debian's packaging, the same names on every branch
+        rows = ["cuda-drivers", "nvidia-kernel-dkms", "nvidia-kernel-support",
+                "nvidia-driver-cuda", "libcuda1", "nvidia-smi"]
     dpkg = "".join(f"{name}\t{version}-1\tii \n" for name in rows)
     return dpkg + f"{repo}\t1.0-1\tii \n", ""
 

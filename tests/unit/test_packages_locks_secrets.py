@@ -156,8 +156,10 @@ def test_fabric_manager_has_each_branch_and_family_name():
             for v in ("580.95.05", "595.71.05", "620.10.01")} == {"nvidia-fabricmanager"}
     assert packages.driver_packages("rhel9", "580.95.05", "open", True) == [
         "nvidia-open", "nvidia-fabricmanager"]
-    assert packages.driver_packages("debian12", "580.95.05", "open", True) == [
+    assert packages.driver_packages("ubuntu2404", "580.95.05", "open", True) == [
         "nvidia-open-580", "nvidia-fabricmanager"]
+    assert packages.driver_packages("debian12", "580.95.05", "open", True) == [
+        "nvidia-open", "nvidia-smi", "nvidia-fabricmanager"]
 
 
 def test_an_upgrade_removes_the_companion_the_target_spells_otherwise():

@@ -22,6 +22,7 @@ class DebPackage:
     description: str
     arch: str = "amd64"
     depends: list[str] = field(default_factory=list)
+    recommends: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     replaces: list[str] = field(default_factory=list)
     provides: list[str] = field(default_factory=list)
@@ -42,7 +43,8 @@ class DebPackage:
                  "Maintainer: gpuhost sandbox (fake NVIDIA package) <nvidia-sandbox@gpuhost.invalid>",
                  f"Installed-Size: {max(installed_kb, 1)}", f"Section: {self.section}",
                  "Priority: optional"]
-        for key, values in (("Depends", self.depends), ("Conflicts", self.conflicts),
+        for key, values in (("Depends", self.depends), ("Recommends", self.recommends),
+                            ("Conflicts", self.conflicts),
                             ("Replaces", self.replaces), ("Provides", self.provides)):
             if values:
                 lines.append(f"{key}: {', '.join(values)}")
