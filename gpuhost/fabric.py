@@ -40,9 +40,32 @@ FM_BEFORE = ("docker.service", "containerd.service", "nvidia-dcgm.service", "dcg
 FABRIC_WAIT_S = 180
 
 
+# NVLink 5 HGX (B200/B300): the NVLink Subnet Manager, started by Fabric Manager's own start
+# script, and the InfiniBand tools NVIDIA installs with it; neither is versioned with the
+# driver (gpu-driver-container@06a208c */install.sh nvlink5_pkgs_install: "nvlsm
+# infiniband-diags" without a version; ubuntu26.04/install.sh: "versioned independently of
+# the driver"), so neither is pinned, held or moved by the rolling upgrade.
+NVLINK5_PACKAGES = ("nvlsm", "infiniband-diags")
+
+
+def nvlink5_switches(state: Mapping[str, Any]) -> list[str]:
+    """The PCI slots of the host's NVLink 5 switch management functions: a VPD saying
+    ``SW_MNG`` (how NVIDIA's driver container tells an NVLink 5 system: gpu-driver-container
+    @06a208c ``_assert_nvlink5_system`` greps /sys/class/infiniband/*/device/vpd), read by
+    the ``rdma`` section (``state["rdma"]["switches"]``)."""
+    return sorted((state.get("rdma") or {}).get("switches") or {})
+
+
+def switch_count(state: Mapping[str, Any]) -> int:
+    """NVSwitches of every generation the host shows: NVIDIA 0x0680 bridges (NVLink 4 and
+    older) plus NVLink 5 switch management functions."""
+    return ((state.get("health") or {}).get("nvswitch_count") or 0) + len(nvlink5_switches(state))
+
+
 def resolve(setting: str, fabricmanager: bool, nvswitch_count: int | None) -> str:
     """The host's fabric: ``none``, ``nvswitch`` or ``nvl`` (``auto`` decided by the
-    NVSwitch bridges the host shows; ``nvidia_fabricmanager: true`` means nvswitch)."""
+    NVSwitches the host shows, ``switch_count``; ``nvidia_fabricmanager: true`` means
+    nvswitch)."""
     if fabricmanager and setting in ("auto", "nvswitch"):
         return "nvswitch"
     if setting != "auto":
@@ -74,15 +97,18 @@ def host_problem(setting: str, fabricmanager: bool, nvswitch_count: int | None,
     if (setting == "nvswitch" or fabricmanager) and not nvswitch_count:
         models = sorted({g.get("model") or g.get("name") or "?" for g in gpus}) or ["no GPU"]
         return (f"nvidia_fabric: nvswitch (or nvidia_fabricmanager: true), but the host shows "
-                f"no NVSwitch on its PCI bus (GPUs: {', '.join(models)}): Fabric Manager "
+                f"no NVSwitch on its PCI bus (GPUs: {', '.join(models)}) (no NVIDIA 0x0680 "
+                "bridge, no NVLink 5 switch function with SW_MNG in its VPD): Fabric Manager "
                 "fails there (NV_WARN_NOTHING_TO_DO) and its unit stays failed; set "
                 "nvidia_fabric: auto or none for this host")
     return None
 
 
-def fabric_packages(distro_tag: str, version: str, fabric: str) -> list[str]:
+def fabric_packages(distro_tag: str, version: str, fabric: str,
+                    nvlink5: bool = False) -> list[str]:
     """The companions of ``fabric`` besides the driver, named as the branch names them
-    (Fabric Manager itself comes from ``packages.driver_packages``)."""
+    (Fabric Manager itself comes from ``packages.driver_packages``); on an NVLink 5 board
+    (``nvlink5``) also NVLSM and infiniband-diags, unversioned."""
     br = int(packages.branch(version))
     unbranched = br >= packages.COMPANIONS_UNVERSIONED_FROM
 
@@ -92,7 +118,7 @@ def fabric_packages(distro_tag: str, version: str, fabric: str) -> list[str]:
         return base if unbranched else f"{base}-{br}"
 
     if fabric == "nvswitch":
-        return [name("libnvidia-nscq")]
+        return [name("libnvidia-nscq"), *(NVLINK5_PACKAGES if nvlink5 else ())]
     if fabric == "nvl":
         return [name("nvidia-imex"), name("libnvsdm")]
     return []
@@ -154,6 +180,7 @@ def drift(state: Mapping[str, Any], fabric: str) -> list[tuple[str, str, str, st
         return items
     service = ((state.get("fabric") or {}).get("services") or {}).get(FM_SERVICE) or {}
     enabled, active = service.get("enabled"), service.get("active")
+    items += nvlsm_drift(state, active == "active")
     if enabled != "enabled" or active != "active":
         items.append(("fabric_manager_service", f"{enabled or 'unknown'}/{active or 'unknown'}",
                       "enabled/active",
@@ -161,6 +188,25 @@ def drift(state: Mapping[str, Any], fabric: str) -> list[tuple[str, str, str, st
                       f"{active or 'unknown'}: the fabric is not set up after a reboot; run "
                       "the deploy, or systemctl status nvidia-fabricmanager for its errors"))
     return items
+
+
+def nvlsm_drift(state: Mapping[str, Any], fm_active: bool) -> list[tuple[str, str, str, str]]:
+    """On an NVLink 5 board: NVLSM installed, and running while Fabric Manager runs (its
+    start script starts NVLSM first; FM user guide, "What is NVLink Subnet Manager?")."""
+    if not nvlink5_switches(state):
+        return []
+    nvlsm = (state.get("fabric") or {}).get("nvlsm") or {}
+    if not nvlsm.get("version"):
+        return [("nvlsm", "not installed", "installed",
+                 "the NVLink Subnet Manager (package nvlsm) is not installed on an NVLink 5 "
+                 "board (switches with SW_MNG: " + ", ".join(nvlink5_switches(state)) + "): "
+                 "the fabric stays In Progress without it; run the deploy")]
+    if fm_active and nvlsm.get("running") is False:
+        return [("nvlsm_running", "stopped", "running",
+                 "Fabric Manager runs but the NVLink Subnet Manager does not: Fabric Manager "
+                 "starts it only when it starts itself; run the deploy (it restarts Fabric "
+                 "Manager), or systemctl restart nvidia-fabricmanager")]
+    return []
 
 
 def wait_script(wait_s: int = FABRIC_WAIT_S) -> str:

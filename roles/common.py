@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from pyinfra import host, logger
-from pyinfra.api import QuoteString, StringCommand
+from pyinfra.api import QuoteString, State, StringCommand
 from pyinfra.api.exceptions import PyinfraError
-from pyinfra.api.state import State, StateStage
 from pyinfra.context import inventory
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import server
 
+from facts import pyinfra_api
 from facts.host import GpuHostState
 from gpuhost import artifacts, fabric, packages, policy, settings
 from gpuhost import daemon_json as daemon_json_rules
@@ -82,7 +82,7 @@ def host_settings() -> settings.Settings:
 
 def executing() -> bool:
     """True while pyinfra executes operations (False while it prepares the plan)."""
-    return host.state.current_stage == StateStage.Execute
+    return pyinfra_api.executing(host.state)
 
 
 def fail_command(message: str) -> StringCommand:
@@ -117,7 +117,7 @@ def host_ready() -> bool:
                 raise GpuhostError(clash)
         choose_flavor(config, state)
         misfit = fabric.host_problem(config.nvidia_fabric, config.nvidia_fabricmanager,
-                                     (state.get("health") or {}).get("nvswitch_count"),
+                                     fabric.switch_count(state),
                                      state["gpus"])
         if misfit:  # issue 25: before any change
             raise GpuhostError(f"{host.name}: {misfit}")

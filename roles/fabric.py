@@ -6,7 +6,9 @@ host where one drifted gets it moved back), then
 
 - nvswitch: Fabric Manager enabled, ordered before containers, DCGM and kubelet (a drop-in:
   NVIDIA's unit is left as shipped), started once the driver is loaded, restarted when its
-  package moved;
+  package moved; on an NVLink 5 board (HGX B200/B300) NVLSM is installed with it and
+  Fabric Manager's own start script starts NVLSM first (a Fabric Manager running without
+  NVLSM is restarted);
 - nvl: IMEX channel 0 created by the driver at every load (``NVreg_CreateImexChannel0=1``),
   ``/etc/nvidia-imex/nodes_config.cfg`` with the peers, nvidia-imex enabled and started.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.facts.server import Command
 from pyinfra.operations import server, systemd
 
 from facts.nvidia import NvidiaDriver
@@ -57,14 +60,39 @@ def _loaded() -> bool:
     return host.get_fact(NvidiaDriver)["state"] == "loaded"
 
 
-def configure(fabric_kind: str, version: str, family: str, peers: tuple[str, ...]) -> None:
-    """The daemons of ``fabric_kind`` (none, nvswitch, nvl) after the packages."""
+# Fabric Manager runs and NVLSM does not (NVLSM installed after Fabric Manager started, or
+# it died): "restart" (facts.script's nvlsm section reads the same pid file)
+_NVLSM_CHECK = ("if systemctl is-active -q nvidia-fabricmanager && ! { "
+                "p=$(cat /run/nvidia-fabricmanager/nvlsm.pid 2>/dev/null) && [ -n \"$p\" ] && "
+                "kill -0 \"$p\" 2>/dev/null; } && ! pgrep -f '[/]opt/nvidia/nvlsm/sbin/nvlsm' "
+                ">/dev/null 2>&1; then echo restart; else echo ok; fi")
+
+
+@operation()
+def nvlsm_with_fabric_manager():
+    """
+    On an NVLink 5 board NVLSM runs beside Fabric Manager: Fabric Manager's start script
+    starts it, so a Fabric Manager that runs without it is restarted.
+    """
+    if (host.get_fact(Command, command=_NVLSM_CHECK) or "").strip() != "restart":
+        host.noop("NVLSM runs with Fabric Manager (or Fabric Manager does not run)")
+        return
+    yield "systemctl restart nvidia-fabricmanager"
+
+
+def configure(fabric_kind: str, version: str, family: str, peers: tuple[str, ...],
+              nvlink5: bool = False) -> None:
+    """The daemons of ``fabric_kind`` (none, nvswitch, nvl) after the packages; ``nvlink5``:
+    the board's switches are NVLink 5 ones (NVLSM beside Fabric Manager)."""
     if fabric_kind == "none":
         return
     moved = companions_at(name=f"The fabric packages are at the driver's version {version}",
                           version=version, family=family)
     if fabric_kind == "nvswitch":
         _fabric_manager(moved)
+        if nvlink5:
+            nvlsm_with_fabric_manager(name="NVLSM runs with Fabric Manager (NVLink 5)",
+                                      _if=lambda: _installed(fabric.FM_SERVICE) and _loaded())
     else:
         _imex(peers, moved)
 
@@ -109,7 +137,9 @@ def _imex(peers: tuple[str, ...], moved) -> None:
                    _if=lambda: _installed(service) and _loaded())
 
 
-def wanted_packages(tag: str, version: str, flavor: str, fabric_kind: str) -> list[str]:
-    """The driver's packages plus the fabric's companions."""
+def wanted_packages(tag: str, version: str, flavor: str, fabric_kind: str,
+                    nvlink5: bool = False) -> list[str]:
+    """The driver's packages plus the fabric's companions (and NVLSM on NVLink 5 boards)."""
     names = packages.driver_packages(tag, version, flavor, fabric_kind == "nvswitch")
-    return names + [n for n in fabric.fabric_packages(tag, version, fabric_kind) if n not in names]
+    return names + [n for n in fabric.fabric_packages(tag, version, fabric_kind, nvlink5)
+                    if n not in names]

@@ -18,6 +18,7 @@ from pyinfra.operations import apt, dnf, files, server
 
 from facts.kernel import PackageAvailable
 from facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
+from facts.pyinfra_api import joined
 from facts.services import ServiceInstalled
 from gpuhost import fabric, packages
 from gpuhost.reboot import needs_reboot
@@ -61,7 +62,7 @@ def local_repo(remote_file: str, distro_tag: str, version: str):
         if not installed:
             yield StringCommand("dpkg -i", QuoteString(remote_file))
         yield StringCommand(
-            "found=0; for key in", StringCommand(QuoteString(repo_dir), "/nvidia-driver-*-keyring.gpg", _separator=""),
+            "found=0; for key in", joined(QuoteString(repo_dir), "/nvidia-driver-*-keyring.gpg"),
             '; do test -e "$key" || continue; install -m 644 "$key" /usr/share/keyrings/'
             ' || exit 1; found=1; done; test $found = 1 || { echo', QuoteString(
                 f"gpuhost: {repo_dir} has no nvidia-driver-*-keyring.gpg; the local repo "
@@ -195,8 +196,9 @@ def install() -> None:
     install_local_repo(config, tag, version)
 
     fabric_kind = fabric.resolve(config.nvidia_fabric, config.nvidia_fabricmanager,
-                                 (state.get("health") or {}).get("nvswitch_count"))
-    wanted = fabric_role.wanted_packages(tag, version, flavor, fabric_kind)
+                                 fabric.switch_count(state))
+    nvlink5 = bool(fabric.nvlink5_switches(state))
+    wanted = fabric_role.wanted_packages(tag, version, flavor, fabric_kind, nvlink5)
     if family == "debian":
         pin_driver(version, name=f"Pin the driver packages at {version}")
         apt.packages(
@@ -243,7 +245,7 @@ def install() -> None:
 
     # The fabric (Fabric Manager, or IMEX) before persistenced, DCGM and containers; at boot
     # its drop-in orders Fabric Manager before containers, DCGM and kubelet (roles/fabric.py)
-    fabric_role.configure(fabric_kind, version, family, config.nvidia_imex_peers)
+    fabric_role.configure(fabric_kind, version, family, config.nvidia_imex_peers, nvlink5)
 
     # Services that need the loaded driver: enabled now, started once the module is loaded
     # (after the reboot above, or on the next boot when reboot_policy is never).

@@ -7,6 +7,11 @@ for a 3D controller, "0x030000" VGA, "0x068000" bridge such as an NVSwitch). nsp
 at creation (the same devices the GPU simulator's lspci lists) and bound read-only over
 /sys/bus/pci/devices by files/boot.sh (`HOSTDIR/pci`). The real entries are symlinks into
 /sys/devices/pci*/...; plain directories hold the same files.
+
+A function with PCI VPD gets its `vpd` file too (sysfs-bus-pci: "vpd", the binary Vital
+Product Data): an NVLink 5 switch's management function, whose VPD says "SW_MNG". On a real
+host /sys/class/infiniband/<dev>/device is that PCI function, so its VPD is the same file
+as /sys/bus/pci/devices/<slot>/vpd (sandbox/nvidia/README.md, "NVLink 5").
 """
 from __future__ import annotations
 
@@ -44,3 +49,13 @@ def write_tree(h: dict, dest: Path) -> None:
                  "subsystem_device": f"0x{(subsys or ('0000', '0000'))[1]}"}
         for name, value in files.items():
             (d / name).write_text(value + "\n")
+    for slot, data in vpd(h).items():
+        (dest / f"0000:{slot}" / "vpd").write_bytes(data)
+
+
+def vpd(h: dict) -> dict[str, bytes]:
+    """gpusim's VPD of host ``h``'s functions that have one (slot -> bytes)."""
+    devices(h)  # puts gpusim on the path
+    from gpusim import lspci
+
+    return lspci.vpd(machine_json(h))

@@ -119,36 +119,42 @@ def packages_index(repo: Path) -> dict[str, dict]:
 
 
 def test_driver_packages_named_and_versioned_as_nvidia(deb12, built, tmp_path):
+    # debian12: Debian's packaging, as NVIDIA's debian12 repos carry it (driver_debian.py)
     idx = packages_index(deb12["repo"])
-    assert set(idx) == {
-        "cuda-drivers-570", "nvidia-open-570", "cuda-drivers", "nvidia-open",
-        "nvidia-driver-570", "nvidia-driver-570-open", "nvidia-dkms-570", "nvidia-dkms-570-open",
-        "nvidia-utils-570", "nvidia-fabricmanager-570", "nvidia-persistenced",
-        "nvidia-kernel-common-570", "libnvidia-nscq-570", "nvidia-imex-570"}
-    assert {f["Version"] for f in idx.values()} == {f"{VER}-1"}
-    deps = idx["cuda-drivers-570"]["Depends"]
-    for name in ("nvidia-driver-570 ", "nvidia-dkms-570 ", "nvidia-utils-570 "):
-        assert name + f"(= {VER}-1)" in deps
-    assert f"nvidia-driver-570-open (= {VER}-1)" in idx["nvidia-open-570"]["Depends"]
-    assert f"nvidia-dkms-570-open (= {VER}-1)" in idx["nvidia-open-570"]["Depends"]
-    assert "dkms" in idx["nvidia-dkms-570"]["Depends"].split(", ")
-    # Ubuntu flavour of the same repo
+    companions = {"nvidia-fabricmanager-570", "libnvidia-nscq-570", "nvidia-imex-570"}
+    assert set(idx) - {"nvlsm"} == {
+        "cuda-drivers", "nvidia-open", "nvidia-kernel-dkms", "nvidia-kernel-open-dkms",
+        "nvidia-kernel-support", "nvidia-driver-cuda", "libcuda1", "libnvidia-ml1", "nvidia-smi",
+        "nvidia-persistenced", *companions}
+    assert {f["Version"] for n, f in idx.items() if n != "nvlsm"} == {f"{VER}-1"}
+    assert idx["cuda-drivers"]["Depends"] == (
+        f"nvidia-driver-cuda (= {VER}-1), nvidia-kernel-dkms (= {VER}-1)")
+    assert idx["nvidia-open"]["Depends"] == (
+        f"nvidia-driver-cuda (= {VER}-1), nvidia-kernel-open-dkms (= {VER}-1)")
+    assert "dkms" in idx["nvidia-kernel-dkms"]["Depends"].split(", ")
+    # Ubuntu flavour of the same repo: the branch in the names before 590
     u = extract_deb(built["out"] / "local-repos" / VER /
                     f"nvidia-driver-local-repo-ubuntu2404-{VER}_1.0-1_amd64.deb", tmp_path / "u")
     uidx = packages_index(u / f"var/nvidia-driver-local-repo-ubuntu2404-{VER}")
-    assert set(uidx) == set(idx)
-    assert {f["Version"] for f in uidx.values()} == {f"{VER}-0ubuntu1"}
+    assert set(uidx) - {"nvlsm"} == {
+        "cuda-drivers-570", "nvidia-open-570", "cuda-drivers", "nvidia-open",
+        "nvidia-driver-570", "nvidia-driver-570-open", "nvidia-dkms-570", "nvidia-dkms-570-open",
+        "nvidia-utils-570", "nvidia-persistenced", "nvidia-kernel-common-570", *companions}
+    deps = uidx["cuda-drivers-570"]["Depends"]
+    for name in ("nvidia-driver-570 ", "nvidia-dkms-570 ", "nvidia-utils-570 "):
+        assert name + f"(= {VER}-0ubuntu1)" in deps
+    assert {f["Version"] for n, f in uidx.items() if n != "nvlsm"} == {f"{VER}-0ubuntu1"}
 
 
 def test_package_payloads(deb12, tmp_path):
     repo = deb12["repo"]
-    common = extract_deb(repo / f"nvidia-kernel-common-570_{VER}-1_amd64.deb", tmp_path / "c")
+    common = extract_deb(repo / f"nvidia-kernel-support_{VER}-1_amd64.deb", tmp_path / "c")
     assert "blacklist nouveau" in (common / "etc/modprobe.d/nvidia-blacklists-nouveau.conf").read_text()
-    utils = extract_deb(repo / f"nvidia-utils-570_{VER}-1_amd64.deb", tmp_path / "u")
+    utils = extract_deb(repo / f"nvidia-smi_{VER}-1_amd64.deb", tmp_path / "u")
     launcher = (utils / "usr/bin/nvidia-smi").read_text()
     assert "python3 -m gpusim.smi" in launcher and "/usr/lib/gpusim" in launcher
     assert (utils / "usr/lib/gpusim/gpusim/smi.py").is_file()
-    for flavor, pkg in (("proprietary", "nvidia-dkms-570"), ("open", "nvidia-dkms-570-open")):
+    for flavor, pkg in (("proprietary", "nvidia-kernel-dkms"), ("open", "nvidia-kernel-open-dkms")):
         d = extract_deb(repo / f"{pkg}_{VER}-1_amd64.deb", tmp_path / pkg)
         assert json.loads((d / "usr/lib/gpusim/userspace.json").read_text()) == {
             "version": VER, "flavor": flavor}
@@ -199,6 +205,8 @@ def test_rpm_local_repo_layout_and_headers(rhel9):
     for rpm in rhel9["repo"].glob("*.rpm"):
         name, evr = qf(rpm, "%{NAME} %{EPOCH}:%{VERSION}-%{RELEASE}").split()
         names[name] = evr
+    # NVLSM (NVLink 5 subnet manager) has a version of its own, not the driver's
+    assert names.pop("nvlsm").partition(":")[2].startswith("2025.")
     assert set(names) == {"nvidia-driver", "nvidia-driver-cuda", "kmod-nvidia-latest-dkms",
                           "kmod-nvidia-open-dkms", "nvidia-kmod-common", "cuda-drivers",
                           "nvidia-open", "nvidia-fabric-manager", "nvidia-persistenced",

@@ -31,6 +31,8 @@ R580, R595, R620 = "580.95.05", "595.71.05", "620.70.06"
 TOOLS = ("dpkg-deb", "apt-ftparchive", "rpmbuild", "rpmsign", "createrepo_c", "modifyrepo_c",
          "gpg", "rpm", "rpm2cpio", "cpio")
 COMPANIONS = {"nvidia-fabricmanager", "libnvidia-nscq", "nvidia-imex", "libnvsdm"}
+# NVLink 5's subnet manager, in every repo, at its own version (pkg/driver.py NVLSM_VERSION)
+NVLINK5 = {"nvlsm"}
 
 
 def sh(*cmd, **kw) -> str:
@@ -93,13 +95,13 @@ def test_versions_and_default():
     assert common.DEFAULT_DRIVER in common.DRIVER_VERSIONS
 
 
-@pytest.mark.parametrize("distro", ["debian12", "ubuntu2404"])
+@pytest.mark.parametrize("distro", ["ubuntu2404"])  # debian12: its own names, below
 def test_580_apt_keeps_branched_driver_names_and_unbranched_companions(out, tmp_path, distro):
     idx = apt_index(out, R580, distro, tmp_path)
     assert set(idx) == {
         "cuda-drivers-580", "nvidia-open-580", "cuda-drivers", "nvidia-open",
         "nvidia-driver-580", "nvidia-driver-580-open", "nvidia-dkms-580", "nvidia-dkms-580-open",
-        "nvidia-utils-580", "nvidia-kernel-common-580", "nvidia-persistenced", *COMPANIONS}
+        "nvidia-utils-580", "nvidia-kernel-common-580", "nvidia-persistenced", *COMPANIONS, *NVLINK5}
     v = f"{R580}-0ubuntu1" if distro.startswith("ubuntu") else f"{R580}-1"
     for name in COMPANIONS:
         # exactly the driver's version, bound to its common package; no old name provided
@@ -109,12 +111,12 @@ def test_580_apt_keeps_branched_driver_names_and_unbranched_companions(out, tmp_
     assert not any(n.startswith("nvidia-driver-pinning") for n in idx)
 
 
-@pytest.mark.parametrize("distro", ["debian12", "ubuntu2404"])
+@pytest.mark.parametrize("distro", ["ubuntu2404"])  # debian12: its own names, below
 def test_595_apt_names_lose_the_branch_and_the_pinning_package_holds_it(out, tmp_path, distro):
     idx = apt_index(out, R595, distro, tmp_path)
     drivers = {"cuda-drivers", "nvidia-open", "nvidia-driver", "nvidia-driver-open",
                "nvidia-dkms", "nvidia-dkms-open", "nvidia-utils", "nvidia-kernel-common",
-               "nvidia-persistenced", *COMPANIONS}
+               "nvidia-persistenced", *COMPANIONS, *NVLINK5}
     assert set(idx) == drivers | {"nvidia-driver-pinning-595"}
     v = f"{R595}-0ubuntu1" if distro.startswith("ubuntu") else f"{R595}-1"
     assert idx["nvidia-open"]["Depends"] == (
@@ -137,13 +139,44 @@ def test_595_apt_names_lose_the_branch_and_the_pinning_package_holds_it(out, tmp
     assert stanza["Pin-Priority"] == "1000"
 
 
-@pytest.mark.parametrize("distro", ["debian12", "ubuntu2404"])
+@pytest.mark.parametrize("distro", ["ubuntu2404"])  # debian12: its own names, below
 def test_620_apt_has_no_proprietary_package(out, tmp_path, distro):
     idx = apt_index(out, R620, distro, tmp_path)
     assert set(idx) == {"nvidia-open", "nvidia-driver-open", "nvidia-dkms-open", "nvidia-utils",
                         "nvidia-kernel-common", "nvidia-persistenced", "nvidia-driver-pinning-620",
-                        *COMPANIONS}
+                        *COMPANIONS, *NVLINK5}
     assert "Conflicts" not in idx["nvidia-driver-open"]  # nothing proprietary to conflict with
+
+
+@pytest.mark.parametrize("version", [R580, R595, R620])
+def test_debian12_has_debians_names_on_every_branch(out, tmp_path, version):
+    """NVIDIA's debian12 repos: Debian's packaging, the same names on every branch
+    (docs/real-hosts.md, "Debian 12's driver names"); the pinning package from 590."""
+    idx = apt_index(out, version, "debian12", tmp_path)
+    b, v = version.split(".")[0], f"{version}-1"
+    metas = {"nvidia-open": "nvidia-kernel-open-dkms", "cuda-drivers": "nvidia-kernel-dkms"}
+    if version == R620:  # open modules only
+        del metas["cuda-drivers"]
+        assert "nvidia-kernel-dkms" not in idx
+    for meta, module in metas.items():
+        assert idx[meta]["Version"] == v
+        assert idx[meta]["Depends"] == f"nvidia-driver-cuda (= {v}), {module} (= {v})"
+        assert f"nvidia-kernel-support (= {v})" in idx[module]["Depends"]
+    assert not any(name.endswith(f"-{b}") or f"-{b}-" in name for name in idx
+                   if not name.startswith("nvidia-driver-pinning-"))
+    assert "nvidia-utils" not in idx and "nvidia-dkms-open" not in idx
+    # nvidia-smi and the daemon only recommended: gpuhost names nvidia-smi itself
+    cuda = idx["nvidia-driver-cuda"]
+    assert "nvidia-smi" not in cuda["Depends"] and f"nvidia-smi (= {v})" in cuda["Recommends"]
+    pinning = f"nvidia-driver-pinning-{b}"
+    assert (pinning in idx) == (int(b) >= 590)
+    if pinning in idx:
+        assert idx[pinning]["Version"] == f"{b}-1"
+    x = tmp_path / "module"
+    sh("dpkg-deb", "-x", str(idx["nvidia-kernel-open-dkms"]["_deb"]), str(x))
+    conf = (x / f"usr/src/nvidia-{version}/dkms.conf").read_text()
+    # registered as nvidia/<version>, as NVIDIA's Debian-style module package does
+    assert 'PACKAGE_NAME="nvidia"' in conf and f'PACKAGE_VERSION="{version}"' in conf
 
 
 def test_580_and_595_rpm_companions_and_fm_profile(out, tmp_path):
@@ -153,8 +186,9 @@ def test_580_and_595_rpm_companions_and_fm_profile(out, tmp_path):
         assert set(names) == {
             "nvidia-driver", "nvidia-driver-cuda", "kmod-nvidia-latest-dkms",
             "kmod-nvidia-open-dkms", "nvidia-kmod-common", "cuda-drivers", "nvidia-open",
-            "nvidia-persistenced", *COMPANIONS}
+            "nvidia-persistenced", *COMPANIONS, *NVLINK5}
         assert "nvidia-fabric-manager" not in names  # the pre-580 name is gone, not provided
+        assert names.pop("nvlsm").endswith(":2025.06.6-1")  # not the driver's version
         assert set(names.values()) == {f"3:{version}-1.el9"}
         assert set(streams) - {"_defaults"} == {f"{b}-dkms", "latest-dkms", f"{b}-open", "open-dkms"}
         for data in (d for s, d in streams.items() if s != "_defaults"):
@@ -185,10 +219,8 @@ def test_nvidia_smi_of_each_branch_reports_its_driver(out, tmp_path, version):
     """The branch's utils and open DKMS packages unpacked into a simulated host root: the
     module gpusim-boot loads and what nvidia-smi prints carry the branch's version."""
     idx = apt_index(out, version, "debian12", tmp_path / "x")
-    b = version.split(".")[0]
-    sfx = "" if int(b) >= 590 else f"-{b}"
     drv = tmp_path / "drv"
-    for name in (f"nvidia-utils{sfx}", f"nvidia-dkms{sfx}-open"):
+    for name in ("nvidia-smi", "libnvidia-ml1", "nvidia-kernel-open-dkms"):
         sh("dpkg-deb", "-x", str(idx[name]["_deb"]), str(drv))
     kernel = "6.1.0-56-amd64"
     (drv / "etc/gpusim").mkdir(parents=True)

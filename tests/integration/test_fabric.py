@@ -1,4 +1,5 @@
-"""An HGX H100 host (8 GPUs, 4 NVSwitches) from bare, over real SSH (issue 25).
+"""An HGX H100 host (8 GPUs, 4 NVSwitches) and an HGX B200 host (8 GPUs, 2 NVLink 5
+switches) from bare, over real SSH (issue 25).
 
 gpusim keeps every GPU's fabric state "In Progress" until Fabric Manager of the driver's
 exact version runs (sandbox/nvidia/README.md, "Fabric Manager"). With the default
@@ -9,7 +10,10 @@ changes nothing; a reboot brings the fabric back before Docker starts (real syst
 timestamps); Fabric Manager at another version is drift naming both versions, and the
 deploy moves it back. Beside it an NVL host (``nvidia_fabric: nvl``): IMEX and NVSDM at
 the driver's version, the peers in nodes_config.cfg, nvidia-imex running, IMEX channel 0
-asked of the driver at every load.
+asked of the driver at every load. And the B200 board (gpu-03): `auto` sees its NVLink 5
+switches (SW_MNG in their VPD), installs NVLSM and infiniband-diags (unversioned) with Fabric
+Manager, whose start script runs NVLSM first; Completed on every GPU, again after a reboot,
+before Docker.
 """
 from __future__ import annotations
 
@@ -24,9 +28,13 @@ import pytest
 from tests.support import default_driver
 
 HGX = {"gpu_model": "H100-80GB-HBM3", "gpu_count": 8, "nvswitch": True}
+# NVLink 5: its two switches are InfiniBand functions with SW_MNG in their VPD, and the
+# fabric needs NVLSM beside Fabric Manager (sandbox/nvidia/README.md, "NVLink 5")
+HGX_B200 = {"gpu_model": "B200", "gpu_count": 8, "nvswitch": True, "docker": True}
 pytestmark = [pytest.mark.integration,
-              pytest.mark.fleet(hosts=2, ol=0, docker_hosts=1, overrides={"gpu-01": HGX},
-                                state="bare", why="converging an HGX host from bare is the point")]
+              pytest.mark.fleet(hosts=3, ol=0, docker_hosts=1,
+                                overrides={"gpu-01": HGX, "gpu-03": HGX_B200}, state="bare",
+                                why="converging HGX H100 and B200 hosts from bare is the point")]
 # gpu-02 is an NVL domain member (nvidia_fabric: nvl) with two peers: itself and another
 INVENTORY = """
 import sys
@@ -44,8 +52,8 @@ PYTHON = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() 
 OTHER = "595.71.05"  # a Fabric Manager of another driver version
 
 
-def fabric_states(ssh) -> list[str]:
-    out = ssh("gpu-01", "nvidia-smi -q -x").stdout
+def fabric_states(ssh, name: str = "gpu-01") -> list[str]:
+    out = ssh(name, "nvidia-smi -q -x").stdout
     from facts import parsers
 
     return [gpu["health"]["fabric_state"] for gpu in parsers.parse_smi_xml(out)["gpus"]]
@@ -55,14 +63,25 @@ def package_version(ssh, name: str, host: str = "gpu-01") -> str:
     return ssh(host, f"dpkg-query -W -f '${{Version}}' {name}").stdout.strip()
 
 
-def audit(tmp_path: Path) -> tuple[int, dict]:
+def audit_hosts(tmp_path: Path) -> tuple[int, dict[str, dict]]:
     out = tmp_path / "audit.json"
     proc = subprocess.run([PYTHON, "-m", "gpuhost.cli", "audit", "inventories/sandbox.py",
                            "--json", str(out)], cwd=ROOT, text=True, capture_output=True,
                           timeout=600, env={**os.environ, "PYINFRA_PROGRESS": "off"})
     assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    host = next(h for h in json.loads(out.read_text())["hosts"] if h["name"] == "gpu-01")
-    return proc.returncode, host
+    return proc.returncode, {h["name"]: h for h in json.loads(out.read_text())["hosts"]}
+
+
+def audit(tmp_path: Path, name: str = "gpu-01") -> tuple[int, dict]:
+    code, hosts = audit_hosts(tmp_path)
+    return code, hosts[name]
+
+
+def all_well(host: dict) -> None:
+    """No fabric or NVLSM drift, no fabric or NVLink finding."""
+    assert not [d for d in host["drift"] if d["item"].startswith(("fabric", "nvlsm"))], host
+    assert not {"fabric-not-completed", "nvlink-down"} & {
+        f["id"] for f in host["health"]["findings"]}, host["health"]
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +133,34 @@ def test_the_nvl_host_runs_imex_with_its_peers_and_channel_0_at_every_driver_loa
         "gpu-02", "cat /etc/modprobe.d/gpuhost-imex-channel.conf").stdout
 
 
+NVLSM_PID = "cat /run/nvidia-fabricmanager/nvlsm.pid"
+
+
+def nvlsm_in_fabric_managers_unit(ssh) -> None:
+    """NVLSM runs, started by Fabric Manager's unit (its start script), not by a unit of its own."""
+    pid = ssh("gpu-03", NVLSM_PID).stdout.strip()
+    assert ssh("gpu-03", f"kill -0 {pid} && echo alive").stdout.strip() == "alive"
+    cgroup = ssh("gpu-03", f"cat /proc/{pid}/cgroup").stdout
+    assert "nvidia-fabricmanager.service" in cgroup, cgroup
+
+
+def test_the_b200_host_converges_from_bare_with_nvlsm_and_the_fabric_completed(converged, ssh):
+    assert converged["first"].returncode == 0, converged["first"].output[-5000:]
+    version = default_driver()
+    assert fabric_states(ssh, "gpu-03") == ["Completed"] * 8
+    for name in ("nvidia-fabricmanager", "libnvidia-nscq"):
+        assert package_version(ssh, name, "gpu-03").startswith(version + "-"), name
+    # NVLSM at its own version (not the driver's); infiniband-diags is Debian's own
+    assert package_version(ssh, "nvlsm", "gpu-03") == "2025.06.6-1"
+    assert ssh("gpu-03", "command -v ibstat").stdout.strip()
+    assert "nvlsm" not in ssh("gpu-03", "cat /etc/apt/preferences.d/gpuhost-nvidia-driver").stdout
+    assert ssh("gpu-03", "systemctl is-enabled nvidia-fabricmanager; "
+                         "systemctl is-active nvidia-fabricmanager").stdout.split() == [
+        "enabled", "active"]
+    nvlsm_in_fabric_managers_unit(ssh)
+    # the audit finding it all well: the last test's closing audit (one audit run less)
+
+
 def test_a_second_run_changes_nothing(converged):
     second = converged["second"]
     assert second.returncode == 0, second.output[-3000:]
@@ -131,6 +178,37 @@ def test_a_reboot_brings_the_fabric_back_before_docker_starts(converged, ssh, sa
                                "docker").stdout.strip())
     assert 0 < fm <= docker, (fm, docker)  # Fabric Manager was up (forked) before dockerd ran
     assert fabric_states(ssh) == ["Completed"] * 8
+
+
+def test_a_reboot_brings_fabric_manager_and_nvlsm_back_before_docker_on_the_b200(
+        converged, ssh, sandbox_tools, fleet):
+    before = sandbox_tools.boots("gpu-03")
+    ssh("gpu-03", "systemctl reboot", check=False)
+    sandbox_tools.wait_for_reboot(fleet, "gpu-03", before)
+    fm = int(ssh("gpu-03", "systemctl show -p ActiveEnterTimestampMonotonic --value "
+                           "nvidia-fabricmanager").stdout.strip())
+    docker = int(ssh("gpu-03", "systemctl show -p ExecMainStartTimestampMonotonic --value "
+                               "docker").stdout.strip())
+    # Fabric Manager's start returns once NVLSM and the daemon run (Type=forking)
+    assert 0 < fm <= docker, (fm, docker)
+    nvlsm_in_fabric_managers_unit(ssh)
+    assert fabric_states(ssh, "gpu-03") == ["Completed"] * 8
+
+
+def test_nvlsm_gone_is_drift_and_the_deploy_restarts_fabric_manager_with_it(
+        converged, ssh, pyinfra, tmp_path):
+    ssh("gpu-03", f"kill $({NVLSM_PID})")
+    assert fabric_states(ssh, "gpu-03") == ["In Progress"] * 8
+    _code, host = audit(tmp_path, "gpu-03")
+    assert [d["item"] for d in host["drift"] if d["item"].startswith("nvlsm")] == [
+        "nvlsm_running"], host["drift"]
+    fixed = pyinfra("-y", "deploys/gpu_host.py", "--limit", "gpu-03", check=False, timeout=900)
+    assert fixed.returncode == 0, fixed.output[-4000:]
+    restart = next(op for op in fixed.results["operations"]
+                   if op["name"].endswith("NVLSM runs with Fabric Manager (NVLink 5)"))
+    assert restart["success"] == ["gpu-03"], restart  # Fabric Manager restarted, NVLSM with it
+    nvlsm_in_fabric_managers_unit(ssh)
+    assert fabric_states(ssh, "gpu-03") == ["Completed"] * 8
 
 
 def test_fabric_manager_of_another_version_is_drift_and_the_deploy_moves_it_back(
@@ -170,6 +248,6 @@ def test_fabric_manager_of_another_version_is_drift_and_the_deploy_moves_it_back
     assert fixed.returncode == 0, fixed.output[-4000:]
     assert package_version(ssh, "nvidia-fabricmanager").startswith(version + "-")
     assert fabric_states(ssh) == ["Completed"] * 8
-    code, host = audit(tmp_path)
-    assert not [d for d in host["drift"] if d["item"].startswith("fabric")], host["drift"]
-    assert "fabric-not-completed" not in {f["id"] for f in host["health"]["findings"]}
+    code, hosts = audit_hosts(tmp_path)
+    all_well(hosts["gpu-01"])
+    all_well(hosts["gpu-03"])  # the B200 board (its NVLSM restarted by the test before)

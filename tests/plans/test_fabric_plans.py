@@ -19,7 +19,7 @@ def test_nvl_installs_imex_and_nvsdm_with_the_driver_and_writes_its_files():
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     install = next(line for line in lines if "install --no-install-recommends nvidia-open" in line)
-    assert install.endswith("nvidia-open-570 nvidia-imex-570 libnvsdm-570")  # 570: branched
+    assert install.endswith("nvidia-open nvidia-smi nvidia-imex-570 libnvsdm-570")  # 570: branched
     assert "mv -f /etc/nvidia-imex/nodes_config.cfg.gpuhost-new /etc/nvidia-imex/nodes_config.cfg" in lines
     assert any(line.endswith("/etc/modprobe.d/gpuhost-imex-channel.conf") for line in lines)
     assert not any("fabricmanager" in line for line in lines)
@@ -29,3 +29,15 @@ def test_the_default_auto_adds_nothing_on_a_host_without_nvswitches():
     result = run_plan("debian12")
     assert result.returncode == 0
     assert not any(word in result.stdout for word in ("fabricmanager", "nscq", "imex"))
+
+
+def test_auto_on_an_nvlink5_board_installs_nvlsm_and_infiniband_diags_unpinned():
+    # the rdma section's view of an HGX B200: two switch functions (SW_MNG in their VPD)
+    switches = "switch 0000:e4:00.0\nswitch 0000:e5:00.0\nib mlx5_1 0000:e5:00.0 switch\n"
+    result = run_plan("debian12", {"plan_rdma": switches})
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    install = next(line for line in lines if "install --no-install-recommends nvidia-open" in line)
+    assert install.endswith("libnvidia-nscq-570 nvlsm infiniband-diags"), install
+    assert "nvidia-fabricmanager-570" in install
+    assert not any("nvlsm" in line for line in lines if "preferences.d" in line)

@@ -133,3 +133,82 @@ def test_the_wait_reads_nvidia_smi_q_and_fails_with_fabric_managers_log(tmp_path
     if rc:
         assert "1 GPU(s) not Completed (states: In Progress,Completed)" in proc.stderr
         assert "  fabric manager NVIDIA GPU driver interface version 595.71.05" in proc.stderr
+
+
+# --- NVLink 5 HGX (B200/B300): switches seen through SW_MNG, NVLSM beside Fabric Manager ---
+
+def nvl5_state(nvlsm=None, fm_active="active", nics=None):
+    s = state({"nvidia-fabricmanager": "580.95.05", "libnvidia-nscq": "580.95.05"},
+              {"nvidia-fabricmanager": {"enabled": "enabled", "active": fm_active}}, switches=0)
+    s["rdma"] = {"switches": {"0000:e4:00.0": None, "0000:e5:00.0": "mlx5_1"},
+                 "nics": nics or {}}
+    s["fabric"]["nvlsm"] = nvlsm or {"version": "2025.06.6-1", "running": True}
+    return s
+
+
+def test_nvlink5_switches_count_as_nvswitches_and_rdma_nics_do_not():
+    s = nvl5_state(nics={"0000:0c:00.0": "mlx5_0"})
+    assert fabric.nvlink5_switches(s) == ["0000:e4:00.0", "0000:e5:00.0"]
+    assert fabric.switch_count(s) == 2
+    assert fabric.resolve("auto", False, fabric.switch_count(s)) == "nvswitch"
+    assert fabric.host_problem("nvswitch", False, fabric.switch_count(s), s["gpus"]) is None
+    nic_only = {**s, "rdma": {"switches": {}, "nics": {"0000:0c:00.0": "mlx5_0"}}}
+    assert fabric.switch_count(nic_only) == 0
+    assert fabric.resolve("auto", False, fabric.switch_count(nic_only)) == "none"
+    # an H100 board: its 0x0680 bridges, no rdma fact at all
+    assert fabric.switch_count(state({})) == 4
+
+
+@pytest.mark.parametrize(("version", "nvlink5", "want"), [
+    ("580.95.05", True, ["libnvidia-nscq", "nvlsm", "infiniband-diags"]),
+    ("570.172.08", True, ["libnvidia-nscq-570", "nvlsm", "infiniband-diags"]),
+    ("580.95.05", False, ["libnvidia-nscq"])])
+def test_nvlink5_adds_nvlsm_and_infiniband_diags_unversioned(version, nvlink5, want):
+    assert fabric.fabric_packages("debian12", version, "nvswitch", nvlink5) == want
+    assert fabric.fabric_packages("debian12", version, "none", nvlink5) == []
+
+
+def test_nvlsm_not_in_the_drivers_pin_nor_in_the_upgrades_companions():
+    import re
+
+    from facts import assemble
+    from gpuhost import packages
+
+    assert not re.match(packages.DRIVER_PACKAGE_REGEX, "nvlsm")
+    assert not assemble._COMPANION.match("nvlsm")
+
+
+@pytest.mark.parametrize(("nvlsm", "fm_active", "want"), [
+    ({"version": "2025.06.6-1", "running": True}, "active", set()),
+    ({"version": None, "running": False}, "active", {"nvlsm"}),
+    ({"version": "2025.06.6-1", "running": False}, "active", {"nvlsm_running"}),
+    ({"version": "2025.06.6-1", "running": False}, "failed",
+     {"fabric_manager_service"})])
+def test_nvlsm_drift(nvlsm, fm_active, want):
+    found = {item for item, *_ in fabric.drift(nvl5_state(nvlsm, fm_active), "nvswitch")}
+    assert found == want
+    # an H100 board never asks for NVLSM
+    assert fabric.nvlsm_drift(state({}), True) == []
+
+
+def test_the_nvlsm_section_is_read():
+    from facts.assemble_fabric import nvlsm_state
+
+    assert nvlsm_state({"nvlsm": {"rc": 0, "out": "version 2025.06.6-1\nrunning\n"}}) == {
+        "version": "2025.06.6-1", "running": True}
+    assert nvlsm_state({"nvlsm": {"rc": 0, "out": "version -\nstopped\n"}}) == {
+        "version": None, "running": False}
+    assert nvlsm_state({}) == {"version": None, "running": None}
+
+
+def test_all_nvlinks_down_on_an_nvlink5_board_is_a_finding():
+    from gpuhost import health
+
+    down = {"links_total": 18, "links_active": 0, "links_inactive": list(range(18)),
+            "all_inactive": True}
+    s = nvl5_state()
+    s["gpus"][0]["health"]["nvlink"] = down
+    assert "nvlink-down" in {f["id"] for f in health.gpu_findings(s)}
+    del s["rdma"]  # the same GPU on a host without any switch: links down by design
+    s["health"]["nvswitch_count"] = 0
+    assert "nvlink-down" not in {f["id"] for f in health.gpu_findings(s)}

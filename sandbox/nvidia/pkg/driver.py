@@ -150,6 +150,9 @@ SYSTEMD_STOP = ("if [ -d /run/systemd/system ]; then "
 
 
 def apt_packages(version: str, distro: str) -> list[DebPackage]:
+    if distro == "debian12":  # Debian's packaging, as NVIDIA's debian12 repos have it
+        from . import driver_debian
+        return driver_debian.packages(version)
     b = branch_of(version)
     v = deb_version(version, distro)
     eq = f"(= {v})"
@@ -178,6 +181,7 @@ def apt_packages(version: str, distro: str) -> list[DebPackage]:
                    depends=["python3-minimal"], files=utils_files(version), section="non-free/utils",
                    **virtual.get("utils", {})),
         *apt_companions(version, v, common),
+        nvlsm_deb(),
         DebPackage("nvidia-persistenced", v, "NVIDIA Persistence Daemon (simulated)",
                    files=persistenced_files(version), section="non-free/utils",
                    # a systemd unit only; the package enables nothing (gpuhost enables it)
@@ -275,6 +279,32 @@ def readme(package: str, what: str, version: str) -> dict[str, tuple[str, int]]:
     return files
 
 
+# NVLink Subnet Manager (NVLink 5 HGX): versioned on its own, not with the driver (NVIDIA's
+# CUDA repo: nvlsm-2025.06.6-1.x86_64.rpm, the version Bottlerocket's nvlsm.spec packages;
+# gpu-driver-container@06a208c ubuntu26.04/install.sh: "nvlsm and infiniband-diags are
+# versioned independently of the driver"). Its files as NVIDIA's package lays them out
+# (bottlerocket-os nvlsm.spec unpacks opt/nvidia/nvlsm/sbin/nvlsm,
+# usr/share/nvidia/nvlsm/nvlsm.conf ...); no systemd unit: Fabric Manager's start script
+# runs it (sandbox/nvidia/README.md, "NVLink 5").
+NVLSM_VERSION = "2025.06.6"
+
+
+def nvlsm_files() -> dict[str, tuple[str, int]]:
+    return {"/opt/nvidia/nvlsm/sbin/nvlsm": (template("nvlsm", VERSION=NVLSM_VERSION), 0o755),
+            "/usr/share/nvidia/nvlsm/nvlsm.conf":
+                ("# NVLink Subnet Manager configuration (gpuhost sandbox)\n", 0o644)}
+
+
+def nvlsm_deb() -> DebPackage:
+    return DebPackage("nvlsm", f"{NVLSM_VERSION}-1", "NVIDIA NVLink Subnet Manager (simulated)",
+                      files=nvlsm_files(), section="non-free/utils")
+
+
+def nvlsm_rpm(el: str) -> RpmPackage:
+    return RpmPackage(name="nvlsm", version=NVLSM_VERSION, release="1",
+                      summary="NVIDIA NVLink Subnet Manager (simulated)", files=nvlsm_files())
+
+
 def pin_text(version: str, names: list[str]) -> str:
     """The branch pinning package's apt preferences: every driver package of the repo at
     priority 1000 on this branch's versions, so a newer branch is never the candidate."""
@@ -333,7 +363,7 @@ def rpm_packages(version: str, el: str) -> list[RpmPackage]:
                          files=module_files(version, flavor),
                          scriptlets={"post": ["/bin/sh", hook, "install"],
                                      "preun": ["/bin/sh", hook, "remove"]}))
-    return kmods + [
+    return kmods + [nvlsm_rpm(el)] + [
         pkg("nvidia-kmod-common", "Common file for the NVIDIA kernel module (simulated)",
             files={NOUVEAU: (template("nvidia-blacklists-nouveau.conf"), 0o644)},
             config_files=[NOUVEAU], arch="noarch"),

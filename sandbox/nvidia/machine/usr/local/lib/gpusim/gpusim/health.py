@@ -107,8 +107,14 @@ def check_fault(machine, name, index):
 
 def fabric_capable(machine):
     info = models.model(machine["gpu_model"])
-    return bool(machine.get("nvswitch") and info.get("nvswitch") and
+    return bool(machine.get("nvswitch") and (info.get("nvswitch") or nvlink5(machine)) and
                 info["arch"] in models.FABRIC_ARCHS)
+
+
+def nvlink5(machine):
+    """An NVLink 5 board (HGX B200/B300): its switches need NVLSM besides Fabric Manager."""
+    return bool(machine.get("nvswitch") and
+                models.model(machine["gpu_model"]).get("nvlink5_switches"))
 
 
 def parse_value(name, text):
@@ -422,7 +428,11 @@ def gpu_health(machine, state, index, faults, driver_version, idle):
         # NVIDIA's Fabric Manager user guide: the GPUs of an NVSwitch system register with
         # the fabric only once Fabric Manager of the driver's exact version has configured
         # the NVSwitches; until then their fabric state stays "In Progress".
+        # NVLink 5 (HGX B200/B300): the switches' NVLinks are trained by the NVLink Subnet
+        # Manager, which Fabric Manager's start script runs first (FM user guide, "What is
+        # NVLink Subnet Manager?"): without NVLSM the fabric stays In Progress.
         running = host.fabricmanager_version()
-        done = running == driver_version and not f.get("fabric_in_progress")
+        done = (running == driver_version and not f.get("fabric_in_progress")
+                and (not nvlink5(machine) or host.nvlsm_running()))
         health["fabric"] = "Completed" if done else "In Progress"
     return health

@@ -30,6 +30,9 @@ PERSISTENCED_PIDFILES = ("run/nvidia-persistenced/nvidia-persistenced.pid",
 FABRICMANAGER_PIDFILES = ("run/nvidia-fabricmanager/nv-fabricmanager.pid",
                           "var/run/nvidia-fabricmanager/nv-fabricmanager.pid")
 FABRICMANAGER_VERSION = "gpusim-version"
+# NVLSM's pid file as the driver container passes it to nvidia-fabricmanager-start.sh
+# (--nvlsm-pid-file /var/run/nvidia-fabricmanager/nvlsm.pid, gpu-driver-container@06a208c).
+NVLSM_PIDFILES = ("run/nvidia-fabricmanager/nvlsm.pid", "var/run/nvidia-fabricmanager/nvlsm.pid")
 MODULE_DIRS = ("updates/dkms", "extra", "kernel/drivers/video", "updates")
 KNOWN_FAULTS = ("dkms_build_fail", "smi_hang", "gpu_reset_unsupported", "scriptlet_ignores_dkms")
 SIM_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm")
@@ -298,6 +301,11 @@ def fabricmanager_version():
             return fh.read().strip() or None
     except OSError:
         return None
+
+
+def nvlsm_running():
+    """Whether an NVLink Subnet Manager runs (its pid file, alive, named so)."""
+    return _live_pid(NVLSM_PIDFILES, b"nvlsm")[0] is not None
 
 
 def sync_persistenced(state):

@@ -10,7 +10,7 @@ import sys
 from . import host, models
 
 CLASSES = {"0302": "3D controller", "0600": "Host bridge", "0680": "Bridge",
-           "0200": "Ethernet controller"}
+           "0200": "Ethernet controller", "0207": "Infiniband controller"}
 NVIDIA = ("10de", "NVIDIA Corporation")
 OTHERS = [("00:00.0", "0600", ("8086", "Intel Corporation"), "1237",
            "440FX - 82441FX PMC [Natoma]", "02", None, None),
@@ -35,8 +35,59 @@ def devices(machine, state):
         for n in range(count):
             out.append((f"{0xc4 + n:02x}:00.0", "0680", NVIDIA, dev,
                         "Device" if unknown else name, "a1", ("10de", "1622"), None))
+    out.extend(nvlink5_switches(machine))
+    out.extend(rdma_nics(machine))
     out.append(OTHERS[1])
     return sorted(out, key=lambda dev: dev[0])  # lspci lists by bus number
+
+
+def nvlink5_switches(machine):
+    """The management functions of an NVLink 5 board's switches (models.NVLINK5_SWITCH),
+    as lspci tuples; none unless the machine has switches (``nvswitch``) and its model
+    has NVLink 5 ones. Bound to mlx5_core (the driver container waits for mlx5_core and
+    ib_umad before it starts NVLSM)."""
+    info = models.model(machine["gpu_model"])
+    count = (info.get("nvlink5_switches") or 0) if machine.get("nvswitch") else 0
+    sw = models.NVLINK5_SWITCH
+    return [(f"{sw['first_bus'] + n:02x}:00.0", sw["class"], sw["vendor"], sw["device"],
+             sw["name"], None, sw["subsys"], "mlx5_core") for n in range(count)]
+
+
+# Host trait rdma-nic (sandbox/traits/rdma.py): one ConnectX-7 InfiniBand NIC beside GPU 0
+# (PCI 15b3:1021 "MT2910 Family [ConnectX-7]" in pci.ids, class 0x0207; NVIDIA's driver
+# container counts Mellanox vendor 0x15b3 functions before it loads nvidia-peermem). No VPD
+# with SW_MNG: that is what tells it from an NVLink 5 switch's management function.
+RDMA_NIC = {"vendor": ("15b3", "Mellanox Technologies"), "device": "1021",
+            "name": "MT2910 Family [ConnectX-7]", "class": "0207", "subsys": ("15b3", "0041"),
+            "first_bus": 0xa8}
+
+
+def rdma_nics(machine):
+    """The host's RDMA NICs as lspci tuples (trait rdma-nic: one), bound to mlx5_core."""
+    if "rdma-nic" not in (machine.get("traits") or []):
+        return []
+    nic = RDMA_NIC
+    return [(f"{nic['first_bus']:02x}:00.0", nic["class"], nic["vendor"], nic["device"],
+             nic["name"], None, nic["subsys"], "mlx5_core")]
+
+
+def _vpd_resource(tag, data):
+    return bytes([tag]) + len(data).to_bytes(2, "little") + data
+
+
+def vpd(machine):
+    """slot -> the PCI VPD bytes of each function that has one: an NVLink 5 switch's
+    management function carries "SW_MNG" (what NVIDIA's driver container greps for). The
+    layout is PCI's (identifier string 0x82, read-only fields 0x90, end 0x78); the field
+    values are the sandbox's own."""
+    out = {}
+    for n, dev in enumerate(nvlink5_switches(machine)):
+        fields = b"".join(key + bytes([len(value)]) + value for key, value in (
+            (b"PN", b"GPUSIM-NVL5-SW"), (b"SN", f"GPUSIM{n:04d}".encode()),
+            (b"V3", b"SW_MNG"), (b"RV", b"\x00")))
+        out[dev[0]] = (_vpd_resource(0x82, b"NVIDIA NVLink 5 switch management (gpusim)")
+                       + _vpd_resource(0x90, fields) + b"\x78")
+    return out
 
 
 def _matches(dev, vendor, device, slot):

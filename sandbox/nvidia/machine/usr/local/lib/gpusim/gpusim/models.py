@@ -184,6 +184,12 @@ GPU_MODELS = {
         "bus_ids": ("1B:00", "43:00", "52:00", "61:00", "9D:00", "C3:00", "D1:00", "DF:00"),
         "clocks": (1965, 3996), "profiles": _profiles(_B200_PROFILES), "remap_banks": 3072,
         "geometry": GEOMETRY_7, "mig_min_driver": "570.133.20",
+        # HGX B200: 2 NVLink 5 switch chips (NVIDIA's HGX B200 specification: "NVIDIA NVLink
+        # Switch 2x"), seen by the host through their management function (NVLINK5_SWITCH)
+        "nvlink5_switches": 2,
+        # 18 NVLink 5 links (NVIDIA's B200 datasheet: 1.8 TB/s NVLink per GPU, 18 links);
+        # the per-link text nvidia-smi prints is approx (H100's 26.562 GB/s doubled)
+        "nvlink": (18, "53.125 GB/s"),
     },
     # RTX PRO 6000 Blackwell Server Edition: PCI 10de:2bb5 (NVIDIA's supported-gpus.json, R590 era;
     # mig-parted's device filter 0x2BB510DE); 97887 MiB (gpuhost/data/gpu_models.json); MIG
@@ -223,6 +229,14 @@ ECC_BIT_LAYOUT_ARCHS = ("Pascal", "Volta")
 # NVML's GPU fabric info (nvmlDeviceGetGpuFabricInfo): "For Hopper or newer fully supported
 # devices"; an A100 HGX prints N/A (A100-SXM4-80GB 535.54.03 capture).
 FABRIC_ARCHS = ("Hopper", "Blackwell")
+# An NVLink 5 switch (HGX B200/B300) is not an NVIDIA 0x0680 bridge: the host sees its
+# management function as an InfiniBand device whose VPD holds "SW_MNG" (NVIDIA's driver
+# container, gpu-driver-container@06a208c rhel9/nvidia-driver _assert_nvlink5_system: grep
+# SW_MNG /sys/class/infiniband/*/device/vpd). PCI id and VPD layout approx: Mellanox
+# 15b3:1021 "MT2910 Family [ConnectX-7]" (pci.ids), class 0x0207 (InfiniBand controller).
+NVLINK5_SWITCH = {"vendor": ("15b3", "Mellanox Technologies"), "device": "1021",
+                  "name": "MT2910 Family [ConnectX-7]", "class": "0207",
+                  "subsys": ("15b3", "0026"), "first_bus": 0xe4}
 # "nvlink": (links, speed as `nvidia-smi nvlink -s` prints an active link) of the SXM
 # models, from public captures: A100-SXM4-40GB 12 x "25 GB/s" (driver 535.161.08),
 # H100 80GB HBM3 18 x "26.562 GB/s" (stas00/ml-engineering), Tesla V100-SXM2-16GB

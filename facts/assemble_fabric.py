@@ -1,0 +1,25 @@
+"""The NVLink Subnet Manager part of the fabric fact (``state["fabric"]["nvlsm"]``; issue
+25, NVLink 5 HGX). Pure, like facts/assemble.py: the ``nvlsm`` section of facts/script.py
+in. The NVLink 5 switches themselves are ``state["rdma"]["switches"]`` (the ``rdma``
+section reads every Mellanox function's VPD for SW_MNG)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from facts.sections import Sections, ok
+
+
+def nvlsm_state(sections: Sections) -> dict[str, Any]:
+    """``{"version": "2025.06.6-1" | None, "running": bool | None}`` (None: not read)."""
+    out = ok(sections, "nvlsm")
+    if out is None:
+        return {"version": None, "running": None}
+    version, running = None, None
+    for line in out.splitlines():
+        parts = line.split()
+        if parts[:1] == ["version"] and len(parts) == 2 and parts[1] != "-":
+            version = parts[1]
+        elif parts in (["running"], ["stopped"]):
+            running = parts[0] == "running"
+    return {"version": version, "running": running}
