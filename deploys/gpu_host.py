@@ -25,15 +25,17 @@ from roles import (
     nvidia_driver,
     pkglock,
     proxy,
+    rdma,
     verify,
 )
 
 common.check_inventory()
-if common.host_ready() and boot_safety.check_secure_boot():
+if common.host_ready() and boot_safety.check_secure_boot() and rdma.host_ready():
     pkglock.ready()  # the package manager's lock free, dpkg whole: before any install
     proxy.configure()
     kernel_headers.install()
     nvidia_driver.install()
+    rdma.configure()  # nvidia_peermem after the driver (docs/rdma.md)
     mig.configure()
     docker_engine.install()
     container_toolkit.install()

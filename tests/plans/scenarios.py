@@ -100,6 +100,9 @@ def converged_output(name: str, toolkit: bool = True, cdi_spec: str | None = Non
         pkgs = (f"nvidia-open\t3:{DRIVER}-1.el9\n" +
                 "".join(f"{p}\t(none):{TOOLKIT}-1\n" for p in packages.TOOLKIT_PACKAGES
                         if toolkit))
+    elif s["tag"] == "debian12":  # Debian's packaging (gpuhost/packages.py)
+        pkgs = "".join(f"{p}\t{DRIVER}-1\tii \n" for p in (
+            "nvidia-open", "nvidia-kernel-open-dkms", "nvidia-smi")) + toolkit_dpkg
     else:
         pkgs = f"nvidia-open-570\t{DRIVER}-1\tii \n" + toolkit_dpkg
     xml = (
@@ -218,6 +221,9 @@ def host_data(name: str, extra: dict) -> dict:
         data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(
             "@@gpuhost@@ dpkg rc=0\n",
             f"@@gpuhost@@ dpkg rc=0\nlinux-headers-{s['kernel']}\t6.1.158-1\tii \n")
+    rdma = extra.pop("plan_rdma", None)  # the rdma section's output (docs/rdma.md)
+    if rdma:
+        data["fake_responses"]["_gh()"] += _section("rdma", 0, rdma)
     kernel = extra.pop("plan_kernel", None)  # another running kernel (its release string)
     if kernel:
         data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(

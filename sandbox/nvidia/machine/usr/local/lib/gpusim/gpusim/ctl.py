@@ -21,7 +21,7 @@ or an Xid for the next load of the nvidia module (the next boot, or modprobe nvi
 import os
 import sys
 
-from . import health, host, jsonlite, mig, models
+from . import health, host, jsonlite, kmod, mig, models
 
 
 def _mount_proc_driver():
@@ -93,6 +93,8 @@ def boot():
             drv = state["driver"]
             print(f"gpusim-boot: kernel {kver}: nvidia {drv['version']} ({drv['flavor']}) "
                   f"loaded, {machine['gpu_count']} x {machine['gpu_model']}")
+            for line in kmod.load_at_boot(s):  # modules-load.d (nvidia_peermem, ...)
+                print(f"gpusim-boot: {line}")
     return 0
 
 

@@ -143,6 +143,34 @@ def rmmod(argv):
     return 0
 
 
+MODULES_LOAD_DIRS = ("etc/modules-load.d", "run/modules-load.d", "usr/lib/modules-load.d",
+                     "lib/modules-load.d")
+
+
+def load_at_boot(s):
+    """systemd-modules-load at boot: the modules that modules-load.d files name (one per
+    line, "#" and ";" start comments; modules-load.d(5)), the simulated ones only (nspawn
+    skips the real service: its ConditionCapability=CAP_SYS_MODULE fails). A file of the
+    same name in an earlier directory hides the later ones. Returns the error lines."""
+    seen, errors = set(), []
+    for directory in MODULES_LOAD_DIRS:
+        base = host.path(directory)
+        if not os.path.isdir(base):
+            continue
+        for name in sorted(os.listdir(base)):
+            if not name.endswith(".conf") or name in seen:
+                continue
+            seen.add(name)
+            with open(os.path.join(base, name)) as handle:
+                for line in handle:
+                    module = _canon(line.strip())
+                    if module and module[0] not in "#;" and module in DEPENDS:
+                        err = load(s, module)
+                        if err:
+                            errors.append(err)
+    return errors
+
+
 def lsmod(_argv):
     with host.Session(write=False) as s:
         lines = ["Module                  Size  Used by"]

@@ -9,7 +9,7 @@ supported, 6 not found / no devices, 9 driver not loaded, 12 NVML library missin
 import sys
 import time
 
-from . import health, host, mig_cli, models, nvlink, query, textout, view, xmlout
+from . import health, host, mig_cli, models, nvlink, query, textout, topo, view, xmlout
 
 NOT_LOADED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
               "Make sure that the latest NVIDIA driver is installed and running.\n\n")
@@ -22,7 +22,7 @@ HELP = """NVIDIA System Management Interface -- v{version} (gpusim)
 Supported here: -L, -q [-x], -i ID, --query-gpu=F --format=csv[,noheader][,nounits],
 --query-compute-apps=F, -pm 0|1, -mig 0|1, -r/--gpu-reset, --version, and
 "nvidia-smi mig" with -lgip -lgipp -lgi -lci -cgi [-C] -cci -dci -dgi -gi -ci,
-"nvidia-smi nvlink" with -s/--status or -e/--errorcounters.
+"nvidia-smi nvlink" with -s/--status or -e/--errorcounters, "nvidia-smi topo -m".
 """
 IN_USE_LONG = ("is currently being used by one or more other processes (e.g. CUDA application "
                "or a monitoring application such as another instance of nvidia-smi). Please "
@@ -66,6 +66,10 @@ def parse(argv):
             opts["mig_cmd"] = True
         elif arg == "nvlink" and not opts.get("nvlink_cmd"):
             opts["nvlink_cmd"] = True
+        elif arg == "topo" and not opts.get("topo_cmd"):
+            opts["topo_cmd"] = True
+        elif opts.get("topo_cmd") and arg in ("-m", "--matrix"):
+            opts["topo_m"] = True
         elif opts.get("nvlink_cmd") and arg in NVLINK_OPTS:
             opts[NVLINK_OPTS[arg]] = True
         elif name in VALUE_OPTS:
@@ -162,6 +166,11 @@ def dispatch(s, opts, indexes, out, faults):
     version, cuda = view.driver_info(state)
     if opts["mig_cmd"]:
         return mig_command(s, opts, indexes, out)
+    if opts.get("topo_cmd"):  # only -m (gpusim/topo.py)
+        if not opts.get("topo_m"):
+            raise host.SimError(BAD_ARGS, 2)
+        out.write(topo.render(machine, indexes))
+        return 0
     if opts.get("nvlink_cmd"):
         if opts.get("nvlink_status") == opts.get("nvlink_errors"):  # none or both
             raise host.SimError(BAD_ARGS, 2)

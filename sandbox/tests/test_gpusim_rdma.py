@@ -1,0 +1,74 @@
+"""gpusim's RDMA NIC (trait rdma-nic, issue 25 item 5): a ConnectX-7 function on the PCI bus
+and in sysfs, NIC columns in `nvidia-smi topo -m` that gpuhost's parser reads, NVLink 5
+switch functions kept apart, nvidia_peermem loadable (sandbox/nvidia/README.md, "RDMA NIC")."""
+
+import json
+
+import pytest
+
+from gpuhost import rdma
+from sandbox import pci
+from sandbox.tests.test_gpusim import KR, Sim
+
+DRIVER = "570.172.08"
+
+
+def machine(sim, model, count, nvswitch=False, traits=("rdma-nic",)):
+    sim.write("etc/gpusim/machine.json", json.dumps({
+        "hostname": "gpu-01", "os": "debian12", "kernel_release": KR, "gpu_model": model,
+        "gpu_count": count, "nvswitch": nvswitch, "traits": list(traits)}))
+    sim.install(DRIVER)
+    sim.boot()
+    return sim
+
+
+@pytest.fixture
+def a100_nic(tmp_path):
+    return machine(Sim(tmp_path), "A100-SXM4-40GB", 2)
+
+
+def test_the_nic_is_a_mellanox_infiniband_function_in_lspci_and_sysfs(a100_nic, tmp_path):
+    assert "a8:00.0 0207: 15b3:1021" in a100_nic.tool("lspci", "-n").stdout
+    h = {"name": "gpu-01", "os": "debian12", "kernel_release": KR, "gpu_model": "A100-SXM4-40GB",
+         "gpu_count": 2, "nvswitch": False, "traits": ["rdma-nic"]}
+    pci.write_tree(h, tmp_path / "pci")
+    nic = tmp_path / "pci/0000:a8:00.0"
+    assert (nic / "vendor").read_text() == "0x15b3\n"
+    assert (nic / "class").read_text() == "0x020700\n" and not (nic / "vpd").exists()
+
+
+def test_topo_m_has_a_nic_column_and_legend_that_gpuhost_reads(a100_nic):
+    topo = rdma.parse_topo(a100_nic.smi("topo", "-m"))
+    assert topo["columns"] == ["GPU0", "GPU1", "NIC0"]
+    assert topo["nic_names"] == {"NIC0": "mlx5_0"}
+    # GPU0 beside the NIC, GPU1 on the other NUMA node
+    assert rdma.nearest_nics(topo, set()) == {"GPU0": ("mlx5_0", "PIX"), "GPU1": ("mlx5_0", "SYS")}
+
+
+def test_without_the_trait_there_is_no_nic_and_topo_has_only_gpus(tmp_path):
+    sim = machine(Sim(tmp_path), "A100-SXM4-40GB", 2, traits=())
+    assert "15b3" not in sim.tool("lspci", "-n").stdout
+    assert rdma.parse_topo(sim.smi("topo", "-m"))["columns"] == ["GPU0", "GPU1"]
+    sim.smi("topo", rc=2)  # topo needs -m here
+
+
+def test_on_a_b200_board_the_nvlink5_switch_ports_get_mlx5_names_but_no_column(tmp_path):
+    sim = machine(Sim(tmp_path), "B200", 8, nvswitch=True)
+    topo = rdma.parse_topo(sim.smi("topo", "-m"))
+    assert topo["columns"][-1] == "NIC0" and len(topo["columns"]) == 9
+    assert topo["nic_names"] == {"NIC0": "mlx5_0"}  # a8:00.0 probes before the e4/e5 switches
+
+
+def test_nvidia_peermem_loads_on_the_nic_host(a100_nic):
+    a100_nic.tool("modprobe", "nvidia_peermem")
+    assert "nvidia_peermem" in a100_nic.tool("lsmod").stdout
+
+
+def test_a_modules_load_d_file_loads_nvidia_peermem_at_the_next_boot(a100_nic):
+    a100_nic.write("etc/modules-load.d/nvidia-peermem.conf", "# gpuhost\nnvidia_peermem\n")
+    a100_nic.write("etc/modules-load.d/other.conf", "; not simulated, ignored\nmlx5_ib\n")
+    out = a100_nic.boot()
+    assert "nvidia_peermem" in a100_nic.tool("lsmod").stdout, out
+    a100_nic.write("etc/modules-load.d/nvidia-peermem.conf", "")
+    a100_nic.boot()
+    assert "nvidia_peermem" not in a100_nic.tool("lsmod").stdout
