@@ -104,13 +104,14 @@ def pin_matches(tag: str, target: str, flavor: str, probe: dict[str, Any]) -> bo
 
 
 def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict[str, Any],
-           started: str = "") -> dict[str, Any]:
+           started: str = "", drains: bool = False) -> dict[str, Any]:
     """What to do with host ``name``.
 
     Returns ``{"host", "action": "none" | "upgrade" | "resume", "from", "target", "tag",
     "flavor", "fabricmanager", "problems": [...], "before": {...}, "marker": {...} | None,
     "new_marker": {...} | None}``. ``problems`` (one line each, naming the fix) refuse the
-    upgrade before any host is touched.
+    upgrade before any host is touched. ``drains``: the host's Slurm node is drained (and its
+    jobs waited for) before the GPU processes are checked, as ``upgrade_drain_command`` is.
     """
     target = config["nvidia_driver_version"]
     driver = state["driver"]
@@ -158,8 +159,10 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     busy = [f"{_gpu_label(gpu)} pid {proc.get('pid')} {proc.get('name') or ''}".rstrip()
             for gpu in state["gpus"] for proc in gpu.get("processes") or []]
     busy += [f"container {container['name']}" for container in probe["containers"]]
+    # a drain (upgrade_drain_command, or the Slurm node's drain: ``drains``) runs before the
+    # GPU processes are checked, so busy GPUs are its business
     if action != "none" and busy and not config["upgrade_force"] \
-            and not config["upgrade_drain_command"]:
+            and not (config["upgrade_drain_command"] or drains):
         problems.append("GPU clients run: " + "; ".join(busy) + ": stop them, configure "
                         "upgrade_drain_command, or set upgrade_force: true")
     from_version = ((marker or {}).get("from") or driver["loaded_version"]
@@ -252,8 +255,11 @@ def old_packages(installed: list[str], version: str, flavor: str, wanted: list[s
     """Installed driver packages the target does not keep: another branch's, and the other
     flavour's meta packages (their dependencies follow through the package manager)."""
     branch = packages.branch(version)
-    other_meta = ({"cuda-drivers", f"cuda-drivers-{branch}"} if flavor == "open"
-                  else {"nvidia-open", f"nvidia-open-{branch}"})
+    # (and on Debian 12 the other flavour's module package, which keeps its name across
+    # branches: nvidia-kernel-dkms / nvidia-kernel-open-dkms)
+    other_meta = ({"cuda-drivers", f"cuda-drivers-{branch}", "nvidia-kernel-dkms"}
+                  if flavor == "open"
+                  else {"nvidia-open", f"nvidia-open-{branch}", "nvidia-kernel-open-dkms"})
     # a companion the target spells otherwise (EL nvidia-fabric-manager -> nvidia-fabricmanager)
     renamed = {_companion_kind(name) for name in wanted} - {None}
     old = []

@@ -18,7 +18,8 @@ containers use that GPU (without ``--force``). Execute, in this order:
    that did not clear fails the host here, with nothing left changed
 7. uncordon hook (``upgrade_uncordon_command``), record
 
-Slurm and other schedulers plug into steps 2 and 7 (``drain()`` / ``resume()``).
+Slurm (``roles.slurm``, docs/slurm.md) drains in step 2 and resumes in step 7; a failed
+step 6 leaves the node drained with a reason saying so.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from facts.recover import RecoverProbe
 from facts.upgrade import UpgradeProbe
 from gpuhost import recover
 from gpuhost.upgrade import CLIENT_SERVICES
-from roles import cdi, mig
+from gpuhost import slurm as gpuslurm
+from roles import cdi, mig, slurm
 from roles.common import GpuhostError, check_inventory, executing, fail_command, host_settings, \
     host_state
 from roles.upgrade import ops
@@ -140,7 +142,7 @@ def reset_failed(run: str) -> bool:
 
 
 @operation()
-def check(plan: dict[str, Any], run: str, reboot: bool):
+def check(plan: dict[str, Any], run: str, reboot: bool, slurm_on: bool = False):
     """
     Judge the GPU with the health checks (``gpuhost.recover.verify``); fail the host when the
     reset failed or what it was for did not clear.
@@ -148,6 +150,7 @@ def check(plan: dict[str, Any], run: str, reboot: bool):
     + plan: the recovery's plan (GPU, findings, what was true before)
     + run: this recovery's id
     + reboot: the reboot fallback was allowed (a failed reset was followed by a reboot)
+    + slurm_on: the Slurm node was drained (a failure leaves it drained with the reason)
     """
     if not executing():
         host.noop("the GPU is judged when the recovery runs")
@@ -160,25 +163,37 @@ def check(plan: dict[str, Any], run: str, reboot: bool):
     record("done" if passed else "failed", gpu=plan["gpu"]["index"], reason=line,
            rebooted=rebooted)
     if not passed:
+        if slurm_on:  # the node stays drained, its reason saying why (roles/slurm.py)
+            yield from slurm.failed_gate_commands(_what(plan), line)
         yield fail_command(line)
         return
     host.noop(line)
 
 
-def drain(config) -> None:
-    """Before the GPU is touched: the drain hook on the controller (issue 26 item 4 adds
-    Slurm's ``scontrol update ... state=drain`` here)."""
+def drain(config, plan: dict[str, Any]) -> None:
+    """Before the GPU is touched: the drain hook on the controller, then the host's Slurm node
+    (``roles.slurm.drain``: drained with gpuhost's reason, its jobs waited for)."""
     if config.upgrade_drain_command:
         ops.controller_command(name="Drain the host (upgrade_drain_command, on the controller)",
                                command=config.upgrade_drain_command, what="drain")
+    if plan["slurm"]:
+        slurm.drain(name="Drain the Slurm node and wait for its jobs (slurm)",
+                    reason=gpuslurm.reason(_what(plan)), timeout=config.slurm_drain_timeout)
 
 
-def resume(config) -> None:
-    """After the GPU passed the health checks: the uncordon hook."""
+def resume(config, plan: dict[str, Any]) -> None:
+    """After the GPU passed the health checks: the Slurm node back in service (only a drain
+    of gpuhost's own), then the uncordon hook."""
+    if plan["slurm"]:
+        slurm.resume(name="Resume the Slurm node (only gpuhost's own drain)")
     if config.upgrade_uncordon_command:
         ops.controller_command(name="Uncordon the host (upgrade_uncordon_command, on the "
                                     "controller)",
                                command=config.upgrade_uncordon_command, what="uncordon")
+
+
+def _what(plan: dict[str, Any]) -> str:
+    return f"GPU {plan['gpu']['index']} recovery (reset)"
 
 
 def assess() -> dict[str, Any]:
@@ -193,12 +208,15 @@ def assess() -> dict[str, Any]:
     if probe["marker_error"]:
         raise GpuhostError(f"{host.name}: {probe['marker_error']}: it is gpuhost's resume point; "
                            "look at it, remove it, then rerun")
-    plan = recover.assess(host.name, host_state(),
+    state = host_state()
+    slurm_on = slurm.active(host_settings(), state)
+    plan = recover.assess(host.name, state,
                           host.get_fact(UpgradeProbe, services=list(recover.STOP_SERVICES)),
                           probe["containers"], gpu=wanted, force=_flag(host.data.get(FORCE_KEY)),
                           marker=probe["marker"],
                           handled={**probe["handled"], "boot_id_now": probe["boot_id"]},
-                          drain=bool(host_settings().upgrade_drain_command))
+                          drain=bool(host_settings().upgrade_drain_command) or slurm_on)
+    plan["slurm"] = slurm_on
     if plan["problems"]:
         record("refused", reason="; ".join(plan["problems"]))
         raise GpuhostError(f"{host.name}: recovery refused, nothing was changed: "
@@ -226,7 +244,7 @@ def run() -> None:
                   src=StringIO(json.dumps(marker, sort_keys=True) + "\n"), dest=recover.MARKER,
                   mode="600", create_remote_dir=True)
     force = _flag(host.data.get(FORCE_KEY))
-    drain(config)
+    drain(config, plan)
     gpu_unused(name=f"No process or container uses GPU {index}", index=index, uuid=gpu["uuid"],
                force=force)
     names = before["services"] + (["nv-hostengine"] if before["hostengine"] else [])
@@ -261,10 +279,10 @@ def run() -> None:
     files.file(name="Everything is back as it was: remove the resume point",
                path=recover.MARKER, present=False)
     check(name=f"Verify GPU {index} with the health checks", plan={**plan, "before": before},
-          run=run_id, reboot=reboot)
+          run=run_id, reboot=reboot, slurm_on=plan["slurm"])
     probe = host.get_fact(RecoverProbe)
     handled = recover.handled_after(probe["handled"], probe["boot_id"], plan)
     files.put(name=f"Remember that GPU {index} was reset for this boot's findings",
               src=StringIO(json.dumps(handled, sort_keys=True) + "\n"), dest=recover.HANDLED,
               mode="600", create_remote_dir=True)
-    resume(config)
+    resume(config, plan)

@@ -32,6 +32,12 @@ MIRROR_PACKAGES = [
     "unattended-upgrades", "apt-listchanges", "gnupg", "curl", "wget", "ca-certificates",
     "apt-transport-https", "lsb-release", "xz-utils", "pigz", "sudo", "jq",
     "python3", "python3-apt",
+    # Slurm 22.05 (bookworm's slurm-wlm): the `slurm` trait's node daemon, controller, client
+    # tools and MUNGE authentication (sandbox/README.md, "Slurm")
+    "slurmd", "slurmctld", "slurm-client", "munge",
+    # NVLink 5 HGX hosts: NVIDIA's driver container installs infiniband-diags with nvlsm
+    # (gpu-driver-container@06a208c */install.sh nvlink5_pkgs_install; docs/fabric.md)
+    "infiniband-diags",
     # From Debian's contrib (indexed as the mirror's contrib component): the fake NVIDIA
     # Debian 12 packages depend on it, as NVIDIA's Debian-style packages depend on contrib
     # packages (NVIDIA's guide: add-apt-repository contrib; sandbox/README.md)

@@ -9,15 +9,17 @@ hook or ``upgrade_force``) stops the whole run with one line per host.
 Execute, per host that is not already at the target:
 
 1. mark the upgrade as under way on the host (the resume point, holding "before")
-2. drain hook on the controller; no GPU process may remain (unless ``upgrade_force``)
+2. drain hook on the controller, then the Slurm node (``roles.slurm``: drained with a reason,
+   its jobs waited for); no GPU process may remain (unless ``upgrade_force``)
 3. stop GPU clients: DCGM / nv-hostengine, Fabric Manager, nvidia-persistenced, the
    ``upgrade_stop_services``, GPU containers (``upgrade_force`` only); with
    ``reboot_policy: never`` unload the modules (nvidia_drm, nvidia_modeset, nvidia_uvm, nvidia)
 4. switch: new local repo in, old local repos (sources, keyrings) out, apt pin or dnf
    module stream moved, new branch's packages in and the old branch's out in one transaction
 5. reboot (``reboot_policy: when_needed``) or load the new modules; MIG modes back
-6. refresh a stale CDI spec, verify with facts, restart the clients, uncordon hook, remove
-   the marker, record
+6. refresh a stale CDI spec, verify with facts, health gate (a failing gate leaves the Slurm
+   node drained with a reason saying so), restart the clients, resume the Slurm node (only
+   gpuhost's own drain), uncordon hook, remove the marker, record
 
 A host already at the target gets only the verification and the record: zero changes.
 
@@ -33,18 +35,20 @@ import time
 from io import StringIO
 from typing import Any
 
-from gevent.event import Event
 from gevent.pool import Group
 from pyinfra import host, state
 from pyinfra.api import deploy
-from pyinfra.context import ctx_host, inventory
+from pyinfra.context import inventory
 from pyinfra.operations import files, server
 
 from facts.host import GpuHostState
+from facts.pyinfra_api import RunShared, use_host
 from facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
 from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
+from gpuhost import slurm as gpuslurm
 from roles import boot_safety, cdi, debian_archive, el_packaging, mig, nvidia_driver, pkglock
+from roles import slurm as roles_slurm
 from roles.upgrade import ops, record as upgrade_record
 from roles.common import GpuhostError, check_inventory, host_settings
 
@@ -52,21 +56,18 @@ PLAN_KEY = "gpuhost_upgrade_plan"  # host.data: this host's plan (``gpuhost.upgr
 CHECK_KEY = "gpuhost_upgrade_check"  # host.data: the run's FleetCheck, shared by its hosts
 
 
-class FleetCheck:
-    """The pre-check of one pyinfra run, shared by the run's hosts through ``host.data``.
+class FleetCheck(RunShared):
+    """The pre-check of one pyinfra run, shared by the run's hosts through ``host.data``
+    (``RunShared``: every host's copy is this one object).
 
     pyinfra prepares the hosts in parallel greenlets: the first to arrive assesses every
     host, the others wait for ``done``. It lives exactly as long as the run's hosts (another
-    inventory, another check); pyinfra hands out shallow copies of data values, and the copy
-    of this one is itself.
+    inventory, another check).
     """
 
     def __init__(self) -> None:
-        self.done = Event()
+        super().__init__()
         self.refusal: str | None = None
-
-    def __copy__(self) -> FleetCheck:
-        return self
 
     def to_json(self) -> dict[str, Any]:  # how pyinfra's --debug-data / --json show it
         return {"done": self.done.is_set(), "refusal": self.refusal}
@@ -74,11 +75,13 @@ class FleetCheck:
 
 def _assess_host(target: Any) -> dict[str, Any]:
     config = dataclasses.asdict(settings.resolve(target.data.dict()))
-    with ctx_host.use(target):
+    with use_host(target):
         gpu_state = target.get_fact(GpuHostState)
         probe = target.get_fact(UpgradeProbe, services=services_to_check(config))
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return assess(target.name, config, gpu_state, probe, started=started)
+    slurm_on = gpuslurm.on(config["slurm"], gpu_state.get("slurm"))
+    return {**assess(target.name, config, gpu_state, probe, started=started, drains=slurm_on),
+            "slurm": slurm_on}
 
 
 def _assess_fleet(check: FleetCheck) -> None:
@@ -179,6 +182,10 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     if config.upgrade_drain_command:
         ops.controller_command(name="Drain the host (upgrade_drain_command, on the controller)",
                                command=config.upgrade_drain_command, what="drain")
+    if plan.get("slurm"):
+        roles_slurm.drain(name="Drain the Slurm node and wait for its jobs (slurm)",
+                          reason=gpuslurm.reason(f"driver upgrade to {target}"),
+                          timeout=config.slurm_drain_timeout)
     ops.gpu_idle(name="No GPU compute process or GPU container runs",
                  force=config.upgrade_force)
     _stop_clients(plan, config)
@@ -199,6 +206,11 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     # container starts (toolkit 1.17 has no refresh unit; 1.18's may not have run yet)
     cdi.refresh_after_change(f"the driver is now {target}")
     _verify(plan)
+    if plan.get("slurm"):  # a failing gate leaves the node drained, its reason saying so
+        roles_slurm.mark_failed_gate(name="Slurm: the node's reason if the health gate fails",
+                                     what=f"driver upgrade to {target}",
+                                     before=plan["before"].get("critical"),
+                                     module_signing_cert=config.nvidia_module_signing_cert)
     ops.health_gate(name="Health gate: no new critical finding since the upgrade started",
                     before=plan["before"].get("critical"),
                     module_signing_cert=config.nvidia_module_signing_cert)
@@ -212,6 +224,8 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     if config.upgrade_force and before["containers"]:
         ops.containers(name="Start the GPU containers again", ids=before["containers"],
                        running=True)
+    if plan.get("slurm"):
+        roles_slurm.resume(name="Resume the Slurm node (only gpuhost's own drain)")
     if config.upgrade_uncordon_command:
         ops.controller_command(name="Uncordon the host (upgrade_uncordon_command, on the "
                                     "controller)",

@@ -251,6 +251,8 @@ def test_gpu_processes_refuse_unless_forced_or_drained():
     problems = upgrade.assess("h", config(), host_state(), containers)["problems"]
     assert "container train" in problems[0]
     assert upgrade.assess("h", config(upgrade_force=True), busy, probe())["problems"] == []
+    # the Slurm node's drain (roles.slurm) runs before the check, as a drain command does
+    assert upgrade.assess("h", config(), busy, probe(), drains=True)["problems"] == []
     assert upgrade.assess("h", config(upgrade_drain_command="kubectl drain {host}"),
                                  busy, probe())["problems"] == []
 
