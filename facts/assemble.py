@@ -14,7 +14,9 @@ import json
 import re
 from typing import Any
 
-from facts import boot_parsers, parsers
+from facts import assemble_fabric, assemble_rdma, assemble_slurm, boot_parsers, parsers
+from facts.assemble_recover import recovered_state
+from facts.dkms_names import is_nvidia_module
 from facts.sections import (
     NOT_INSTALLED,
     TIMED_OUT,
@@ -44,7 +46,7 @@ _DRIVER_PACKAGE = re.compile(
     r"|nvidia-persistenced|nvidia-driver-cuda|kmod-nvidia-[a-z-]+"
     r"|nvidia-kmod-common|nvidia-fabricmanager-\d+|nvidia-fabric-manager"
     # Debian's names, which NVIDIA's Debian repository uses (gpuhost/packages.py)
-    r"|nvidia-(open-)?kernel-(dkms|support)|nvidia-driver-libs|libcuda1|nvidia-smi"
+    r"|nvidia-(open-)?kernel(-open)?-(dkms|support)|nvidia-driver-libs|libcuda1|nvidia-smi"
     r"|firmware-nvidia-gsp)$"
 )
 _COMPANION = re.compile(r"^(nvidia-fabricmanager|nvidia-fabric-manager|libnvidia-nscq|nvidia-imex"
@@ -122,7 +124,7 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
         "headers_packages_missing": [n for n in next_headers if not is_installed(n, specs)],
         "headers_installed": boot["modules"].get(next_release, build_rc == 0)
         if next_release != release else build_rc == 0,
-        "nvidia_module": sorted({e["version"] for e in dkms if e["module"] == "nvidia"
+        "nvidia_module": sorted({e["version"] for e in dkms if is_nvidia_module(e["module"])
                                  and e["kernel"] == next_release and e["status"] == "installed"}),
     }
     return {
@@ -605,7 +607,7 @@ def health_state(sections: Sections) -> dict[str, Any]:
         pci, _source = _pci_gpus(sections)
         missing = [d["slot"] for d in pci if _slot(d["slot"]) not in listed]
     return {"xid_events": events, "xid_source": source, "gpus_missing": missing,
-            "nvswitch_count": _nvswitch_count(sections)}
+            "nvswitch_count": _nvswitch_count(sections), "recovered": recovered_state(sections)}
 
 
 def fabric_state(sections: Sections) -> dict[str, Any]:
@@ -617,7 +619,7 @@ def fabric_state(sections: Sections) -> dict[str, Any]:
         parts = line.split()
         if len(parts) == 3:
             services[parts[0]] = {"enabled": parts[1], "active": parts[2]}
-    return {"services": services}
+    return {"services": services, "nvlsm": assemble_fabric.nvlsm_state(sections)}
 
 
 SCHEMA_VERSION = 2  # 2: state["health"] and each GPU's "health" (issue 15)
@@ -638,4 +640,6 @@ def host_state(sections: Sections) -> dict[str, Any]:
         "cdi": cdi_state(sections),
         "containerd": containerd_state(sections),
         "fabric": fabric_state(sections),
+        "rdma": assemble_rdma.rdma_state(sections),  # issue 25 item 5 (facts/assemble_rdma.py)
+        "slurm": assemble_slurm.slurm_state(sections),  # issue 26 item 4 (facts/assemble_slurm.py)
     }

@@ -72,6 +72,11 @@ SECTIONS: dict[str, str] = {
     f"timeout 20 journalctl -k -b -q --no-pager 2>/dev/null | {_XID_FILTER}; "
     "elif command -v dmesg >/dev/null 2>&1 && _k=$(timeout 10 dmesg 2>/dev/null); then "
     f"echo source=dmesg; printf '%s\\n' \"$_k\" | {_XID_FILTER}; else exit 3; fi",
+    # GPUs `gpuhost recover` reset this boot (gpuhost.recover.HANDLED), behind this boot's
+    # id: the kernel keeps the Xid lines that asked for the reset until the next boot
+    "recovered": "test -e /var/lib/gpuhost/gpu-recover-done.json || exit 3; "
+    "echo \"boot_id: $(cat /proc/sys/kernel/random/boot_id)\"; "
+    "cat /var/lib/gpuhost/gpu-recover-done.json",
     "dpkg": _tool(
         "dpkg-query",
         "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' 2>/dev/null"
@@ -134,11 +139,58 @@ SECTIONS: dict[str, str] = {
     'if test -e "$d/$u.service"; then e=$(systemctl is-enabled "$u" 2>/dev/null); '
     'a=$(systemctl is-active "$u" 2>/dev/null); '
     'printf "%s %s %s\\n" "$u" "${e:-unknown}" "${a:-unknown}"; break; fi; done; done; true',
+    # NVLink Subnet Manager (NVLink 5 HGX; facts/assemble_fabric.py): its package's version
+    # ("-" without it) and whether it runs (the pid file NVIDIA's driver container gives
+    # it, else its binary's path in a command line; [/] keeps pgrep off this shell)
+    "nvlsm": "s=$(dpkg-query -W -f '${db:Status-Abbrev}|${Version}' nvlsm 2>/dev/null); "
+    'case "$s" in ii*) v=${s#*|};; *) v=$(rpm -q --qf "%{VERSION}-%{RELEASE}" nvlsm '
+    '2>/dev/null) || v=-;; esac; echo "version ${v:--}"; '
+    "p=$(cat /run/nvidia-fabricmanager/nvlsm.pid 2>/dev/null); "
+    'if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then echo running; '
+    "elif pgrep -f '[/]opt/nvidia/nvlsm/sbin/nvlsm' >/dev/null 2>&1; then echo running; "
+    "else echo stopped; fi",
+    # GPUDirect RDMA (issue 25 item 5, gpuhost.rdma.parse_section): NVIDIA GPUs and
+    # Mellanox NICs on the PCI bus (read builtins, no process per function; a VPD with
+    # SW_MNG is an NVLink 5 switch tray's port, SR-IOV VFs left out), /sys/class/infiniband,
+    # and only where a NIC is seen: each GPU's/NIC's sysfs path (the bridges above it),
+    # lspci's ACSCtl lines, whether nvidia_peermem is loaded and which modules-load.d file
+    # names it
+    "rdma": "test -d /sys/bus/pci/devices || exit 3; _n=; "
+    "for d in $(grep -lx -e 0x10de -e 0x15b3 /sys/bus/pci/devices/*/vendor 2>/dev/null); do "
+    'd=${d%/vendor}; s=${d##*/}; read -r v < "$d/vendor"; read -r c < "$d/class" || c=-; '
+    'case "$v$c" in 0x10de0x03*) echo "gpu $s";; 0x15b30x0200*|0x15b30x0207*) '
+    'test -e "$d/physfn" && continue; if grep -qa SW_MNG "$d/vpd" 2>/dev/null; then '
+    'echo "switch $s"; else echo "nic $s"; _n=1; fi;; esac; done; '
+    'for i in /sys/class/infiniband/*; do test -e "$i/device" || continue; '
+    'p=$(readlink -f "$i/device"); k=nic; grep -qa SW_MNG "$i/device/vpd" 2>/dev/null && k=switch; '
+    'echo "ib ${i##*/} ${p##*/} $k"; test "$k" = nic && _n=1; done; test -n "$_n" || exit 0; '
+    'for d in $(grep -lx -e 0x10de -e 0x15b3 /sys/bus/pci/devices/*/vendor 2>/dev/null); do '
+    'd=${d%/vendor}; echo "path ${d##*/} $(readlink -f "$d")"; done; '
+    "if command -v lspci >/dev/null 2>&1; then timeout 20 lspci -D -vvv 2>/dev/null | "
+    "awk '/^[0-9a-f]/ {dev=$1} /ACSCtl:/ {$1=$1; print \"acs\", dev, $0}'; "
+    'else echo "lspci missing"; fi; '
+    '_m=$(lsmod 2>/dev/null); case "$_m" in *"nvidia_peermem "*) echo "peermem loaded";; '
+    '*) echo "peermem not_loaded";; esac; '
+    "grep -lsxE '[[:space:]]*nvidia[-_]peermem[[:space:]]*' /etc/modules-load.d/*.conf "
+    "/run/modules-load.d/*.conf /usr/lib/modules-load.d/*.conf /lib/modules-load.d/*.conf "
+    "/etc/modules 2>/dev/null | sed 's/^/persist /'; true",
+    # nvidia-smi topo -m, only where the rdma section (same shell, just before) saw a NIC
+    "rdma_topo": 'case "$_gh_rdma" in *"nic "*) ;; *) exit 4;; esac; '
+    + _tool("nvidia-smi", f"{_SMI} topo -m"),
     # containerd (issue 24): its version, config.toml and gpuhost's drop-in, each file behind
     # "==> PATH <==" (gpuhost.containerd_config.parse_section); 127 without containerd
     "containerd": _tool("containerd", 'echo "version: $(containerd --version 2>&1)"; '
                         "for f in /etc/containerd/config.toml /etc/containerd/conf.d/99-nvidia.toml; "
                         'do test -f "$f" || continue; echo "==> $f <=="; cat "$f"; done; true'),
+    # Slurm (issue 26): the node daemon's unit, the GPUs its gres.conf gives (slurmd -G) and
+    # the controller's view of this node (facts.assemble_slurm); bounded: a dead slurmctld
+    # costs at most 10 s, in a chain of its own; 127 without slurmd
+    "slurm": _tool("slurmd", 'n=$(hostname -s); echo "node=$n"; '
+                   'echo "enabled=$(systemctl is-enabled slurmd 2>/dev/null)"; '
+                   'echo "active=$(systemctl is-active slurmd 2>/dev/null)"; '
+                   '_g=$(timeout 10 slurmd -G 2>&1); echo "slurmd_G_rc=$?"; printf "%s\\n" "$_g"; '
+                   '_s=$(timeout 10 scontrol show node -o "$n" 2>&1); echo "scontrol_rc=$?"; '
+                   'printf "%s\\n" "$_s"; true'),
 }
 
 # Slow tools run side by side: each chain is one background job; sections within a chain
@@ -148,6 +200,7 @@ CHAINS: tuple[tuple[str, ...], ...] = (
     ("smi_xml", "smi_list", "mig_lgi", "mig_lci", "nvlink_status", "nvlink_errors"),
     ("dkms",),
     ("docker_info", "nvidia_ctk", "nvidia_container_cli"),
+    ("slurm",),
 )
 
 # _gh NN NAME CODE: run CODE, keep its output in $_gh_NAME (for later sections of the

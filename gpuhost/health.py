@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuhost import boot, lifecycle, policy, xid
+from gpuhost import boot, fabric, lifecycle, policy, slurm, xid
 
 SEVERITIES = ("critical", "warning", "info")
 HEALTH_STATUSES = ("healthy", "warning", "critical")
@@ -181,7 +181,7 @@ def _persistence(gpu: str, entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def gpu_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Findings of every GPU that nvidia-smi lists with a ``health`` dict."""
-    nvswitches = (state.get("health") or {}).get("nvswitch_count")
+    nvswitches = fabric.switch_count(state) or None  # NVLink 5 switches too (issue 25)
     found: list[dict[str, Any]] = []
     for entry in state.get("gpus") or []:
         gpu = xid.slot(entry.get("pci_bus_id"))
@@ -212,8 +212,25 @@ def host_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
         found.append(_finding("xid-log-unreadable", "info", None, (
             "the kernel log of this boot could not be read (no kernel messages in the journal, "
             "dmesg refused): Xid errors are not checked on this host")))
-    found += xid.findings(health.get("xid_events") or [])
+    found += [_recovered(f, health) for f in xid.findings(health.get("xid_events") or [])]
     return found
+
+
+def _recovered(finding: dict[str, Any], health: Mapping[str, Any]) -> dict[str, Any]:
+    """An Xid of a GPU that ``gpuhost recover`` reset this boot, with no new Xid on it since:
+    the kernel keeps the line until the next boot, so it becomes information (the same id,
+    for the record; the metrics say ``recovered="true"``)."""
+    done = (health.get("recovered") or {}).get(finding["gpu"] or "")
+    if not done or not finding["id"].startswith("xid-"):
+        return finding
+    count = sum(1 for e in health.get("xid_events") or []
+                if "xid" in e and xid.slot(e.get("pci_bus_id")) == finding["gpu"])
+    if count > done.get("xid_count", 0):
+        return finding
+    return {**finding, "severity": "info", "recovered": True,
+            "message": "handled: gpuhost recover reset this GPU during this boot and no Xid came "
+                       "since (the kernel log keeps the line until the next boot). Was: "
+                       + finding["message"]}
 
 
 def cdi_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -237,6 +254,44 @@ def cdi_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [_finding("cdi-spec-stale", "warning", None, (
         f"the NVIDIA CDI spec is stale ({'; '.join(judged['problems'])}): containers asking for "
         f"--device nvidia.com/gpu=... get the wrong devices or libraries, or fail; {fix}"))]
+
+
+def rdma_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """GPUDirect RDMA readiness on hosts with RDMA NICs (gpuhost.rdma; docs/rdma.md)."""
+    from gpuhost import rdma as gdr
+
+    facts = state.get("rdma") or {}
+    if not facts.get("nics") or not facts.get("gpus"):
+        return []
+    found = []
+    if facts.get("peermem_loaded") is False and gdr.dmabuf_possible(state) is False:
+        found.append(_finding("rdma-peermem-missing", "warning", None, (
+            f"the host has RDMA NICs, {gdr.MODULE} is not loaded and DMA-BUF cannot be used "
+            "(it needs NVIDIA's open kernel module and Linux 5.12+): NCCL cannot use GPUDirect "
+            "RDMA and stages GPU memory through host memory; set nvidia_gpudirect_rdma: auto "
+            f"and run the deploy (modprobe {gdr.MODULE}, loaded at boot from {gdr.MODULES_LOAD})")))
+    for hit in gdr.acs_redirects(facts):
+        found.append(_finding("rdma-acs-redirect", "warning", xid.slot(hit["gpu"]), (
+            f"PCIe ACS redirect is on at bridge {hit['bridge']} between this GPU and RDMA NIC "
+            f"{hit['nic']} ({' '.join(hit['flags'])}): their peer traffic is sent up to the root "
+            "complex (NCCL's troubleshooting guide: hangs or low bandwidth with GPUDirect); "
+            "disable ACS / IO virtualisation (VT-d, IOMMU) in the BIOS, or clear it at every "
+            f"boot with setpci -s {hit['bridge']} ECAP_ACS+0x6.w=0000 where the host needs "
+            "no device isolation (VMs, passthrough)")))
+    switches = set(facts.get("switches", {}).values())
+    by_index = {f"GPU{g.get('index')}": g.get("pci_bus_id") for g in state.get("gpus") or []}
+    for row, (nic, link) in gdr.nearest_nics(facts.get("topo") or {}, switches).items():
+        if link not in ("SYS", "NODE"):
+            continue
+        where = ("across the CPU interconnect between NUMA nodes (SYS)" if link == "SYS"
+                 else "across PCIe host bridges within its NUMA node (NODE)")
+        found.append(_finding("rdma-nic-across-cpu", "warning" if link == "SYS" else "info",
+                              xid.slot(by_index.get(row)) if by_index.get(row) else None, (
+            f"{row}'s nearest RDMA NIC {nic} is {where} (nvidia-smi topo -m): GPUDirect RDMA "
+            "traffic crosses the CPU, NCCL may not use it at all for this GPU; move the NIC or "
+            "GPU to slots under one PCIe switch (PIX/PXB), or bind jobs to the NIC nearest "
+            "each GPU (NCCL_IB_HCA)")))
+    return found
 
 
 def next_boot_findings(state: Mapping[str, Any], module_signing_cert: str | None = None,
@@ -305,7 +360,9 @@ def findings(state: Mapping[str, Any], *, today: _dt.date | None = None,
     today = today or _dt.datetime.now(_dt.timezone.utc).date()
     driver = state.get("driver") or {}
     found = gpu_findings(state) + host_findings(state) + cdi_findings(state)
+    found += rdma_findings(state)
     found += next_boot_findings(state, module_signing_cert)
+    found += slurm.findings(state)  # issue 26 item 4 (gpuhost/slurm.py)
     branch = lifecycle.finding(driver.get("loaded_version") or driver.get("installed_version"),
                                today)
     if branch:

@@ -36,6 +36,8 @@ FINDING_IDS = (
     "next-boot-module-missing", "next-boot-module-unknown", "secure-boot-signer-not-enrolled",
     "secure-boot-cert-unreadable", "cdi-spec-stale", "lifecycle-eol", "lifecycle-eol-soon",
     "lifecycle-new-feature-branch", "lifecycle-supported", "lifecycle-unknown",
+    "rdma-peermem-missing", "rdma-acs-redirect", "rdma-nic-across-cpu",
+    "slurm-gres-mismatch", "slurm-drained-by-gpuhost",
 )
 NEXT_BOOT_BLOCKERS = ("next-boot-module-missing", "secure-boot-signer-not-enrolled")
 
@@ -89,7 +91,8 @@ FAMILIES = (
      "1 per health finding of the host: id, severity, GPU (PCI address, empty: host-wide)."),
     ("gpuhost_xid_events", "gauge",
      "Xid lines of this boot's kernel log by Xid code and GPU, with NVIDIA's catalogued "
-     "immediate action (bucket) and what it asks for (action: reboot, reset, replace, ...)."),
+     "immediate action (bucket) and what it asks for (action: reboot, reset, replace, ...); "
+     "recovered=\"true\" once gpuhost recover reset the GPU this boot and no Xid came since."),
     ("gpuhost_next_boot_ready", "gauge",
      "1 when the NVIDIA module will load after the next boot as far as gpuhost can tell, 0 "
      "when next-boot-module-missing or secure-boot-signer-not-enrolled says it will not."),
@@ -132,13 +135,21 @@ def _xid_samples(name: str, facts: Mapping[str, Any]) -> list[Sample]:
         if "xid" in event and isinstance(event.get("xid"), int):
             groups.setdefault((event["xid"], xid.slot(event.get("pci_bus_id")) or ""),
                               []).append(event)
+    recovered = ((facts.get("health") or {}).get("recovered")) or {}
+    per_gpu: dict[str, int] = {}
+    for number, gpu in groups:
+        per_gpu[gpu] = per_gpu.get(gpu, 0) + len(groups[(number, gpu)])
     samples = []
     for (number, gpu), group in sorted(groups.items()):
         bucket, action = xid_action(number, group)
         severity = (xid.CATALOG.get(number) or {}).get("severity", "warning")
+        done = recovered.get(gpu)
+        handled = bool(done) and per_gpu[gpu] <= done.get("xid_count", 0)
         samples.append(("gpuhost_xid_events", {"host": name, "xid": str(number), "gpu": gpu,
                                                "bucket": bucket, "action": action,
-                                               "severity": severity}, float(len(group))))
+                                               "severity": severity,
+                                               "recovered": "true" if handled else "false"},
+                        float(len(group))))
     return samples
 
 

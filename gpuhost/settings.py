@@ -44,9 +44,9 @@ from gpuhost.checks import (  # noqa: F401  (SHA256_RE, is_local_source, mask_ur
     on_mirror,
     show,
 )
-from gpuhost import fabric
+from gpuhost import fabric, rdma, slurm
 from gpuhost.distro import DISTRO_TAGS
-from gpuhost.policy import DRIVER_RE
+from gpuhost.driver_rules import DRIVER_RE
 
 GPUHOST_PREFIXES = ("nvidia_", "docker_", "container_toolkit_", "mig_", "upgrade_", "verify_",
                     "containerd_")
@@ -175,6 +175,13 @@ class Settings:
     nvidia_imex_peers: tuple[str, ...] = _key(
         "list of IP addresses", "nvidia_fabric: nvl: every node of the NVLink domain (this one "
         "too), written one per line to /etc/nvidia-imex/nodes_config.cfg", _ip_list, ())
+    nvidia_gpudirect_rdma: str = _key(
+        "str", "GPUDirect RDMA (docs/rdma.md): off (nothing changed; the audit still reports RDMA "
+        "NICs, topology and ACS); auto (where an RDMA NIC is seen: nvidia_peermem loaded now "
+        "and at boot from /etc/modules-load.d/nvidia-peermem.conf; nothing elsewhere); peermem "
+        "(the same, and a host without RDMA NIC stops); dmabuf (nothing loaded: DMA-BUF of the "
+        "open modules on Linux 5.12+; gpuhost's modules-load.d file removed)",
+        check_choice(*rdma.CHOICES), "off")
     nvidia_persistenced: bool = _key("bool", "enable nvidia-persistenced", check_bool, True)
     docker_source: str = _key(
         "str", "where Docker comes from (local: docker_local_packages)",
@@ -286,6 +293,15 @@ class Settings:
         "str or null", "controller command run after a host's driver upgrade or GPU recovery; "
         "{host} as above",
         check_command, None)
+    slurm: bool | str = _key(
+        "auto, true or false", "drain the host's Slurm node (scontrol update state=drain, with "
+        "a reason, on the host) before a driver upgrade or GPU recovery, wait for its jobs, and "
+        "resume it only after the health gate passed; a node someone else drained stays "
+        "drained; auto: when slurmd is installed and enabled (docs/slurm.md)",
+        slurm.check_setting, "auto")
+    slurm_drain_timeout: int = _key(
+        "int (seconds)", "how long the Slurm drain waits for the node's running jobs to end "
+        "before it fails the host (nothing else changed)", _check_reboot_timeout, 3600)
     upgrade_stop_services: tuple[str, ...] = _key(
         "list of names", "extra services stopped before an upgrade",
         check_list_of(check_service, "service names"), ())
@@ -357,7 +373,7 @@ def defaults() -> dict:
 
 def _flavor_problems(v: dict) -> list[str]:
     """A flavour the driver branch does not have at all (known before any host is read)."""
-    from gpuhost.policy import PROPRIETARY_REMOVED_BRANCH
+    from gpuhost.driver_rules import PROPRIETARY_REMOVED_BRANCH
 
     version = v["nvidia_driver_version"]
     if v["nvidia_driver_flavor"] != "proprietary" or not version:
@@ -388,6 +404,7 @@ def _cross_checks(v: dict) -> list[str]:
     if v["containerd_nvidia_default_runtime"] and not v["containerd_nvidia_runtime"]:
         problems.append("containerd_nvidia_default_runtime: true without containerd_nvidia_runtime "
                         "(set containerd_nvidia_runtime: true)")
+    problems += rdma.settings_problems(v["nvidia_gpudirect_rdma"], v["nvidia_driver_flavor"])
     problems += fabric.settings_problems(v["nvidia_fabric"], bool(v["nvidia_fabricmanager"]),
                                          v["nvidia_imex_peers"] or ())
     problems += _mig_config_problems(v)

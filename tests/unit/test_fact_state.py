@@ -311,6 +311,7 @@ def test_schema_2_has_host_health_and_a_health_dict_per_gpu():
         "xid_source": "journal",
         "gpus_missing": ["0000:09:00.0"],  # on the bus, not in nvidia-smi's list
         "nvswitch_count": 2,
+        "recovered": {},  # no `gpuhost recover` this boot
     }
     assert [gpu["source"] for gpu in value["gpus"]] == ["nvidia-smi"] * 2
     for gpu in value["gpus"]:
@@ -333,7 +334,8 @@ def test_gpu_health_values_come_from_the_xml():
 
 def test_bare_host_health_is_empty_not_missing():
     assert assemble.host_state(BARE)["health"] == {
-        "xid_events": [], "xid_source": None, "gpus_missing": None, "nvswitch_count": 0}
+        "xid_events": [], "xid_source": None, "gpus_missing": None, "nvswitch_count": 0,
+        "recovered": {}}
 
 
 @pytest.mark.parametrize(("smi", "missing"), [

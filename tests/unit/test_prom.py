@@ -66,7 +66,8 @@ def test_the_series_of_an_injected_xid_79(faulty_fleet):
     assert one(text, "gpuhost_xid_events", host="xid79", xid="79") == 1
     labels = next(lab for n, lab, _ in series(text) if n == "gpuhost_xid_events" and lab["xid"] == "79")
     assert labels == {"host": "xid79", "xid": "79", "gpu": "0000:3b:00.0", "bucket": "RESTART_BM",
-                      "action": "reboot", "severity": "critical"}
+                      "action": "reboot", "severity": "critical",
+                      "recovered": "false"}
     # Xid 154 names its recovery action in the line: Node Reboot Required
     assert one(text, "gpuhost_xid_events", host="xid79", xid="154", action="reboot") == 1
     assert one(text, "gpuhost_health_finding", host="xid79", id="xid-79",

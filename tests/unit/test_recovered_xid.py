@@ -1,0 +1,71 @@
+"""Xids of a GPU that `gpuhost recover` reset this boot (issue 26): the audit keeps them as
+information, the metrics label them recovered="true" and the reset alert stays quiet, until a
+new Xid comes on that GPU; another boot's record counts for nothing."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+from facts.assemble_recover import recovered_state
+from gpuhost import alerts, audit, health, prom
+
+TODAY = datetime.date(2026, 11, 24)
+SLOT = "0000:07:00.0"
+IDLE = {"pcie_gen_current": 1, "throttle_reasons_active": ["gpu_idle"]}
+
+
+def xid48(n=1):
+    return [{"pci_bus_id": "0000:07:00", "xid": 48, "gpu_instance_id": None, "text": "DBE"}] * n
+
+
+def host(make_state, with_health, events, recovered):
+    state = with_health(make_state(driver="580.95.05"), gpu=IDLE, host={"xid_events": events})
+    state["health"]["recovered"] = recovered
+    return state
+
+
+def xid_finding(state):
+    found = [f for f in health.findings(state, today=TODAY) if f["id"] == "xid-48"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_recovered_gpus_xid_is_information_until_a_new_one_comes(make_state, with_health):
+    before = xid_finding(host(make_state, with_health, xid48(), {}))
+    assert before["severity"] == "critical" and "recovered" not in before
+    after = xid_finding(host(make_state, with_health, xid48(), {SLOT: {"xid_count": 1}}))
+    assert after["severity"] == "info" and after["recovered"] is True
+    assert after["message"].startswith("handled: gpuhost recover reset this GPU")
+    assert before["message"] in after["message"]
+    # a new Xid on that GPU after the reset: critical again
+    again = xid_finding(host(make_state, with_health, xid48(2), {SLOT: {"xid_count": 1}}))
+    assert again["severity"] == "critical" and "recovered" not in again
+
+
+def test_the_metrics_label_the_recovered_xid_and_the_reset_alert_skips_it(
+        make_state, with_health, desired):
+    def labels(recovered):
+        document = audit.build({"h": host(make_state, with_health, xid48(), recovered)},
+                               {"h": desired(nvidia_driver_version="580.95.05")},
+                               generated_at="2026-11-24T10:00:00Z")
+        text = prom.render(document["hosts"], document["generated_at"])
+        return next(x for x in text.splitlines() if x.startswith("gpuhost_xid_events{"))
+    assert 'recovered="false"' in labels({})
+    assert 'recovered="true"' in labels({SLOT: {"xid_count": 1}})
+    reset = next(r for r in alerts.rules() if r["alert"] == "GpuHostXidGpuResetRequired")
+    assert 'recovered="false"' in reset["expr"]
+
+
+def sections(text, rc=0):
+    return {"recovered": {"rc": rc, "out": text}}
+
+
+def test_only_this_boots_records_are_read():
+    record = {SLOT: {"boot_id": "b1", "xid_count": 2, "ecc_volatile": 0},
+              "0000:08:00.0": {"boot_id": "old", "xid_count": 5, "ecc_volatile": 0}}
+    got = recovered_state(sections("boot_id: b1\n" + json.dumps(record)))
+    assert got == {SLOT: {"xid_count": 2, "ecc_volatile": 0}}
+    assert recovered_state(sections("", rc=3)) == {}            # no file
+    assert recovered_state(sections("cat: Permission denied", rc=1)) == {}
+    assert recovered_state(sections("boot_id: b1\nnot json")) == {}
