@@ -12,6 +12,8 @@ Every caller asks this one function and decides only which reasons concern it:
 - ``roles.verify`` (after a ``gpu_host`` run): ``STACK``, the driver and container stack
   the run must have converged (with ``reboot_policy: never`` a pending reboot is a warning);
 - ``roles.upgrade.ops.verify`` (after a driver upgrade): ``DRIVER``;
+- ``gpuhost.upgrade.assess`` (is a host already at the target): ``DRIVER``, plus what only an
+  upgrade asks (no other version installed, the local repo and the pin moved);
 - ``vagrant/run_pyinfra.py --expect-converged`` (the VM test): ``STACK``.
 """
 

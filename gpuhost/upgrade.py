@@ -17,7 +17,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from gpuhost import packages, policy
+from gpuhost import converged, packages, policy
 
 # GPU clients stopped before the switch, in this order (then upgrade_stop_services), started
 # again in the reverse order: display managers first (an X or Wayland session holds
@@ -142,8 +142,12 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     if newest and policy.is_downgrade(newest, target) and not config["upgrade_allow_downgrade"]:
         problems.append(f"refusing to downgrade the driver from {newest} to {target}: set "
                         "upgrade_allow_downgrade: true to allow it (or fix nvidia_driver_version)")
+    # the one rule of a converged driver (gpuhost.converged), and what only an upgrade asks:
+    # the target's module loaded, no other version installed, repo and pin moved with it
     at_target = bool(
         tag and flavor and not marker
+        and converged.judge({"driver": driver}, {"nvidia_driver_version": target})
+        .only(converged.DRIVER).converged
         and driver["state"] == "loaded"
         and driver["loaded_version"] == target
         and driver["installed_versions"] == [target]
