@@ -1,6 +1,6 @@
-"""The NVLink Subnet Manager part of the fabric fact (``state["fabric"]["nvlsm"]``; issue
-25, NVLink 5 HGX). Pure, like facts/assemble.py: the ``nvlsm`` section of facts/script.py
-in. The NVLink 5 switches themselves are ``state["rdma"]["switches"]`` (the ``rdma``
+"""The fabric fact (``state["fabric"]``): the fabric daemons' units and the NVLink Subnet
+Manager (``state["fabric"]["nvlsm"]``; issue 25, NVLink 5 HGX). Pure, like
+facts/assemble.py: the ``fabric_services`` and ``nvlsm`` sections of facts/script.py in. The NVLink 5 switches themselves are ``state["rdma"]["switches"]`` (the ``rdma``
 section reads every Mellanox function's VPD for SW_MNG)."""
 
 from __future__ import annotations
@@ -23,3 +23,15 @@ def nvlsm_state(sections: Sections) -> dict[str, Any]:
         elif parts in (["running"], ["stopped"]):
             running = parts[0] == "running"
     return {"version": version, "running": running}
+
+
+def fabric_state(sections: Sections) -> dict[str, Any]:
+    """The fabric daemons' units (issue 25): ``{"services": {"nvidia-fabricmanager":
+    {"enabled": "enabled", "active": "active"}, ...}}`` for the units the host has, as
+    ``systemctl is-enabled`` / ``is-active`` print them."""
+    services: dict[str, dict[str, str]] = {}
+    for line in (ok(sections, "fabric_services") or "").splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            services[parts[0]] = {"enabled": parts[1], "active": parts[2]}
+    return {"services": services, "nvlsm": nvlsm_state(sections)}

@@ -10,7 +10,7 @@ from typing import Any
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-from gpuhost.packages import VERSIONLOCK_LIST, VERSIONLOCK_PLUGIN
+from gpuhost.el_packages import VERSIONLOCK_LIST, VERSIONLOCK_PLUGIN
 
 _TRUE = {"1", "yes", "true", "on"}
 

@@ -9,7 +9,7 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from facts.assemble import kernel_state
+from facts.assemble_kernel import kernel_state
 from facts.base import SectionFact
 
 

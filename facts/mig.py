@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from facts.assemble import mig_state
+from facts.assemble_mig import mig_state
 from facts.base import SectionFact
 
 

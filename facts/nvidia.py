@@ -8,7 +8,8 @@ from __future__ import annotations
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
-from facts.assemble import driver_state, gpus_state
+from facts.assemble_driver import driver_state
+from facts.assemble_gpus import gpus_state
 from facts.base import SectionFact
 from facts.pyinfra_api import joined
 

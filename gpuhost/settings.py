@@ -1,10 +1,12 @@
-"""Every inventory key gpuhost reads, defined once: the ``Settings`` model below.
+"""Every inventory key gpuhost reads, defined once: the ``Settings`` model
+(``gpuhost.settings_keys``), read through this module.
 
 Each field of ``Settings`` is one key: its Python type, its default (none: required), and in
 its metadata the type as users write it, its meaning and its check (``gpuhost.checks``).
 Everything else is derived from it: ``SETTINGS`` / ``BY_NAME`` (the key table),
 ``defaults()`` (read by ``inventories/group_data/all.py``), docs/settings.md
-(``render_markdown_table()``).
+(``gpuhost.settings_docs``). The checks of keys against each other are in
+``gpuhost.settings_cross``.
 
 ``validate_inventory(hosts)`` checks a whole inventory (every host, one line per problem
 naming its hosts) once, before any host is contacted; ``validate(data)`` checks one host's
@@ -14,61 +16,33 @@ data; ``resolve(data)`` returns the frozen ``Settings`` (defaults applied), read
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import json
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field
-from typing import Any
+from collections.abc import Mapping
 
-from gpuhost.checks import (  # noqa: F401  (SHA256_RE, is_local_source, mask_url, on_mirror: public here too)
-    SHA256_RE,
-    TOOLKIT_RE,
-    check_bool,
-    check_choice,
-    check_command,
-    check_daemon_settings,
-    check_image,
-    check_list_of,
-    check_local_repo,
-    check_mig_layout,
-    check_path,
-    check_service,
-    check_url,
-    check_url_map,
-    check_version,
-    is_local_source,
-    mask_url,
-    masked,
-    on_mirror,
-    show,
+from gpuhost.checks import SHA256_RE, is_local_source, mask_url, on_mirror
+from gpuhost.settings_cross import cross_checks
+from gpuhost.settings_docs import DOCS_BEGIN, DOCS_END, render_markdown_table, sync_docs
+from gpuhost.settings_keys import (
+    BY_NAME,
+    DOCKER_REPO_GPGKEY,
+    DOCKER_REPO_URL,
+    SETTINGS,
+    TOOLKIT_GPGKEY,
+    TOOLKIT_REPO_URL,
+    Setting,
+    Settings,
+    defaults,
 )
-from gpuhost import fabric, rdma, slurm
-from gpuhost.distro import DISTRO_TAGS
-from gpuhost.driver_rules import DRIVER_RE
+
+__all__ = ["BY_NAME", "DOCKER_REPO_GPGKEY", "DOCKER_REPO_URL", "DOCS_BEGIN", "DOCS_END",
+           "SETTINGS", "SHA256_RE", "TOOLKIT_GPGKEY", "TOOLKIT_REPO_URL", "Setting", "Settings",
+           "SettingsError", "defaults", "docker_repo", "group_problems", "is_local_source",
+           "mask_url", "on_mirror", "render_markdown_table", "resolve", "sync_docs",
+           "toolkit_repo", "validate", "validate_inventory"]
 
 GPUHOST_PREFIXES = ("nvidia_", "docker_", "container_toolkit_", "mig_", "upgrade_", "verify_",
                     "containerd_")
-
-DOCKER_REPO_URL = {
-    "debian": "https://download.docker.com/linux/debian",
-    "ubuntu": "https://download.docker.com/linux/ubuntu",
-    "rhel": "https://download.docker.com/linux/rhel/$releasever/$basearch/stable",
-}
-DOCKER_REPO_GPGKEY = {
-    "debian": "https://download.docker.com/linux/debian/gpg",
-    "ubuntu": "https://download.docker.com/linux/ubuntu/gpg",
-    "rhel": "https://download.docker.com/linux/rhel/gpg",
-}
-TOOLKIT_REPO_URL = {
-    "apt": "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)",
-    "rpm": "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch",
-}
-TOOLKIT_GPGKEY = {
-    "apt": "https://nvidia.github.io/libnvidia-container/gpgkey",
-    "rpm": "https://nvidia.github.io/libnvidia-container/gpgkey",
-}
 
 
 class SettingsError(ValueError):
@@ -77,431 +51,6 @@ class SettingsError(ValueError):
     def __init__(self, problems: list[str]):
         self.problems = list(problems)
         super().__init__("invalid gpuhost settings:\n  " + "\n  ".join(self.problems))
-
-
-Check = Callable[[str, Any], list[str]]
-
-
-def _key(shown_type: str, meaning: str, check: Check, default: Any = MISSING) -> Any:
-    """One key of the model: no ``default`` means required; a dict default is copied per
-    instance."""
-    metadata = {"type": shown_type, "meaning": meaning, "check": check}
-    if isinstance(default, dict):
-        return field(default_factory=lambda: json.loads(json.dumps(default)), metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-DOCKER_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
-_docker_version = check_version(DOCKER_VERSION_RE, "27.5.1", "a Docker Engine version")
-
-
-def _check_docker_version(key: str, value: Any) -> list[str]:
-    return [] if value is None else _docker_version(key, value)
-
-
-def _check_reboot_timeout(key: str, value: Any) -> list[str]:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return [f"{show(value)} is not a whole number of seconds (like 1800)"]
-    if not 60 <= value <= 14400:
-        return [f"{value} is out of range (want 60 to 14400 seconds)"]
-    return []
-
-
-_url_list = check_list_of(check_url, "URLs")
-_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
-
-
-def _repo_id(key: str, value: Any) -> list[str]:
-    if not isinstance(value, str) or not _REPO_ID.fullmatch(value):
-        return [f"{show(value)} is not a dnf repository id (letters, digits, _ . : -)"]
-    return []
-
-
-_repo_ids = check_list_of(_repo_id, "dnf repository ids")
-
-
-def _ip(key: str, value: Any) -> list[str]:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(value if isinstance(value, str) else "")
-    except ValueError:
-        return [f"{show(value)} is not an IP address (IMEX's nodes_config.cfg lists addresses)"]
-    return []
-
-
-_ip_list = check_list_of(_ip, "IP addresses")
-_path_list = check_list_of(check_path, "absolute paths")
-_DOCKER_MAP = "URL or {debian, ubuntu, rhel: URL}"
-_TOOLKIT_MAP = "URL or {apt, rpm: URL}"
-
-
-def _check_mig_config_name(key: str, value: Any) -> list[str]:
-    if value is None or (isinstance(value, str) and value.strip() and "\n" not in value):
-        return []
-    return [f"{show(value)} is not a configuration name (a string, like \"all-1g.10gb\")"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Settings:
-    """Validated gpuhost settings of one host (defaults applied), one attribute per key.
-
-    Lists are tuples; URL settings given as one string are a mapping with that URL for
-    every key; sha256 digests are lower case. Build it with ``resolve(data)``.
-    """
-
-    nvidia_driver_version: str = _key(
-        "str", "driver to install, full version like \"580.95.05\"",
-        check_version(DRIVER_RE, "570.172.08", "a driver version"))
-    nvidia_driver_flavor: str = _key(
-        "str", "kernel module flavour; auto: open when every GPU is Turing+ and the branch >= 560",
-        check_choice("open", "proprietary", "auto"), "auto")
-    nvidia_local_repo: dict[str, dict[str, str]] = _key(
-        "dict", "NVIDIA local repo package per distro tag: {tag: {url or path, sha256}}, tags "
-        + ", ".join(DISTRO_TAGS), check_local_repo)
-    nvidia_artifact_cache: str = _key(
-        "path", "controller cache for downloads", check_path, "~/.cache/gpuhost")
-    nvidia_fabric: str = _key(
-        "str", "what connects the GPUs (docs/fabric.md): none; nvswitch (HGX/DGX boards with "
-        "NVSwitches: Fabric Manager and NSCQ at the driver's exact version, Fabric Manager "
-        "started before containers, verify waits for every GPU's fabric state Completed); nvl "
-        "(GB200/GB300 NVL domains: nvidia-imex and libnvsdm, IMEX channel 0 at boot, "
-        "nvidia_imex_peers); auto: nvswitch where the host shows NVSwitches on its PCI bus, "
-        "else none", check_choice(*fabric.CHOICES), "auto")
-    nvidia_fabricmanager: bool = _key(
-        "bool", "older spelling of nvidia_fabric: nvswitch (true: Fabric Manager and NSCQ at "
-        "the driver's version; contradicts nvidia_fabric none or nvl); false: nvidia_fabric "
-        "decides", check_bool, False)
-    nvidia_imex_peers: tuple[str, ...] = _key(
-        "list of IP addresses", "nvidia_fabric: nvl: every node of the NVLink domain (this one "
-        "too), written one per line to /etc/nvidia-imex/nodes_config.cfg", _ip_list, ())
-    nvidia_gpudirect_rdma: str = _key(
-        "str", "GPUDirect RDMA (docs/rdma.md): off (nothing changed; the audit still reports RDMA "
-        "NICs, topology and ACS); auto (where an RDMA NIC is seen: nvidia_peermem loaded now "
-        "and at boot from /etc/modules-load.d/nvidia-peermem.conf; nothing elsewhere); peermem "
-        "(the same, and a host without RDMA NIC stops); dmabuf (nothing loaded: DMA-BUF of the "
-        "open modules on Linux 5.12+; gpuhost's modules-load.d file removed)",
-        check_choice(*rdma.CHOICES), "off")
-    nvidia_persistenced: bool = _key("bool", "enable nvidia-persistenced", check_bool, True)
-    docker_source: str = _key(
-        "str", "where Docker comes from (local: docker_local_packages)",
-        check_choice("docker", "distro", "local", "none"), "docker")
-    docker_repo_url: dict[str, str] = _key(
-        _DOCKER_MAP, "Docker's repository (apt URI / dnf baseurl) or a mirror of it",
-        check_url_map(tuple(DOCKER_REPO_URL)), DOCKER_REPO_URL)
-    docker_repo_gpgkey: dict[str, str] = _key(
-        _DOCKER_MAP, "signing key of the Docker repository",
-        check_url_map(tuple(DOCKER_REPO_GPGKEY)), DOCKER_REPO_GPGKEY)
-    docker_version: str | None = _key(
-        "str or null", "exact Docker Engine version, like \"27.5.1\" (docker-ce and "
-        "docker-ce-cli, or docker.io with docker_source: distro), pinned like the toolkit; "
-        "null: the repository's newest", _check_docker_version, None)
-    docker_local_packages: tuple[str, ...] = _key(
-        "list of paths", "controller paths of Docker packages (with docker_source: local)",
-        _path_list, ())
-    docker_replace_conflicting: bool = _key(
-        "bool", "apt hosts, docker_source: docker: remove the packages Docker's guide lists as "
-        "conflicting (docker.io, docker-compose, docker-compose-v2, docker-doc, podman-docker, "
-        "containerd, runc) before installing Docker's; on EL the same as docker_replace_podman "
-        "(either one true allows); false: such a host stops, packages named",
-        check_bool, False)
-    container_toolkit_version: str = _key(
-        "str", "version of the four NVIDIA Container Toolkit packages, like \"1.18.2\"",
-        check_version(TOOLKIT_RE, "1.18.2", "a toolkit version"))
-    container_toolkit_source: str = _key(
-        "str", "NVIDIA's repository, a mirror of it (container_toolkit_repo_url) or local files",
-        check_choice("nvidia", "mirror", "local"), "nvidia")
-    container_toolkit_repo_url: dict[str, str] = _key(
-        _TOOLKIT_MAP, "toolkit repository (apt URI / dnf baseurl)",
-        check_url_map(tuple(TOOLKIT_REPO_URL)), TOOLKIT_REPO_URL)
-    container_toolkit_gpgkey: dict[str, str] = _key(
-        _TOOLKIT_MAP, "signing key of the toolkit repository",
-        check_url_map(tuple(TOOLKIT_GPGKEY)), TOOLKIT_GPGKEY)
-    container_toolkit_local_packages: tuple[str, ...] = _key(
-        "list of paths", "controller paths of the toolkit packages "
-        "(with container_toolkit_source: local)", _path_list, ())
-    docker_daemon_settings: dict[str, Any] = _key(
-        "dict", "extra /etc/docker/daemon.json keys merged in", check_daemon_settings, {})
-    docker_daemon_allow_unknown_keys: bool = _key(
-        "bool", "let docker_daemon_settings set keys gpuhost's table of Docker's options "
-        "does not know (a typo makes dockerd refuse to start)", check_bool, False)
-    docker_restart_running_containers: str = _key(
-        "str", "a Docker restart with containers running and live-restore off: \"warn\" "
-        "(a warning line, then restart) or \"refuse\" (fail the host, change nothing)",
-        check_choice("warn", "refuse"), "warn")
-    nvidia_default_runtime: bool = _key(
-        "bool", "make nvidia Docker's default runtime", check_bool, False)
-    container_runtime_mode: str = _key(
-        "str", "legacy: the nvidia runtime entry in daemon.json (as before); cdi: that entry "
-        "plus Docker's CDI (\"features\": {\"cdi\": true}) and a fresh NVIDIA CDI spec "
-        "(docker run --device nvidia.com/gpu=all; Docker 25+); auto: cdi when the toolkit is "
-        "1.18+ and Docker 25+, or where Docker sends --gpus through CDI (29.2+), else legacy "
-        "(docs/container-runtime.md)",
-        check_choice("legacy", "cdi", "auto"), "legacy")
-    containerd_nvidia_runtime: bool = _key(
-        "bool", "Kubernetes nodes: give containerd's CRI plugin the nvidia runtime through "
-        "/etc/containerd/conf.d/99-nvidia.toml (config.toml is never rewritten: it must import "
-        "that directory; docs/containerd.md)", check_bool, False)
-    containerd_nvidia_default_runtime: bool = _key(
-        "bool", "with containerd_nvidia_runtime: make nvidia the CRI plugin's default runtime "
-        "(else pods pick it with a RuntimeClass whose handler is nvidia)", check_bool, False)
-    reboot_policy: str = _key(
-        "str", "may gpuhost reboot the host", check_choice("never", "when_needed"), "never")
-    reboot_timeout: int = _key(
-        "int (seconds)", "how long a reboot may take until SSH answers again (install, "
-        "upgrade, a MIG mode change); HGX/DGX servers often need more than 10 minutes to POST",
-        _check_reboot_timeout, 1800)
-    http_proxy: str | None = _key(
-        "URL or null", "proxy for controller downloads and host package managers",
-        lambda k, v: check_url(k, v, nullable=True, schemes=("http", "https")), None)
-    offline: bool = _key(
-        "bool", "no internet: every source must be a local path, a file:// URL or a URL under "
-        "offline_mirror_urls", check_bool, False)
-    offline_mirror_urls: tuple[str, ...] = _key(
-        "list of URLs", "base URLs of the local mirror(s) that count as reachable when offline",
-        _url_list, ())
-    verify_image: str | None = _key(
-        "str or null", "image for `docker run --gpus all IMAGE nvidia-smi -L` (and, in "
-        "container_runtime_mode cdi, `--device nvidia.com/gpu=all`) (null: skip the check)", check_image, None)
-    verify_image_archive: str | None = _key(
-        "path or null", "controller path of a `docker save` archive holding verify_image, "
-        "loaded with `docker load -i` when the image is missing on the host",
-        lambda k, v: check_path(k, v, nullable=True), None)
-    mig_mode: str | None = _key(
-        "str or null", "desired MIG mode (null: leave as is)",
-        check_choice("enabled", "disabled", nullable=True), None)
-    mig_layout: tuple[str | int, ...] | None = _key(
-        "list or null", "GPU instances to create on every GPU, profile names or ids, like "
-        "[\"3g.20gb\", \"3g.20gb\"] or [\"1g.24gb+gfx\", \"2g.48gb\"] (mig-parted's names, "
-        "attribute profiles included; checked against the GPU model's table; null: leave as is)",
-        check_mig_layout, None)
-    mig_config_file: str | None = _key(
-        "path or null", "controller path of a MIG configuration file in NVIDIA mig-parted's "
-        "format (version: v1, mig-configs: {NAME: [{devices, device-filter, mig-enabled, "
-        "mig-devices}]}); docs/mig.md", lambda k, v: check_path(k, v, nullable=True), None)
-    mig_config: str | None = _key(
-        "str or null", "name of the configuration in mig_config_file this host gets (null: "
-        "none; not together with mig_mode/mig_layout)", _check_mig_config_name, None)
-    upgrade_allow_downgrade: bool = _key(
-        "bool", "allow moving to an older driver", check_bool, False)
-    upgrade_force: bool = _key(
-        "bool", "upgrade even when GPU processes are running", check_bool, False)
-    upgrade_drain_command: str | None = _key(
-        "str or null", "controller command run before a host's driver upgrade or GPU recovery "
-        "(gpuhost recover); {host} is replaced by the shell-quoted host name", check_command, None)
-    upgrade_uncordon_command: str | None = _key(
-        "str or null", "controller command run after a host's driver upgrade or GPU recovery; "
-        "{host} as above",
-        check_command, None)
-    slurm: bool | str = _key(
-        "auto, true or false", "drain the host's Slurm node (scontrol update state=drain, with "
-        "a reason, on the host) before a driver upgrade or GPU recovery, wait for its jobs, and "
-        "resume it only after the health gate passed; a node someone else drained stays "
-        "drained; auto: when slurmd is installed and enabled (docs/slurm.md)",
-        slurm.check_setting, "auto")
-    slurm_drain_timeout: int = _key(
-        "int (seconds)", "how long the Slurm drain waits for the node's running jobs to end "
-        "before it fails the host (nothing else changed)", _check_reboot_timeout, 3600)
-    upgrade_stop_services: tuple[str, ...] = _key(
-        "list of names", "extra services stopped before an upgrade",
-        check_list_of(check_service, "service names"), ())
-    el_enable_repos: tuple[str, ...] | None = _key(
-        "list of repo ids or null", "Oracle Linux 8/9: dnf repositories enabled before the "
-        "driver (null: Oracle's olN_codeready_builder and olN_developer_EPEL, installing "
-        "oracle-epel-release-elN when needed; []: enable nothing, e.g. offline mirrors)",
-        lambda k, v: [] if v is None else _repo_ids(k, v), None)
-    debian_enable_contrib: bool = _key(
-        "bool", "Debian 12: add Debian's contrib component, which NVIDIA's Debian packages "
-        "need, for the suites the host's own sources use, in gpuhost's own "
-        "/etc/apt/sources.list.d/gpuhost-debian-contrib.sources (false: leave the sources "
-        "alone, e.g. mirrors that carry contrib under other names, and remove that file)",
-        check_bool, True)
-    docker_replace_podman: bool = _key(
-        "bool", "EL: remove podman, buildah, runc, containers-common before installing "
-        "Docker (false: stop the host and name them); on apt hosts the same as "
-        "docker_replace_conflicting (either one true allows)", check_bool, False)
-    nvidia_module_signing_key: str | None = _key(
-        "path or null", "Secure Boot hosts: controller path of the private key DKMS signs the "
-        "NVIDIA module with (sent mode 0600, never on a command line); its certificate must be "
-        "enrolled on the host (`mokutil --list-enrolled`)",
-        lambda k, v: check_path(k, v, nullable=True), None)
-    nvidia_module_signing_cert: str | None = _key(
-        "path or null", "Secure Boot hosts: controller path of that key's X.509 certificate "
-        "(DER or PEM), the MOK enrolled on the host",
-        lambda k, v: check_path(k, v, nullable=True), None)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def __repr__(self) -> str:  # URL credentials masked
-        return "Settings(" + ", ".join(f"{f.name}={masked(getattr(self, f.name))!r}"
-                                       for f in dataclasses.fields(self)) + ")"
-
-
-# --- the key table, derived from the model ---------------------------------------------
-
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    type: str
-    default: Any
-    meaning: str
-    check: Check
-    required: bool = False
-
-    @property
-    def allowed(self) -> tuple | None:
-        return getattr(self.check, "allowed", None)
-
-
-def _setting(f: dataclasses.Field) -> Setting:
-    required = f.default is MISSING and f.default_factory is MISSING
-    default = None if required else f.default if f.default is not MISSING else f.default_factory()
-    return Setting(f.name, f.metadata["type"], default, f.metadata["meaning"], f.metadata["check"],
-                   required)
-
-
-SETTINGS: tuple[Setting, ...] = tuple(_setting(f) for f in dataclasses.fields(Settings))
-BY_NAME = {s.name: s for s in SETTINGS}
-
-
-def defaults() -> dict:
-    """Defaults of every key that has one (required keys have none), as plain data (lists,
-    dicts): what ``inventories/group_data/all.py`` gives pyinfra."""
-    return {s.name: json.loads(json.dumps(s.default)) for s in SETTINGS if not s.required}
-
-
-def _flavor_problems(v: dict) -> list[str]:
-    """A flavour the driver branch does not have at all (known before any host is read)."""
-    from gpuhost.driver_rules import PROPRIETARY_REMOVED_BRANCH
-
-    version = v["nvidia_driver_version"]
-    if v["nvidia_driver_flavor"] != "proprietary" or not version:
-        return []
-    branch = int(str(version).split(".", 1)[0])
-    if branch < PROPRIETARY_REMOVED_BRANCH:
-        return []
-    return [f"nvidia_driver_flavor: proprietary, but driver {version} has no proprietary "
-            f"kernel modules (NVIDIA removed them in R{PROPRIETARY_REMOVED_BRANCH}): set "
-            "nvidia_driver_flavor to open or auto, or a driver branch below "
-            f"{PROPRIETARY_REMOVED_BRANCH} (R580 for pre-Turing GPUs)"]
-
-
-def _cross_checks(v: dict) -> list[str]:
-    problems = []
-    if v["docker_source"] == "local" and not v["docker_local_packages"]:
-        problems.append("docker_local_packages: empty, but docker_source is local (list the package files)")
-    if v["docker_version"] is not None and v["docker_source"] in ("local", "none"):
-        problems.append(f"docker_version: set, but docker_source is {v['docker_source']} (gpuhost "
-                        "installs no Docker package to pin: remove docker_version)")
-    if v["container_toolkit_source"] == "local" and not v["container_toolkit_local_packages"]:
-        problems.append("container_toolkit_local_packages: empty, but container_toolkit_source is local")
-    if v["container_toolkit_source"] == "mirror" and v["container_toolkit_repo_url"] == TOOLKIT_REPO_URL:
-        problems.append("container_toolkit_repo_url: is NVIDIA's, but container_toolkit_source is mirror "
-                        "(set it to your mirror's URL)")
-    if v["mig_layout"] is not None and v["mig_mode"] != "enabled":
-        problems.append("mig_layout: set, but mig_mode is not \"enabled\" (set mig_mode: enabled)")
-    if v["containerd_nvidia_default_runtime"] and not v["containerd_nvidia_runtime"]:
-        problems.append("containerd_nvidia_default_runtime: true without containerd_nvidia_runtime "
-                        "(set containerd_nvidia_runtime: true)")
-    problems += rdma.settings_problems(v["nvidia_gpudirect_rdma"], v["nvidia_driver_flavor"])
-    problems += fabric.settings_problems(v["nvidia_fabric"], bool(v["nvidia_fabricmanager"]),
-                                         v["nvidia_imex_peers"] or ())
-    problems += _mig_config_problems(v)
-    problems += _local_repo_version_problems(v)
-    problems += _flavor_problems(v)
-    if v["verify_image_archive"] is not None and v["verify_image"] is None:
-        problems.append("verify_image_archive: set without verify_image (name the image it holds)")
-    if (v["nvidia_module_signing_key"] is None) != (v["nvidia_module_signing_cert"] is None):
-        problems.append("nvidia_module_signing_key/nvidia_module_signing_cert: set both (the "
-                        "private key and its enrolled certificate) or neither")
-    if v["offline"]:
-        problems += _offline_problems(v)
-    if isinstance(v["docker_daemon_settings"], Mapping) and not v["docker_daemon_allow_unknown_keys"]:
-        from gpuhost.daemon_json import OPTION_TYPES, option_problems
-
-        problems += [f"docker_daemon_settings: {p}" for p in option_problems(
-            {k: x for k, x in v["docker_daemon_settings"].items() if k not in OPTION_TYPES})]
-    return problems
-
-
-# NVIDIA's local repo file names: nvidia-driver-local-repo-<distro>-<version>_1.0-1_amd64.deb,
-# nvidia-driver-local-repo-<distro>-<version>-1.0-1.x86_64.rpm (docs/real-hosts.md)
-LOCAL_REPO_NAME_RE = re.compile(
-    r"^nvidia-driver-local-repo-(?P<distro>[a-z]+[0-9]+)-(?P<version>[0-9]+\.[0-9]+(?:\.[0-9]+)?)[_-]")
-
-
-def _local_repo_version_problems(v: dict) -> list[str]:
-    """A local repo package named as NVIDIA names them must be the one of
-    ``nvidia_driver_version`` and of its distro tag (checked on the file name, before any host
-    is contacted; a file named otherwise is checked by its header once fetched)."""
-    problems = []
-    for tag, src in sorted((v["nvidia_local_repo"] or {}).items()):
-        where = src.get("url") or src.get("path") if isinstance(src, Mapping) else None
-        if not isinstance(where, str):
-            continue
-        m = LOCAL_REPO_NAME_RE.match(where.rstrip("/").rsplit("/", 1)[-1])
-        if not m:
-            continue
-        name = m.group(0).rstrip("_-")
-        if v["nvidia_driver_version"] and m.group("version") != v["nvidia_driver_version"]:
-            problems.append(
-                f"nvidia_local_repo[{tag}]: {name} is the local repo of driver "
-                f"{m.group('version')}, but nvidia_driver_version is {v['nvidia_driver_version']} "
-                f"(point nvidia_local_repo[{tag}] at the {v['nvidia_driver_version']} package and "
-                "its sha256, or set nvidia_driver_version to match)")
-        if m.group("distro") != tag:
-            problems.append(f"nvidia_local_repo[{tag}]: {name} is NVIDIA's package for "
-                            f"{m.group('distro')}, not {tag}")
-    return problems
-
-
-def _mig_config_problems(v: dict) -> list[str]:
-    """The named MIG configuration: one form per host, the file and the name checked on the
-    controller (``gpuhost.mig_config.check``) before any host is contacted."""
-    if v["mig_config"] is None:
-        return []
-    if v["mig_mode"] is not None or v["mig_layout"] is not None:
-        return ["mig_config: set together with mig_mode/mig_layout; choose one form per host "
-                "(mig_config: a layout per GPU from mig_config_file; mig_mode/mig_layout: one "
-                "layout on every GPU)"]
-    if v["mig_config_file"] is None:
-        return ["mig_config: set, but mig_config_file is not (name the controller's "
-                "mig-parted-style YAML file)"]
-    from gpuhost import mig_config
-
-    return [p if p.startswith("mig_config_file") else f"mig_config: {p}"
-            for p in mig_config.check(v["mig_config_file"], v["mig_config"])]
-
-
-def _urls_in_use(v: dict) -> list[tuple[str, str]]:
-    found = []
-    for tag, src in (v["nvidia_local_repo"] or {}).items():
-        if isinstance(src, Mapping) and isinstance(src.get("url"), str):
-            found.append((f"nvidia_local_repo[{tag}].url", src["url"]))
-    groups = []
-    if v["docker_source"] == "docker":
-        groups += ["docker_repo_url", "docker_repo_gpgkey"]
-    if v["container_toolkit_source"] in ("nvidia", "mirror"):
-        groups += ["container_toolkit_repo_url", "container_toolkit_gpgkey"]
-    for key in groups:
-        value = v[key]
-        items = value.items() if isinstance(value, Mapping) else [(None, value)]
-        found += [(key if k is None else f"{key}[{k}]", u) for k, u in items if isinstance(u, str)]
-    return found
-
-
-def _offline_problems(v: dict) -> list[str]:
-    mirrors = v["offline_mirror_urls"]
-    where = ("a URL under " + ", ".join(mask_url(m) for m in mirrors)) if mirrors else \
-        "a URL under offline_mirror_urls (empty now)"
-    bad: dict[str, list[str]] = {}
-    for key, url in _urls_in_use(v):
-        if not is_local_source(url) and not on_mirror(url, mirrors):
-            group = key if key.startswith("nvidia_local_repo") else key.split("[")[0]
-            bad.setdefault(group, []).append(url)
-    return [f"{key}: {', '.join(show(u) for u in urls)} not reachable offline (want a local path, "
-            f"a file:// URL or {where})" for key, urls in bad.items()]
 
 
 def validate(data: Mapping, host_name: str | None = None) -> list[str]:
@@ -524,7 +73,7 @@ def validate(data: Mapping, host_name: str | None = None) -> list[str]:
             close = difflib.get_close_matches(key, BY_NAME, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             problems.append(f"{key}: unknown gpuhost setting{hint}; see docs/settings.md")
-    problems += _cross_checks(merged)  # on the values that passed their own check
+    problems += cross_checks(merged)  # on the values that passed their own check
     if host_name:
         problems = [f"{host_name}: {p}" for p in problems]
     return problems
@@ -565,32 +114,6 @@ def toolkit_repo(settings: Settings, family: str) -> tuple[str, str]:
     """(repository URL, gpg key URL) of the toolkit for family "debian" (apt) or "rhel" (rpm)."""
     key = "apt" if family == "debian" else "rpm"
     return settings.container_toolkit_repo_url[key], settings.container_toolkit_gpgkey[key]
-
-
-def render_markdown_table() -> str:
-    """The settings table of docs/settings.md."""
-    def cell(value):
-        if value is None:
-            return "null"
-        text = json.dumps(value) if not isinstance(value, str) else f"\"{value}\""
-        return "`" + text.replace("|", "\\|") + "`"
-    rows = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
-    for s in SETTINGS:
-        default = "required" if s.required else cell(s.default)
-        allowed = ", ".join(cell(a) for a in s.allowed) if s.allowed else ""
-        rows.append(f"| `{s.name}` | {s.type} | {default} | {allowed} | {s.meaning.replace('|', '/')} |")
-    return "\n".join(rows) + "\n"
-
-
-DOCS_BEGIN = "<!-- BEGIN settings table: generated by `python -m gpuhost.settings docs/settings.md` -->"
-DOCS_END = "<!-- END settings table -->"
-
-
-def sync_docs(text: str) -> str:
-    """``text`` (docs/settings.md) with the table between the markers regenerated."""
-    head, rest = text.split(DOCS_BEGIN, 1)
-    _, tail = rest.split(DOCS_END, 1)
-    return f"{head}{DOCS_BEGIN}\n{render_markdown_table()}{DOCS_END}{tail}"
 
 
 def group_problems(problems_by_host: Mapping[str, list[str]], limit: int = 4) -> list[str]:

@@ -22,7 +22,7 @@ from pyinfra.operations import server
 
 from facts import pyinfra_api
 from facts.host import GpuHostState
-from gpuhost import artifacts, fabric, packages, policy, settings
+from gpuhost import artifacts, docker_packages, el_packages, fabric, packages, policy, settings
 from gpuhost import daemon_json as daemon_json_rules
 
 REMOTE_CACHE = "/var/cache/gpuhost"
@@ -124,7 +124,7 @@ def host_ready() -> bool:
         tools = docker.get("el_container_tools") or []
         if tools and config.docker_source != "none" and not docker.get("docker_installed") \
                 and not replace_conflicting(config):  # issue 13 item 2: before any change
-            raise GpuhostError(packages.container_tools_message(host.name, tools))
+            raise GpuhostError(el_packages.container_tools_message(host.name, tools))
         docker_conflicts_check(config, state)
     except GpuhostError as error:
         server.shell(name="gpuhost cannot provision this host", commands=[fail_command(str(error))])
@@ -146,9 +146,9 @@ def docker_conflicts_check(config: settings.Settings, state: dict[str, Any]) -> 
         return
     if packages.family(distro_tag(state)) != "debian":
         return
-    found = packages.docker_apt_conflicting(host.get_fact(DebPackages) or {})
+    found = docker_packages.docker_apt_conflicting(host.get_fact(DebPackages) or {})
     if found:
-        raise GpuhostError(f"{host.name}: " + packages.docker_conflict_message(
+        raise GpuhostError(f"{host.name}: " + docker_packages.docker_conflict_message(
             state["os"]["pretty_name"] or distro_tag(state), found))
 
 

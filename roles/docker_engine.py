@@ -10,7 +10,7 @@ from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import apt, dnf, server
 
 from facts.files import FileDigest
-from gpuhost import packages, settings
+from gpuhost import docker_packages, packages, settings
 from roles.common import (GpuhostError, distro_tag, fetch_key, host_settings, host_state,
                           replace_conflicting)
 from roles.el_packaging import remove_container_tools
@@ -33,8 +33,8 @@ def pin_docker(family: str, source: str, version: str, wanted: list[str]) -> Non
     the toolkit's) then the packages; on dnf the ``name-version`` specs Docker documents.
     (A dnf versionlock, when gpuhost has one for EL, belongs here too.)"""
     if family == "debian":
-        config_file(name=f"Pin Docker at {version}", dest=packages.DOCKER_APT_PIN,
-                    content=packages.docker_apt_pin(source, version), mode="644")
+        config_file(name=f"Pin Docker at {version}", dest=docker_packages.DOCKER_APT_PIN,
+                    content=docker_packages.docker_apt_pin(source, version), mode="644")
     docker_at_version(name=f"Install Docker {version} ({', '.join(wanted)})", family=family,
                       source=source, version=version, wanted=wanted)
 
@@ -50,8 +50,8 @@ def docker_at_version(family: str, source: str, version: str, wanted: list[str])
     + wanted: the packages to install (apt)
     """
     installed = host.get_fact(DebPackages if family == "debian" else RpmPackages) or {}
-    pinned = packages.docker_pinned_packages(source)
-    at_version = all(any(packages.docker_version_matches(v, version) for v in installed.get(n, ()))
+    pinned = docker_packages.docker_pinned_packages(source)
+    at_version = all(any(docker_packages.docker_version_matches(v, version) for v in installed.get(n, ()))
                      for n in pinned)
     if at_version and all(name in installed for name in wanted):
         host.noop(f"Docker {version} is installed")
@@ -63,7 +63,7 @@ def docker_at_version(family: str, source: str, version: str, wanted: list[str])
             *[QuoteString(name) for name in wanted])
     else:
         yield StringCommand("dnf install -y --allowerasing",
-                            *[QuoteString(spec) for spec in packages.docker_rpm_specs(version)])
+                            *[QuoteString(spec) for spec in docker_packages.docker_rpm_specs(version)])
 
 
 @deploy("Docker Engine")
@@ -82,16 +82,16 @@ def install() -> None:
         if family == "debian":
             apt_repository(
                 "Docker", key, "/etc/apt/keyrings/docker.asc",
-                packages.docker_apt_sources(tag, url), "/etc/apt/sources.list.d/docker.sources",
+                docker_packages.docker_apt_sources(tag, url), "/etc/apt/sources.list.d/docker.sources",
             )
         else:
             rpm_repository(
                 "Docker", key, "/etc/pki/rpm-gpg/docker-ce.asc",
-                packages.docker_rpm_repo(url), "/etc/yum.repos.d/docker-ce.repo",
+                docker_packages.docker_rpm_repo(url), "/etc/yum.repos.d/docker-ce.repo",
             )
     if source == "docker" and family == "debian":
         # without docker_replace_conflicting, roles.common.host_ready stopped such a host
-        found = packages.docker_apt_conflicting(host.get_fact(DebPackages) or {})
+        found = docker_packages.docker_apt_conflicting(host.get_fact(DebPackages) or {})
         if found:
             apt.packages(
                 name=f"Remove the packages Docker lists as conflicting ({', '.join(found)}; "
@@ -99,7 +99,7 @@ def install() -> None:
                 packages=found, present=False)
     if source in ("docker", "distro"):
         try:
-            wanted = packages.docker_packages(tag, source)
+            wanted = docker_packages.docker_packages(tag, source)
         except ValueError as error:
             raise GpuhostError(f"{state['os']['pretty_name']}: {error}") from error
         if family != "debian":
@@ -109,10 +109,10 @@ def install() -> None:
         elif family == "debian":
             # docker_version was removed from the inventory: gpuhost's pin goes too, or it
             # would hold Docker at the old version for good
-            if host.get_fact(FileDigest, path=packages.DOCKER_APT_PIN):
-                server.shell(name=f"Remove gpuhost's Docker pin ({packages.DOCKER_APT_PIN}; "
+            if host.get_fact(FileDigest, path=docker_packages.DOCKER_APT_PIN):
+                server.shell(name=f"Remove gpuhost's Docker pin ({docker_packages.DOCKER_APT_PIN}; "
                                   "docker_version is not set)",
-                             commands=[f"rm -f {packages.DOCKER_APT_PIN}"])
+                             commands=[f"rm -f {docker_packages.DOCKER_APT_PIN}"])
             apt.packages(name=f"Install Docker ({', '.join(wanted)})", packages=wanted,
                          no_recommends=True)
         else:

@@ -8,7 +8,7 @@ from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
 
 from facts.el import ElPackaging
-from gpuhost import packages
+from gpuhost import el_packages
 from roles.common import fail_command
 
 @operation()
@@ -27,8 +27,8 @@ def enable_repos(repos: list[str], major: str):
     if not todo:
         host.noop(f"{', '.join(repos)} enabled" if repos else "no repository to enable")
         return
-    epel = packages.ol_channels(major)["epel"]
-    release = packages.epel_release_package(major)
+    epel = el_packages.ol_channels(major)["epel"]
+    release = el_packages.epel_release_package(major)
     unknown = [repo for repo in todo if repo not in defined and repo != epel]
     if unknown:
         yield fail_command(
@@ -55,7 +55,7 @@ def dkms_available(major: str, enabled: list[str]):
         return
     yield StringCommand(
         "dnf -q repoquery --available dkms 2>/dev/null | "
-        "grep -q . || { echo", QuoteString(packages.dkms_missing_message(major, enabled)),
+        "grep -q . || { echo", QuoteString(el_packages.dkms_missing_message(major, enabled)),
         ">&2; exit 1; }")
 
 
@@ -82,8 +82,8 @@ def version_lock(version: str):
     info = host.get_fact(ElPackaging)
     commands = []
     if not info["versionlock_plugin"]:
-        commands.append(StringCommand("dnf install -y", QuoteString(packages.VERSIONLOCK_PLUGIN)))
-    stale, add = packages.versionlock_changes(info["nvidia"], info["locks"], version)
+        commands.append(StringCommand("dnf install -y", QuoteString(el_packages.VERSIONLOCK_PLUGIN)))
+    stale, add = el_packages.versionlock_changes(info["nvidia"], info["locks"], version)
     if stale:
         commands.append(StringCommand("dnf versionlock delete",
                                       *[QuoteString(lock.removesuffix(".*")) for lock in stale]))
@@ -103,7 +103,7 @@ def release_lock():
     lock at the new version.
     """
     info = host.get_fact(ElPackaging)
-    locks = [lock for lock in info["locks"] if packages.is_driver_lock(lock)]
+    locks = [lock for lock in info["locks"] if el_packages.is_driver_lock(lock)]
     if not locks:
         host.noop("no NVIDIA driver version lock")
         return

@@ -20,7 +20,7 @@ from facts.kernel import PackageAvailable
 from facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
 from facts.pyinfra_api import joined
 from facts.services import ServiceInstalled
-from gpuhost import fabric, packages
+from gpuhost import el_packages, fabric, packages
 from gpuhost.reboot import needs_reboot
 from gpuhost.settings import Settings
 from roles import boot_safety, debian_archive, el_packaging, kernel_headers
@@ -208,7 +208,7 @@ def install() -> None:
         )
     else:
         major = tag.removeprefix("rhel")
-        repos = packages.el_repos_to_enable(state["os"]["id"], major, config.el_enable_repos)
+        repos = el_packages.el_repos_to_enable(state["os"]["id"], major, config.el_enable_repos)
         el_packaging.enable_repos(
             name=f"Enable the dnf repositories the driver needs ({', '.join(repos) or 'none'})",
             repos=repos, major=major)

@@ -17,7 +17,7 @@ from pyinfra.api import StringCommand, QuoteString, deploy, operation
 
 from facts.dnf import DnfConfRedacted
 from facts.files import FileDigest
-from gpuhost import packages
+from gpuhost import el_packages, packages
 from roles.common import distro_tag, host_settings, host_state
 from roles.files import atomic_write, config_file
 
@@ -39,7 +39,7 @@ def dnf_proxy(proxy: str):
     + proxy: the proxy URL (may carry credentials: never shown)
     """
     current = host.get_fact(DnfConfRedacted, path=DNF_CONF)
-    wanted = packages.dnf_conf_with_proxy(current, proxy).encode()
+    wanted = el_packages.dnf_conf_with_proxy(current, proxy).encode()
     mode = "600" if has_credentials(proxy) else "644"
     digest = host.get_fact(FileDigest, path=DNF_CONF)
     same = bool(digest) and digest["sha256"] == hashlib.sha256(wanted).hexdigest()

@@ -7,7 +7,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from gpuhost import packages
+from gpuhost import el_packages, packages
 
 DRIVER = "570.172.08"
 TOOLKIT = "1.17.8"
@@ -213,7 +213,7 @@ def host_data(name: str, extra: dict) -> dict:
     if extra.pop("plan_el_container_tools", False):  # OL8's podman, buildah, runc installed
         data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(
             "@@gpuhost@@ rpm rc=0\n", "@@gpuhost@@ rpm rc=0\n" + "".join(
-                f"{n}\t(none):1.0-1.el8\n" for n in packages.EL_CONTAINER_TOOLS))
+                f"{n}\t(none):1.0-1.el8\n" for n in el_packages.EL_CONTAINER_TOOLS))
     if extra.pop("plan_docker_pin_present", False):  # gpuhost's Docker pin from an earlier run
         data["fake_responses"] = {
             re.compile(r"sha256sum /etc/apt/preferences.d/gpuhost-docker "): "0" * 64 + "\n644", **data["fake_responses"]}

@@ -12,7 +12,7 @@ import hashlib
 import re
 
 import scenarios
-from gpuhost import packages
+from gpuhost import el_packages, packages
 
 FROM = "550.163.01"
 TARGET = scenarios.DRIVER  # 570.172.08
@@ -169,7 +169,7 @@ def el_packaging_output(name: str, switched: bool) -> str:
     names = ("cuda-drivers", "nvidia-driver", "kmod-nvidia-latest-dkms")
     lines = [f"repo ol{major}_baseos_latest", "enabled 1",
              f"repo ol{major}_developer_EPEL", "enabled 1",
-             f"rpm {packages.VERSIONLOCK_PLUGIN}\t(none):4.3.1-1.el{major}"]
+             f"rpm {el_packages.VERSIONLOCK_PLUGIN}\t(none):4.3.1-1.el{major}"]
     lines += [f"rpm {n}\t3:{version}-1.el{major}" for n in names]
     if not switched:
         lines += [f"lock {n}-3:{FROM}-1.el{major}.*" for n in names]

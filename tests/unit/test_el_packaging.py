@@ -3,23 +3,23 @@ channels, container-tools vs Docker, dnf versionlock entries."""
 from __future__ import annotations
 
 from facts.el import parse_el_packaging
-from gpuhost import packages, settings
+from gpuhost import el_packages, settings
 
 
 def test_default_repos_are_oracles_channels_only_on_oracle_linux():
-    assert packages.el_repos_to_enable("ol", "8", None) == ["ol8_codeready_builder",
+    assert el_packages.el_repos_to_enable("ol", "8", None) == ["ol8_codeready_builder",
                                                              "ol8_developer_EPEL"]
-    assert packages.el_repos_to_enable("ol", "9", None) == ["ol9_codeready_builder",
+    assert el_packages.el_repos_to_enable("ol", "9", None) == ["ol9_codeready_builder",
                                                              "ol9_developer_EPEL"]
-    assert packages.el_repos_to_enable("rhel", "9", None) == []
-    assert packages.el_repos_to_enable("ol", "9", ()) == []
-    assert packages.el_repos_to_enable("ol", "9", ("mirror_epel",)) == ["mirror_epel"]
+    assert el_packages.el_repos_to_enable("rhel", "9", None) == []
+    assert el_packages.el_repos_to_enable("ol", "9", ()) == []
+    assert el_packages.el_repos_to_enable("ol", "9", ("mirror_epel",)) == ["mirror_epel"]
 
 
 def test_dkms_message_names_the_channel_and_the_setting():
-    text = packages.dkms_missing_message("8", [])
+    text = el_packages.dkms_missing_message("8", [])
     assert "ol8_developer_EPEL" in text and "el_enable_repos" in text
-    assert "offers no dkms" in packages.dkms_missing_message("9", ["ol9_developer_EPEL"])
+    assert "offers no dkms" in el_packages.dkms_missing_message("9", ["ol9_developer_EPEL"])
 
 
 def test_settings_el_enable_repos_and_docker_replace_podman_are_checked():
@@ -55,15 +55,15 @@ def test_versionlock_entries_are_exact_and_stale_driver_locks_go():
                  "1.0-1"}
     locks = ["nvidia-open-3:550.163.01-1.el8.*", "nvidia-container-toolkit-0:1.17.8-1.*",
              "kmod-nvidia-open-dkms-3:570.172.08-1.el8.*"]
-    stale, add = packages.versionlock_changes(installed, locks, "570.172.08")
+    stale, add = el_packages.versionlock_changes(installed, locks, "570.172.08")
     assert stale == ["nvidia-open-3:550.163.01-1.el8.*"]  # the toolkit's lock stays
     assert add == ["nvidia-open-3:570.172.08-1.el8"]
     converged = locks[1:] + ["nvidia-open-3:570.172.08-1.el8.*"]
-    assert packages.versionlock_changes(installed, converged, "570.172.08") == ([], [])
-    assert packages.versionlock_spec("nvidia-x", "570.172.08-1") == "nvidia-x-0:570.172.08-1.*"
+    assert el_packages.versionlock_changes(installed, converged, "570.172.08") == ([], [])
+    assert el_packages.versionlock_spec("nvidia-x", "570.172.08-1") == "nvidia-x-0:570.172.08-1.*"
 
 
 def test_container_tools_message_names_packages_and_setting():
-    text = packages.container_tools_message("ol8-01", ["podman", "runc"])
+    text = el_packages.container_tools_message("ol8-01", ["podman", "runc"])
     assert "podman, runc" in text and "docker_replace_podman: true" in text
     assert "nothing was changed" in text

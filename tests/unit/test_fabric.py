@@ -171,11 +171,11 @@ def test_nvlink5_adds_nvlsm_and_infiniband_diags_unversioned(version, nvlink5, w
 def test_nvlsm_not_in_the_drivers_pin_nor_in_the_upgrades_companions():
     import re
 
-    from facts import assemble
+    from facts import assemble_driver
     from gpuhost import packages
 
     assert not re.match(packages.DRIVER_PACKAGE_REGEX, "nvlsm")
-    assert not assemble._COMPANION.match("nvlsm")
+    assert not assemble_driver._COMPANION.match("nvlsm")
 
 
 @pytest.mark.parametrize(("nvlsm", "fm_active", "want"), [

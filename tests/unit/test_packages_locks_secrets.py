@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from gpuhost import packages, settings
+from gpuhost import docker_packages, el_packages, packages, settings
 from roles import common
 
 NVIDIA_TOOLKIT_KEY_URL = "https://nvidia.github.io/libnvidia-container/gpgkey"
@@ -51,15 +51,15 @@ PROXY = "http://ops:s3cr3t@proxy.example:3128"
 
 def test_dnf_conf_gets_the_proxy_in_main_and_keeps_every_other_line():
     stock = "[main]\ngpgcheck=1\ninstallonly_limit=3\n# proxy=commented\n"
-    assert packages.dnf_conf_with_proxy(stock, PROXY) == (
+    assert el_packages.dnf_conf_with_proxy(stock, PROXY) == (
         "[main]\nproxy=http://ops:s3cr3t@proxy.example:3128\ngpgcheck=1\ninstallonly_limit=3\n"
         "# proxy=commented\n")
-    replaced = packages.dnf_conf_with_proxy("[main]\nproxy = http://old:3128\n[x]\nproxy=y\n",
+    replaced = el_packages.dnf_conf_with_proxy("[main]\nproxy = http://old:3128\n[x]\nproxy=y\n",
                                             "http://new:3128")
     assert replaced == "[main]\nproxy=http://new:3128\n[x]\nproxy=y\n"
-    assert packages.dnf_conf_with_proxy(None, "http://p:3128") == "[main]\nproxy=http://p:3128\n"
-    converged = packages.dnf_conf_with_proxy(stock, PROXY)
-    assert packages.dnf_conf_with_proxy(converged, PROXY) == converged
+    assert el_packages.dnf_conf_with_proxy(None, "http://p:3128") == "[main]\nproxy=http://p:3128\n"
+    converged = el_packages.dnf_conf_with_proxy(stock, PROXY)
+    assert el_packages.dnf_conf_with_proxy(converged, PROXY) == converged
 
 
 def test_a_deb_files_name_and_version_are_read_on_the_controller(tmp_path):
@@ -100,10 +100,10 @@ def test_an_rpm_files_name_and_version_are_read_on_the_controller(tmp_path):
 def test_docker_version_matches_docker_and_debian_package_versions():
     for installed in ("5:27.5.1-1~debian.12~bookworm", "3:27.5.1-1.el9", "27.5.1-1.el9",
                       "27.5.1+dfsg1-1+deb12u1"):
-        assert packages.docker_version_matches(installed, "27.5.1"), installed
+        assert docker_packages.docker_version_matches(installed, "27.5.1"), installed
     for installed in ("5:27.5.10-1~debian.12~bookworm", "3:27.5.0-1.el9", "127.5.1-1"):
-        assert not packages.docker_version_matches(installed, "27.5.1"), installed
-    pin = packages.docker_apt_pin("docker", "27.5.1")
+        assert not docker_packages.docker_version_matches(installed, "27.5.1"), installed
+    pin = docker_packages.docker_apt_pin("docker", "27.5.1")
     assert "Package: docker-ce docker-ce-cli\n" in pin
     assert "Pin: version /^([0-9]+:)?27\\.5\\.1([-~+]|$)/\n" in pin
 
@@ -218,5 +218,5 @@ def test_the_dnf_conf_fact_never_reads_the_proxy_value_back(tmp_path):
     assert "s3cr3t" not in text
     assert text == "[main]\ngpgcheck=1\nproxy=<redacted by gpuhost>\n[other]\nproxy=keep"
     # what gpuhost uploads is built from the redacted text: the proxy line is replaced anyway
-    assert packages.dnf_conf_with_proxy(text, PROXY) == (
+    assert el_packages.dnf_conf_with_proxy(text, PROXY) == (
         f"[main]\ngpgcheck=1\nproxy={PROXY}\n[other]\nproxy=keep\n")

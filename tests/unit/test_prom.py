@@ -109,8 +109,9 @@ def test_every_finding_id_of_docs_health_has_its_series(audit_fleet):
     documented = health_doc_ids()
     assert documented == set(prom.FINDING_IDS), (
         "docs/health.md and gpuhost.prom.FINDING_IDS differ: add the new id to both")
-    # ... and every id the code can write (a literal id in gpuhost/health.py, lifecycle.py)
-    source = "".join((ROOT / "gpuhost" / f).read_text() for f in ("health.py", "lifecycle.py"))
+    # ... and every id the code can write (a literal id in gpuhost/health_*.py, lifecycle.py)
+    source = "".join((ROOT / "gpuhost" / f).read_text()
+                     for f in ("health_gpu.py", "health_host.py", "lifecycle.py"))
     written = set(re.findall(r'(?:_finding|make)\(\s*"([a-z0-9-]+)"', source))
     assert written and written <= documented, written - documented
     text = prom.render(audit_fleet()["hosts"], STAMP)
@@ -184,8 +185,8 @@ def test_the_alerts_say_what_the_audit_says(with_health, make_state):
                                 ("lifecycle-eol-soon", "570.172.08", "2026-01-01")):
         found = lifecycle.finding(version, dt.date.fromisoformat(day))
         assert found["id"] == ident and alerts.ADVICE[ident] in found["message"], ident
-    # messages built from kernel and CDI facts: the advice is in gpuhost/health.py's text
-    source = (ROOT / "gpuhost/health.py").read_text()
+    # messages built from kernel and CDI facts: the advice is in gpuhost/health_host.py's text
+    source = (ROOT / "gpuhost/health_host.py").read_text()
     flat = re.sub(r'"\s+f?"', "", source)
     for ident in ("next-boot-module-missing", "secure-boot-signer-not-enrolled",
                   "cdi-spec-stale"):

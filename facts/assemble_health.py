@@ -1,0 +1,58 @@
+"""The host-wide health fact (``state["health"]``): this boot's Xid/SXid events, the GPUs
+fallen off the bus, the NVSwitch count, the GPUs gpuhost recovered. The per-GPU health is
+each GPU's ``health`` (``facts.assemble_gpus``). Pure, like ``facts.assemble``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from facts import parsers
+from facts.assemble_driver import smi_xml
+from facts.assemble_gpus import pci_gpus, slot
+from facts.assemble_recover import recovered_state
+from facts.sections import Sections, ok, section
+
+
+_XID_SOURCES = ("journal", "dmesg")
+
+
+def _kernel_xid(sections: Sections) -> tuple[list[dict[str, Any]], str | None]:
+    """(Xid/SXid events of this boot, their source) from the kernel_xid section; ([], None)
+    when no kernel log was readable or the section did not run."""
+    out = ok(sections, "kernel_xid")
+    if out is None:
+        return [], None
+    first, _, rest = out.partition("\n")
+    first = first.strip()
+    source = first.removeprefix("source=")
+    if not first.startswith("source=") or source not in _XID_SOURCES:
+        return [], None
+    return parsers.parse_xid_lines(rest), source
+
+
+def _nvswitch_count(sections: Sections) -> int:
+    """NVIDIA functions of PCI class 0x0680 (other bridge): the NVSwitches of an HGX board."""
+    if section(sections, "pci_sysfs")[0] == 0:
+        devices = parsers.parse_pci_sysfs(ok(sections, "pci_sysfs") or "")
+        return sum(1 for d in devices if (d.get("class") or "").startswith("0680"))
+    lspci = ok(sections, "lspci")
+    devices = parsers.parse_lspci_nvidia(lspci) if lspci else []
+    return sum(1 for d in devices if d.get("class_id") == "0680")
+
+
+def health_state(sections: Sections) -> dict[str, Any]:
+    """The host-wide health facts (``state["health"]`` of ``facts.host.GpuHostState``); the
+    per-GPU ones are each GPU's ``health``."""
+    events, source = _kernel_xid(sections)
+    smi, smi_error = smi_xml(sections)
+    missing = None
+    # nvidia-smi answered with its list, or said it found no device although the driver
+    # runs: every NVIDIA GPU on the bus that it does not list is missing (fallen off the
+    # bus, failed to initialise). Without an answer (no driver, timeout) nobody is missing:
+    # the driver's state says what is wrong.
+    if smi is not None or smi_error == "no_devices":
+        listed = {slot(gpu["pci_bus_id"]) for gpu in (smi or {}).get("gpus", [])}
+        pci, _source = pci_gpus(sections)
+        missing = [d["slot"] for d in pci if slot(d["slot"]) not in listed]
+    return {"xid_events": events, "xid_source": source, "gpus_missing": missing,
+            "nvswitch_count": _nvswitch_count(sections), "recovered": recovered_state(sections)}

@@ -1,0 +1,162 @@
+"""The host-wide health findings: GPUs missing from nvidia-smi and the kernel log's Xid/SXid
+events (``host_findings``), a stale CDI spec, GPUDirect RDMA readiness, whether the NVIDIA
+module loads after the next boot. Ids and severities: docs/health.md."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuhost import boot, xid
+from gpuhost.health_finding import finding as _finding
+
+
+def host_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """GPUs missing from nvidia-smi and the kernel log's Xid/SXid events."""
+    health = state.get("health")
+    if not isinstance(health, Mapping):
+        return []
+    found = []
+    for missing in health.get("gpus_missing") or []:
+        found.append(_finding("gpu-missing", "critical", xid.slot(missing), (
+            "an NVIDIA GPU on the PCI bus that nvidia-smi does not list (fallen off the bus or "
+            "failed to initialise): drain the host and reboot it; if it stays missing, reseat "
+            "it or contact the hardware vendor")))
+    if health.get("xid_source") is None and "xid_source" in health:
+        found.append(_finding("xid-log-unreadable", "info", None, (
+            "the kernel log of this boot could not be read (no kernel messages in the journal, "
+            "dmesg refused): Xid errors are not checked on this host")))
+    found += [_recovered(f, health) for f in xid.findings(health.get("xid_events") or [])]
+    return found
+
+
+def _recovered(finding: dict[str, Any], health: Mapping[str, Any]) -> dict[str, Any]:
+    """An Xid of a GPU that ``gpuhost recover`` reset this boot, with no new Xid on it since:
+    the kernel keeps the line until the next boot, so it becomes information (the same id,
+    for the record; the metrics say ``recovered="true"``)."""
+    done = (health.get("recovered") or {}).get(finding["gpu"] or "")
+    if not done or not finding["id"].startswith("xid-"):
+        return finding
+    count = sum(1 for e in health.get("xid_events") or []
+                if "xid" in e and xid.slot(e.get("pci_bus_id")) == finding["gpu"])
+    if count > done.get("xid_count", 0):
+        return finding
+    return {**finding, "severity": "info", "recovered": True,
+            "message": "handled: gpuhost recover reset this GPU during this boot and no Xid came "
+                       "since (the kernel log keeps the line until the next boot). Was: "
+                       + finding["message"]}
+
+
+def cdi_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An NVIDIA CDI spec that no longer matches the host (gpuhost.cdi.judge; issue 16)."""
+    from gpuhost import cdi
+
+    judged = cdi.judge(state)
+    if judged["status"] != "stale":
+        return []
+    route = cdi.state_gpus_route(state)
+    fix = ("regenerate it (nvidia-ctk cdi generate --output=PATH, or run gpuhost's deploy, "
+           "which does)")
+    if route["via"] == "cdi":
+        # Docker 29.2+ with nvidia-cdi-hook: --gpus goes through this spec (moby/moby#50228)
+        return [_finding("cdi-spec-stale", "critical", None, (
+            f"the NVIDIA CDI spec is stale ({'; '.join(judged['problems'])}) and {route['why']}:"
+            " every `docker run --gpus` container gets the wrong devices or the old driver's "
+            f"libraries, in any container_runtime_mode; {fix}; until then "
+            f"`docker run --gpus {cdi.ESCAPE_HATCH.removeprefix('--gpus ')}` uses the prestart "
+            "hook instead"))]
+    return [_finding("cdi-spec-stale", "warning", None, (
+        f"the NVIDIA CDI spec is stale ({'; '.join(judged['problems'])}): containers asking for "
+        f"--device nvidia.com/gpu=... get the wrong devices or libraries, or fail; {fix}"))]
+
+
+def rdma_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """GPUDirect RDMA readiness on hosts with RDMA NICs (gpuhost.rdma; docs/rdma.md)."""
+    from gpuhost import rdma as gdr
+
+    facts = state.get("rdma") or {}
+    if not facts.get("nics") or not facts.get("gpus"):
+        return []
+    found = []
+    if facts.get("peermem_loaded") is False and gdr.dmabuf_possible(state) is False:
+        found.append(_finding("rdma-peermem-missing", "warning", None, (
+            f"the host has RDMA NICs, {gdr.MODULE} is not loaded and DMA-BUF cannot be used "
+            "(it needs NVIDIA's open kernel module and Linux 5.12+): NCCL cannot use GPUDirect "
+            "RDMA and stages GPU memory through host memory; set nvidia_gpudirect_rdma: auto "
+            f"and run the deploy (modprobe {gdr.MODULE}, loaded at boot from {gdr.MODULES_LOAD})")))
+    for hit in gdr.acs_redirects(facts):
+        found.append(_finding("rdma-acs-redirect", "warning", xid.slot(hit["gpu"]), (
+            f"PCIe ACS redirect is on at bridge {hit['bridge']} between this GPU and RDMA NIC "
+            f"{hit['nic']} ({' '.join(hit['flags'])}): their peer traffic is sent up to the root "
+            "complex (NCCL's troubleshooting guide: hangs or low bandwidth with GPUDirect); "
+            "disable ACS / IO virtualisation (VT-d, IOMMU) in the BIOS, or clear it at every "
+            f"boot with setpci -s {hit['bridge']} ECAP_ACS+0x6.w=0000 where the host needs "
+            "no device isolation (VMs, passthrough)")))
+    switches = set(facts.get("switches", {}).values())
+    by_index = {f"GPU{g.get('index')}": g.get("pci_bus_id") for g in state.get("gpus") or []}
+    for row, (nic, link) in gdr.nearest_nics(facts.get("topo") or {}, switches).items():
+        if link not in ("SYS", "NODE"):
+            continue
+        where = ("across the CPU interconnect between NUMA nodes (SYS)" if link == "SYS"
+                 else "across PCIe host bridges within its NUMA node (NODE)")
+        found.append(_finding("rdma-nic-across-cpu", "warning" if link == "SYS" else "info",
+                              xid.slot(by_index.get(row)) if by_index.get(row) else None, (
+            f"{row}'s nearest RDMA NIC {nic} is {where} (nvidia-smi topo -m): GPUDirect RDMA "
+            "traffic crosses the CPU, NCCL may not use it at all for this GPU; move the NIC or "
+            "GPU to slots under one PCIe switch (PIX/PXB), or bind jobs to the NIC nearest "
+            "each GPU (NCCL_IB_HCA)")))
+    return found
+
+
+def next_boot_findings(state: Mapping[str, Any], module_signing_cert: str | None = None,
+                       ) -> list[dict[str, Any]]:
+    """Will the NVIDIA module load after the next boot (gpuhost.boot's answers)?"""
+    kernel, driver = state.get("kernel") or {}, state.get("driver") or {}
+    version = driver.get("installed_version")
+    if not version or "next_boot" not in kernel:
+        return []
+    found = []
+    release = kernel["next_boot"]["kernel_release"]
+    if boot.dkms_builds_nvidia(kernel):
+        answer = boot.next_boot_module(kernel, version)
+        fix = {"buildable": f"build it before rebooting (dkms install -m nvidia -v {version} "
+                            f"-k {release}; gpuhost's deploy does)",
+               "no_headers": f"that kernel has no headers ("
+                             f"{', '.join(answer['missing_headers']) or 'not found'}): install "
+                             "them and build the module, or make the running kernel the "
+                             "default boot entry, before rebooting",
+               "not_built": f"rebuild it (dkms install -m nvidia -v {version} -k {release}) and "
+                            f"read /var/lib/dkms/nvidia/{version}/build/make.log before "
+                            "rebooting"}.get(answer["case"])
+        if fix:
+            found.append(_finding("next-boot-module-missing", "critical", None, (
+                f"the next boot starts kernel {release} and DKMS has no NVIDIA module "
+                f"{version} installed for it: the host would come up without its GPU driver; "
+                f"{fix}")))
+    elif kernel["next_boot"].get("differs"):
+        found.append(_finding("next-boot-module-unknown", "info", None, (
+            f"the next boot starts kernel {release} (not the running one) and the NVIDIA module "
+            "does not come from DKMS: gpuhost cannot tell whether that kernel has it; check its "
+            "packaged module before rebooting")))
+    if kernel.get("secure_boot") != "enabled":
+        return found
+    if boot.secure_boot_refuses(kernel):
+        found.append(_finding("secure-boot-signer-not-enrolled", "critical", None, (
+            "Secure Boot is on and no Machine Owner Key is enrolled, so the kernel refuses the "
+            "NVIDIA module DKMS builds (Key was rejected by service): enrol the signing key "
+            "(mokutil --import, confirmed at the console on the next boot) before rebooting")))
+    elif module_signing_cert:
+        try:
+            fp = boot.cert_fingerprint(module_signing_cert)
+        except OSError as error:
+            found.append(_finding("secure-boot-cert-unreadable", "warning", None, (
+                f"Secure Boot is on and nvidia_module_signing_cert cannot be read on this "
+                f"controller ({error}): gpuhost cannot tell whether its key is enrolled")))
+        else:
+            if not boot.enrolled(kernel, fp):
+                found.append(_finding("secure-boot-signer-not-enrolled", "critical", None, (
+                    f"Secure Boot is on and the module signing certificate {module_signing_cert}"
+                    f" (SHA1 {fp}) is not enrolled: the kernel will refuse the module DKMS signs "
+                    "with it; enrol it (mokutil --import, confirmed at the console on the next "
+                    "boot) before rebooting")))
+    return found

@@ -1,0 +1,145 @@
+"""The checks of settings against each other (``cross_checks``: run by
+``gpuhost.settings.validate`` on the values that passed their own check): sources and their
+pins, MIG forms, the local repo's file name, the flavour a branch has, offline sources."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from gpuhost import fabric, rdma
+from gpuhost.checks import is_local_source, mask_url, on_mirror, show
+from gpuhost.settings_keys import TOOLKIT_REPO_URL
+
+
+def _flavor_problems(v: dict) -> list[str]:
+    """A flavour the driver branch does not have at all (known before any host is read)."""
+    from gpuhost.driver_rules import PROPRIETARY_REMOVED_BRANCH
+
+    version = v["nvidia_driver_version"]
+    if v["nvidia_driver_flavor"] != "proprietary" or not version:
+        return []
+    branch = int(str(version).split(".", 1)[0])
+    if branch < PROPRIETARY_REMOVED_BRANCH:
+        return []
+    return [f"nvidia_driver_flavor: proprietary, but driver {version} has no proprietary "
+            f"kernel modules (NVIDIA removed them in R{PROPRIETARY_REMOVED_BRANCH}): set "
+            "nvidia_driver_flavor to open or auto, or a driver branch below "
+            f"{PROPRIETARY_REMOVED_BRANCH} (R580 for pre-Turing GPUs)"]
+
+
+def cross_checks(v: dict) -> list[str]:
+    problems = []
+    if v["docker_source"] == "local" and not v["docker_local_packages"]:
+        problems.append("docker_local_packages: empty, but docker_source is local (list the package files)")
+    if v["docker_version"] is not None and v["docker_source"] in ("local", "none"):
+        problems.append(f"docker_version: set, but docker_source is {v['docker_source']} (gpuhost "
+                        "installs no Docker package to pin: remove docker_version)")
+    if v["container_toolkit_source"] == "local" and not v["container_toolkit_local_packages"]:
+        problems.append("container_toolkit_local_packages: empty, but container_toolkit_source is local")
+    if v["container_toolkit_source"] == "mirror" and v["container_toolkit_repo_url"] == TOOLKIT_REPO_URL:
+        problems.append("container_toolkit_repo_url: is NVIDIA's, but container_toolkit_source is mirror "
+                        "(set it to your mirror's URL)")
+    if v["mig_layout"] is not None and v["mig_mode"] != "enabled":
+        problems.append("mig_layout: set, but mig_mode is not \"enabled\" (set mig_mode: enabled)")
+    if v["containerd_nvidia_default_runtime"] and not v["containerd_nvidia_runtime"]:
+        problems.append("containerd_nvidia_default_runtime: true without containerd_nvidia_runtime "
+                        "(set containerd_nvidia_runtime: true)")
+    problems += rdma.settings_problems(v["nvidia_gpudirect_rdma"], v["nvidia_driver_flavor"])
+    problems += fabric.settings_problems(v["nvidia_fabric"], bool(v["nvidia_fabricmanager"]),
+                                         v["nvidia_imex_peers"] or ())
+    problems += _mig_config_problems(v)
+    problems += _local_repo_version_problems(v)
+    problems += _flavor_problems(v)
+    if v["verify_image_archive"] is not None and v["verify_image"] is None:
+        problems.append("verify_image_archive: set without verify_image (name the image it holds)")
+    if (v["nvidia_module_signing_key"] is None) != (v["nvidia_module_signing_cert"] is None):
+        problems.append("nvidia_module_signing_key/nvidia_module_signing_cert: set both (the "
+                        "private key and its enrolled certificate) or neither")
+    if v["offline"]:
+        problems += _offline_problems(v)
+    if isinstance(v["docker_daemon_settings"], Mapping) and not v["docker_daemon_allow_unknown_keys"]:
+        from gpuhost.daemon_json import OPTION_TYPES, option_problems
+
+        problems += [f"docker_daemon_settings: {p}" for p in option_problems(
+            {k: x for k, x in v["docker_daemon_settings"].items() if k not in OPTION_TYPES})]
+    return problems
+
+
+# NVIDIA's local repo file names: nvidia-driver-local-repo-<distro>-<version>_1.0-1_amd64.deb,
+# nvidia-driver-local-repo-<distro>-<version>-1.0-1.x86_64.rpm (docs/real-hosts.md)
+LOCAL_REPO_NAME_RE = re.compile(
+    r"^nvidia-driver-local-repo-(?P<distro>[a-z]+[0-9]+)-(?P<version>[0-9]+\.[0-9]+(?:\.[0-9]+)?)[_-]")
+
+
+def _local_repo_version_problems(v: dict) -> list[str]:
+    """A local repo package named as NVIDIA names them must be the one of
+    ``nvidia_driver_version`` and of its distro tag (checked on the file name, before any host
+    is contacted; a file named otherwise is checked by its header once fetched)."""
+    problems = []
+    for tag, src in sorted((v["nvidia_local_repo"] or {}).items()):
+        where = src.get("url") or src.get("path") if isinstance(src, Mapping) else None
+        if not isinstance(where, str):
+            continue
+        m = LOCAL_REPO_NAME_RE.match(where.rstrip("/").rsplit("/", 1)[-1])
+        if not m:
+            continue
+        name = m.group(0).rstrip("_-")
+        if v["nvidia_driver_version"] and m.group("version") != v["nvidia_driver_version"]:
+            problems.append(
+                f"nvidia_local_repo[{tag}]: {name} is the local repo of driver "
+                f"{m.group('version')}, but nvidia_driver_version is {v['nvidia_driver_version']} "
+                f"(point nvidia_local_repo[{tag}] at the {v['nvidia_driver_version']} package and "
+                "its sha256, or set nvidia_driver_version to match)")
+        if m.group("distro") != tag:
+            problems.append(f"nvidia_local_repo[{tag}]: {name} is NVIDIA's package for "
+                            f"{m.group('distro')}, not {tag}")
+    return problems
+
+
+def _mig_config_problems(v: dict) -> list[str]:
+    """The named MIG configuration: one form per host, the file and the name checked on the
+    controller (``gpuhost.mig_config.check``) before any host is contacted."""
+    if v["mig_config"] is None:
+        return []
+    if v["mig_mode"] is not None or v["mig_layout"] is not None:
+        return ["mig_config: set together with mig_mode/mig_layout; choose one form per host "
+                "(mig_config: a layout per GPU from mig_config_file; mig_mode/mig_layout: one "
+                "layout on every GPU)"]
+    if v["mig_config_file"] is None:
+        return ["mig_config: set, but mig_config_file is not (name the controller's "
+                "mig-parted-style YAML file)"]
+    from gpuhost import mig_config
+
+    return [p if p.startswith("mig_config_file") else f"mig_config: {p}"
+            for p in mig_config.check(v["mig_config_file"], v["mig_config"])]
+
+
+def _urls_in_use(v: dict) -> list[tuple[str, str]]:
+    found = []
+    for tag, src in (v["nvidia_local_repo"] or {}).items():
+        if isinstance(src, Mapping) and isinstance(src.get("url"), str):
+            found.append((f"nvidia_local_repo[{tag}].url", src["url"]))
+    groups = []
+    if v["docker_source"] == "docker":
+        groups += ["docker_repo_url", "docker_repo_gpgkey"]
+    if v["container_toolkit_source"] in ("nvidia", "mirror"):
+        groups += ["container_toolkit_repo_url", "container_toolkit_gpgkey"]
+    for key in groups:
+        value = v[key]
+        items = value.items() if isinstance(value, Mapping) else [(None, value)]
+        found += [(key if k is None else f"{key}[{k}]", u) for k, u in items if isinstance(u, str)]
+    return found
+
+
+def _offline_problems(v: dict) -> list[str]:
+    mirrors = v["offline_mirror_urls"]
+    where = ("a URL under " + ", ".join(mask_url(m) for m in mirrors)) if mirrors else \
+        "a URL under offline_mirror_urls (empty now)"
+    bad: dict[str, list[str]] = {}
+    for key, url in _urls_in_use(v):
+        if not is_local_source(url) and not on_mirror(url, mirrors):
+            group = key if key.startswith("nvidia_local_repo") else key.split("[")[0]
+            bad.setdefault(group, []).append(url)
+    return [f"{key}: {', '.join(show(u) for u in urls)} not reachable offline (want a local path, "
+            f"a file:// URL or {where})" for key, urls in bad.items()]

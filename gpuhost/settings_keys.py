@@ -1,0 +1,349 @@
+"""The model of every inventory key gpuhost reads (``Settings``) and the key table derived
+from it (``SETTINGS``, ``BY_NAME``, ``defaults()``).
+
+Each field of ``Settings`` is one key: its Python type, its default (none: required), and in
+its metadata the type as users write it, its meaning and its check (``gpuhost.checks``).
+Callers use these names through ``gpuhost.settings``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field
+from typing import Any
+
+from gpuhost.checks import (
+    TOOLKIT_RE,
+    check_bool,
+    check_choice,
+    check_command,
+    check_daemon_settings,
+    check_image,
+    check_list_of,
+    check_local_repo,
+    check_mig_layout,
+    check_path,
+    check_service,
+    check_url,
+    check_url_map,
+    check_version,
+    masked,
+    show,
+)
+from gpuhost import fabric, rdma, slurm
+from gpuhost.distro import DISTRO_TAGS
+from gpuhost.driver_rules import DRIVER_RE
+
+DOCKER_REPO_URL = {
+    "debian": "https://download.docker.com/linux/debian",
+    "ubuntu": "https://download.docker.com/linux/ubuntu",
+    "rhel": "https://download.docker.com/linux/rhel/$releasever/$basearch/stable",
+}
+DOCKER_REPO_GPGKEY = {
+    "debian": "https://download.docker.com/linux/debian/gpg",
+    "ubuntu": "https://download.docker.com/linux/ubuntu/gpg",
+    "rhel": "https://download.docker.com/linux/rhel/gpg",
+}
+TOOLKIT_REPO_URL = {
+    "apt": "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)",
+    "rpm": "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch",
+}
+TOOLKIT_GPGKEY = {
+    "apt": "https://nvidia.github.io/libnvidia-container/gpgkey",
+    "rpm": "https://nvidia.github.io/libnvidia-container/gpgkey",
+}
+
+
+Check = Callable[[str, Any], list[str]]
+
+
+def _key(shown_type: str, meaning: str, check: Check, default: Any = MISSING) -> Any:
+    """One key of the model: no ``default`` means required; a dict default is copied per
+    instance."""
+    metadata = {"type": shown_type, "meaning": meaning, "check": check}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: json.loads(json.dumps(default)), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+DOCKER_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_docker_version = check_version(DOCKER_VERSION_RE, "27.5.1", "a Docker Engine version")
+
+
+def _check_docker_version(key: str, value: Any) -> list[str]:
+    return [] if value is None else _docker_version(key, value)
+
+
+def _check_reboot_timeout(key: str, value: Any) -> list[str]:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return [f"{show(value)} is not a whole number of seconds (like 1800)"]
+    if not 60 <= value <= 14400:
+        return [f"{value} is out of range (want 60 to 14400 seconds)"]
+    return []
+
+
+_url_list = check_list_of(check_url, "URLs")
+_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
+
+
+def _repo_id(key: str, value: Any) -> list[str]:
+    if not isinstance(value, str) or not _REPO_ID.fullmatch(value):
+        return [f"{show(value)} is not a dnf repository id (letters, digits, _ . : -)"]
+    return []
+
+
+_repo_ids = check_list_of(_repo_id, "dnf repository ids")
+
+
+def _ip(key: str, value: Any) -> list[str]:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(value if isinstance(value, str) else "")
+    except ValueError:
+        return [f"{show(value)} is not an IP address (IMEX's nodes_config.cfg lists addresses)"]
+    return []
+
+
+_ip_list = check_list_of(_ip, "IP addresses")
+_path_list = check_list_of(check_path, "absolute paths")
+_DOCKER_MAP = "URL or {debian, ubuntu, rhel: URL}"
+_TOOLKIT_MAP = "URL or {apt, rpm: URL}"
+
+
+def _check_mig_config_name(key: str, value: Any) -> list[str]:
+    if value is None or (isinstance(value, str) and value.strip() and "\n" not in value):
+        return []
+    return [f"{show(value)} is not a configuration name (a string, like \"all-1g.10gb\")"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Validated gpuhost settings of one host (defaults applied), one attribute per key.
+
+    Lists are tuples; URL settings given as one string are a mapping with that URL for
+    every key; sha256 digests are lower case. Build it with ``resolve(data)``.
+    """
+
+    nvidia_driver_version: str = _key(
+        "str", "driver to install, full version like \"580.95.05\"",
+        check_version(DRIVER_RE, "570.172.08", "a driver version"))
+    nvidia_driver_flavor: str = _key(
+        "str", "kernel module flavour; auto: open when every GPU is Turing+ and the branch >= 560",
+        check_choice("open", "proprietary", "auto"), "auto")
+    nvidia_local_repo: dict[str, dict[str, str]] = _key(
+        "dict", "NVIDIA local repo package per distro tag: {tag: {url or path, sha256}}, tags "
+        + ", ".join(DISTRO_TAGS), check_local_repo)
+    nvidia_artifact_cache: str = _key(
+        "path", "controller cache for downloads", check_path, "~/.cache/gpuhost")
+    nvidia_fabric: str = _key(
+        "str", "what connects the GPUs (docs/fabric.md): none; nvswitch (HGX/DGX boards with "
+        "NVSwitches: Fabric Manager and NSCQ at the driver's exact version, Fabric Manager "
+        "started before containers, verify waits for every GPU's fabric state Completed); nvl "
+        "(GB200/GB300 NVL domains: nvidia-imex and libnvsdm, IMEX channel 0 at boot, "
+        "nvidia_imex_peers); auto: nvswitch where the host shows NVSwitches on its PCI bus, "
+        "else none", check_choice(*fabric.CHOICES), "auto")
+    nvidia_fabricmanager: bool = _key(
+        "bool", "older spelling of nvidia_fabric: nvswitch (true: Fabric Manager and NSCQ at "
+        "the driver's version; contradicts nvidia_fabric none or nvl); false: nvidia_fabric "
+        "decides", check_bool, False)
+    nvidia_imex_peers: tuple[str, ...] = _key(
+        "list of IP addresses", "nvidia_fabric: nvl: every node of the NVLink domain (this one "
+        "too), written one per line to /etc/nvidia-imex/nodes_config.cfg", _ip_list, ())
+    nvidia_gpudirect_rdma: str = _key(
+        "str", "GPUDirect RDMA (docs/rdma.md): off (nothing changed; the audit still reports RDMA "
+        "NICs, topology and ACS); auto (where an RDMA NIC is seen: nvidia_peermem loaded now "
+        "and at boot from /etc/modules-load.d/nvidia-peermem.conf; nothing elsewhere); peermem "
+        "(the same, and a host without RDMA NIC stops); dmabuf (nothing loaded: DMA-BUF of the "
+        "open modules on Linux 5.12+; gpuhost's modules-load.d file removed)",
+        check_choice(*rdma.CHOICES), "off")
+    nvidia_persistenced: bool = _key("bool", "enable nvidia-persistenced", check_bool, True)
+    docker_source: str = _key(
+        "str", "where Docker comes from (local: docker_local_packages)",
+        check_choice("docker", "distro", "local", "none"), "docker")
+    docker_repo_url: dict[str, str] = _key(
+        _DOCKER_MAP, "Docker's repository (apt URI / dnf baseurl) or a mirror of it",
+        check_url_map(tuple(DOCKER_REPO_URL)), DOCKER_REPO_URL)
+    docker_repo_gpgkey: dict[str, str] = _key(
+        _DOCKER_MAP, "signing key of the Docker repository",
+        check_url_map(tuple(DOCKER_REPO_GPGKEY)), DOCKER_REPO_GPGKEY)
+    docker_version: str | None = _key(
+        "str or null", "exact Docker Engine version, like \"27.5.1\" (docker-ce and "
+        "docker-ce-cli, or docker.io with docker_source: distro), pinned like the toolkit; "
+        "null: the repository's newest", _check_docker_version, None)
+    docker_local_packages: tuple[str, ...] = _key(
+        "list of paths", "controller paths of Docker packages (with docker_source: local)",
+        _path_list, ())
+    docker_replace_conflicting: bool = _key(
+        "bool", "apt hosts, docker_source: docker: remove the packages Docker's guide lists as "
+        "conflicting (docker.io, docker-compose, docker-compose-v2, docker-doc, podman-docker, "
+        "containerd, runc) before installing Docker's; on EL the same as docker_replace_podman "
+        "(either one true allows); false: such a host stops, packages named",
+        check_bool, False)
+    container_toolkit_version: str = _key(
+        "str", "version of the four NVIDIA Container Toolkit packages, like \"1.18.2\"",
+        check_version(TOOLKIT_RE, "1.18.2", "a toolkit version"))
+    container_toolkit_source: str = _key(
+        "str", "NVIDIA's repository, a mirror of it (container_toolkit_repo_url) or local files",
+        check_choice("nvidia", "mirror", "local"), "nvidia")
+    container_toolkit_repo_url: dict[str, str] = _key(
+        _TOOLKIT_MAP, "toolkit repository (apt URI / dnf baseurl)",
+        check_url_map(tuple(TOOLKIT_REPO_URL)), TOOLKIT_REPO_URL)
+    container_toolkit_gpgkey: dict[str, str] = _key(
+        _TOOLKIT_MAP, "signing key of the toolkit repository",
+        check_url_map(tuple(TOOLKIT_GPGKEY)), TOOLKIT_GPGKEY)
+    container_toolkit_local_packages: tuple[str, ...] = _key(
+        "list of paths", "controller paths of the toolkit packages "
+        "(with container_toolkit_source: local)", _path_list, ())
+    docker_daemon_settings: dict[str, Any] = _key(
+        "dict", "extra /etc/docker/daemon.json keys merged in", check_daemon_settings, {})
+    docker_daemon_allow_unknown_keys: bool = _key(
+        "bool", "let docker_daemon_settings set keys gpuhost's table of Docker's options "
+        "does not know (a typo makes dockerd refuse to start)", check_bool, False)
+    docker_restart_running_containers: str = _key(
+        "str", "a Docker restart with containers running and live-restore off: \"warn\" "
+        "(a warning line, then restart) or \"refuse\" (fail the host, change nothing)",
+        check_choice("warn", "refuse"), "warn")
+    nvidia_default_runtime: bool = _key(
+        "bool", "make nvidia Docker's default runtime", check_bool, False)
+    container_runtime_mode: str = _key(
+        "str", "legacy: the nvidia runtime entry in daemon.json (as before); cdi: that entry "
+        "plus Docker's CDI (\"features\": {\"cdi\": true}) and a fresh NVIDIA CDI spec "
+        "(docker run --device nvidia.com/gpu=all; Docker 25+); auto: cdi when the toolkit is "
+        "1.18+ and Docker 25+, or where Docker sends --gpus through CDI (29.2+), else legacy "
+        "(docs/container-runtime.md)",
+        check_choice("legacy", "cdi", "auto"), "legacy")
+    containerd_nvidia_runtime: bool = _key(
+        "bool", "Kubernetes nodes: give containerd's CRI plugin the nvidia runtime through "
+        "/etc/containerd/conf.d/99-nvidia.toml (config.toml is never rewritten: it must import "
+        "that directory; docs/containerd.md)", check_bool, False)
+    containerd_nvidia_default_runtime: bool = _key(
+        "bool", "with containerd_nvidia_runtime: make nvidia the CRI plugin's default runtime "
+        "(else pods pick it with a RuntimeClass whose handler is nvidia)", check_bool, False)
+    reboot_policy: str = _key(
+        "str", "may gpuhost reboot the host", check_choice("never", "when_needed"), "never")
+    reboot_timeout: int = _key(
+        "int (seconds)", "how long a reboot may take until SSH answers again (install, "
+        "upgrade, a MIG mode change); HGX/DGX servers often need more than 10 minutes to POST",
+        _check_reboot_timeout, 1800)
+    http_proxy: str | None = _key(
+        "URL or null", "proxy for controller downloads and host package managers",
+        lambda k, v: check_url(k, v, nullable=True, schemes=("http", "https")), None)
+    offline: bool = _key(
+        "bool", "no internet: every source must be a local path, a file:// URL or a URL under "
+        "offline_mirror_urls", check_bool, False)
+    offline_mirror_urls: tuple[str, ...] = _key(
+        "list of URLs", "base URLs of the local mirror(s) that count as reachable when offline",
+        _url_list, ())
+    verify_image: str | None = _key(
+        "str or null", "image for `docker run --gpus all IMAGE nvidia-smi -L` (and, in "
+        "container_runtime_mode cdi, `--device nvidia.com/gpu=all`) (null: skip the check)", check_image, None)
+    verify_image_archive: str | None = _key(
+        "path or null", "controller path of a `docker save` archive holding verify_image, "
+        "loaded with `docker load -i` when the image is missing on the host",
+        lambda k, v: check_path(k, v, nullable=True), None)
+    mig_mode: str | None = _key(
+        "str or null", "desired MIG mode (null: leave as is)",
+        check_choice("enabled", "disabled", nullable=True), None)
+    mig_layout: tuple[str | int, ...] | None = _key(
+        "list or null", "GPU instances to create on every GPU, profile names or ids, like "
+        "[\"3g.20gb\", \"3g.20gb\"] or [\"1g.24gb+gfx\", \"2g.48gb\"] (mig-parted's names, "
+        "attribute profiles included; checked against the GPU model's table; null: leave as is)",
+        check_mig_layout, None)
+    mig_config_file: str | None = _key(
+        "path or null", "controller path of a MIG configuration file in NVIDIA mig-parted's "
+        "format (version: v1, mig-configs: {NAME: [{devices, device-filter, mig-enabled, "
+        "mig-devices}]}); docs/mig.md", lambda k, v: check_path(k, v, nullable=True), None)
+    mig_config: str | None = _key(
+        "str or null", "name of the configuration in mig_config_file this host gets (null: "
+        "none; not together with mig_mode/mig_layout)", _check_mig_config_name, None)
+    upgrade_allow_downgrade: bool = _key(
+        "bool", "allow moving to an older driver", check_bool, False)
+    upgrade_force: bool = _key(
+        "bool", "upgrade even when GPU processes are running", check_bool, False)
+    upgrade_drain_command: str | None = _key(
+        "str or null", "controller command run before a host's driver upgrade or GPU recovery "
+        "(gpuhost recover); {host} is replaced by the shell-quoted host name", check_command, None)
+    upgrade_uncordon_command: str | None = _key(
+        "str or null", "controller command run after a host's driver upgrade or GPU recovery; "
+        "{host} as above",
+        check_command, None)
+    slurm: bool | str = _key(
+        "auto, true or false", "drain the host's Slurm node (scontrol update state=drain, with "
+        "a reason, on the host) before a driver upgrade or GPU recovery, wait for its jobs, and "
+        "resume it only after the health gate passed; a node someone else drained stays "
+        "drained; auto: when slurmd is installed and enabled (docs/slurm.md)",
+        slurm.check_setting, "auto")
+    slurm_drain_timeout: int = _key(
+        "int (seconds)", "how long the Slurm drain waits for the node's running jobs to end "
+        "before it fails the host (nothing else changed)", _check_reboot_timeout, 3600)
+    upgrade_stop_services: tuple[str, ...] = _key(
+        "list of names", "extra services stopped before an upgrade",
+        check_list_of(check_service, "service names"), ())
+    el_enable_repos: tuple[str, ...] | None = _key(
+        "list of repo ids or null", "Oracle Linux 8/9: dnf repositories enabled before the "
+        "driver (null: Oracle's olN_codeready_builder and olN_developer_EPEL, installing "
+        "oracle-epel-release-elN when needed; []: enable nothing, e.g. offline mirrors)",
+        lambda k, v: [] if v is None else _repo_ids(k, v), None)
+    debian_enable_contrib: bool = _key(
+        "bool", "Debian 12: add Debian's contrib component, which NVIDIA's Debian packages "
+        "need, for the suites the host's own sources use, in gpuhost's own "
+        "/etc/apt/sources.list.d/gpuhost-debian-contrib.sources (false: leave the sources "
+        "alone, e.g. mirrors that carry contrib under other names, and remove that file)",
+        check_bool, True)
+    docker_replace_podman: bool = _key(
+        "bool", "EL: remove podman, buildah, runc, containers-common before installing "
+        "Docker (false: stop the host and name them); on apt hosts the same as "
+        "docker_replace_conflicting (either one true allows)", check_bool, False)
+    nvidia_module_signing_key: str | None = _key(
+        "path or null", "Secure Boot hosts: controller path of the private key DKMS signs the "
+        "NVIDIA module with (sent mode 0600, never on a command line); its certificate must be "
+        "enrolled on the host (`mokutil --list-enrolled`)",
+        lambda k, v: check_path(k, v, nullable=True), None)
+    nvidia_module_signing_cert: str | None = _key(
+        "path or null", "Secure Boot hosts: controller path of that key's X.509 certificate "
+        "(DER or PEM), the MOK enrolled on the host",
+        lambda k, v: check_path(k, v, nullable=True), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def __repr__(self) -> str:  # URL credentials masked
+        return "Settings(" + ", ".join(f"{f.name}={masked(getattr(self, f.name))!r}"
+                                       for f in dataclasses.fields(self)) + ")"
+
+
+# --- the key table, derived from the model ---------------------------------------------
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    type: str
+    default: Any
+    meaning: str
+    check: Check
+    required: bool = False
+
+    @property
+    def allowed(self) -> tuple | None:
+        return getattr(self.check, "allowed", None)
+
+
+def _setting(f: dataclasses.Field) -> Setting:
+    required = f.default is MISSING and f.default_factory is MISSING
+    default = None if required else f.default if f.default is not MISSING else f.default_factory()
+    return Setting(f.name, f.metadata["type"], default, f.metadata["meaning"], f.metadata["check"],
+                   required)
+
+
+SETTINGS: tuple[Setting, ...] = tuple(_setting(f) for f in dataclasses.fields(Settings))
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def defaults() -> dict:
+    """Defaults of every key that has one (required keys have none), as plain data (lists,
+    dicts): what ``inventories/group_data/all.py`` gives pyinfra."""
+    return {s.name: json.loads(json.dumps(s.default)) for s in SETTINGS if not s.required}
