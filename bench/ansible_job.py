@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from facts.script import SECTIONS
+from gpuhost.facts.script import SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 

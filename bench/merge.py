@@ -37,8 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from facts import assemble  # noqa: E402
-from facts.script import ALL_SECTIONS  # noqa: E402
+from gpuhost.facts import assemble  # noqa: E402
+from gpuhost.facts.script import ALL_SECTIONS  # noqa: E402
 from gpuhost import audit, cli_audit, merge, report  # noqa: E402
 
 STAMP = "2026-11-24T08:00:00Z"

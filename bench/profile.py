@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import private_sandbox  # noqa: E402
-from facts.script import ALL_SECTIONS, SECTIONS, build_script  # noqa: E402
+from gpuhost.facts.script import ALL_SECTIONS, SECTIONS, build_script  # noqa: E402
 
 PYTHON = str(ROOT / ".venv/bin/python")
 PYINFRA = str(ROOT / ".venv/bin/pyinfra")

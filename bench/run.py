@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import ansible_job, private_sandbox  # noqa: E402
-from facts.script import ALL_SECTIONS, build_script  # noqa: E402
+from gpuhost.facts.script import ALL_SECTIONS, build_script  # noqa: E402
 
 SCRIPT = build_script(ALL_SECTIONS)  # what deploys/audit.py runs on every host
 

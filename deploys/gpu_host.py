@@ -12,35 +12,6 @@ runtime -> verification with facts. Every key it reads is documented in docs/set
 bad values stop the run before any host is changed. A second run on a converged host changes nothing.
 """
 
-from roles import (
-    boot_safety,
-    cdi,
-    common,
-    container_toolkit,
-    containerd,
-    daemon_json,
-    docker_engine,
-    kernel_headers,
-    mig,
-    nvidia_driver,
-    pkglock,
-    proxy,
-    rdma,
-    verify,
-)
+from gpuhost.deploys.api import provision
 
-common.check_inventory()
-if common.host_ready() and boot_safety.check_secure_boot() and rdma.host_ready():
-    pkglock.ready()  # the package manager's lock free, dpkg whole: before any install
-    proxy.configure()
-    kernel_headers.install()
-    nvidia_driver.install()
-    rdma.configure()  # nvidia_peermem after the driver (docs/rdma.md)
-    mig.configure()
-    docker_engine.install()
-    container_toolkit.install()
-    cdi.check_docker()
-    daemon_json.configure()
-    cdi.configure()
-    containerd.configure()
-    verify.run()
+provision()

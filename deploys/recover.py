@@ -8,6 +8,6 @@ otherwise. The code: ``roles/recover.py`` (operations), ``gpuhost/recover.py`` (
 ``facts/recover.py`` (what it reads).
 """
 
-from roles import recover
+from gpuhost.roles import recover
 
 recover.run()

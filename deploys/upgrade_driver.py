@@ -11,6 +11,6 @@ so a rerun after an interruption resumes. The code: ``roles/upgrade/`` (operatio
 ``gpuhost/upgrade.py`` (decisions), ``facts/upgrade.py`` (what it reads).
 """
 
-from roles import upgrade
+from gpuhost.roles import upgrade
 
 upgrade.run()

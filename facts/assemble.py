@@ -18,15 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from facts import assemble_rdma, assemble_slurm
-from facts.assemble_container import cdi_state, containerd_state, docker_state, toolkit_state
-from facts.assemble_driver import driver_state
-from facts.assemble_fabric import fabric_state
-from facts.assemble_gpus import gpus_state, nvlink_state
-from facts.assemble_health import health_state
-from facts.assemble_kernel import kernel_state, os_state
-from facts.assemble_mig import mig_state
-from facts.sections import Sections
+from gpuhost.facts import assemble_rdma, assemble_slurm
+from gpuhost.facts.assemble_container import cdi_state, containerd_state, docker_state, toolkit_state
+from gpuhost.facts.assemble_driver import driver_state
+from gpuhost.facts.assemble_fabric import fabric_state
+from gpuhost.facts.assemble_gpus import gpus_state, nvlink_state
+from gpuhost.facts.assemble_health import health_state
+from gpuhost.facts.assemble_kernel import kernel_state, os_state
+from gpuhost.facts.assemble_mig import mig_state
+from gpuhost.facts.sections import Sections
 
 __all__ = ["SCHEMA_VERSION", "cdi_state", "containerd_state", "docker_state", "driver_state",
            "fabric_state", "gpus_state", "health_state", "host_state", "kernel_state",

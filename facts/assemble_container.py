@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from facts import parsers
-from facts.sections import Sections, ok, packages, section, upstream_version
+from gpuhost.facts import parsers
+from gpuhost.facts.sections import Sections, ok, packages, section, upstream_version
 from gpuhost.el_packages import EL_CONTAINER_TOOLS
 
 TOOLKIT_PACKAGES = (

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from facts import parsers
-from facts.sections import NOT_INSTALLED, TIMED_OUT, Sections, ok, packages, section, upstream_version
+from gpuhost.facts import parsers
+from gpuhost.facts.sections import NOT_INSTALLED, TIMED_OUT, Sections, ok, packages, section, upstream_version
 from gpuhost import policy
 
 # Packages that carry the driver itself (not the local repo, not the container toolkit).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from facts.sections import Sections, ok
+from gpuhost.facts.sections import Sections, ok
 
 
 def nvlsm_state(sections: Sections) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from facts import parsers
-from facts.assemble_driver import smi_xml
-from facts.sections import Sections, ok, section
+from gpuhost.facts import parsers
+from gpuhost.facts.assemble_driver import smi_xml
+from gpuhost.facts.sections import Sections, ok, section
 from gpuhost import policy
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from facts import parsers
-from facts.assemble_driver import smi_xml
-from facts.assemble_gpus import pci_gpus, slot
-from facts.assemble_recover import recovered_state
-from facts.sections import Sections, ok, section
+from gpuhost.facts import parsers
+from gpuhost.facts.assemble_driver import smi_xml
+from gpuhost.facts.assemble_gpus import pci_gpus, slot
+from gpuhost.facts.assemble_recover import recovered_state
+from gpuhost.facts.sections import Sections, ok, section
 
 
 _XID_SOURCES = ("journal", "dmesg")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from facts import boot_parsers, parsers
-from facts.dkms_names import is_nvidia_module
-from facts.sections import NOT_INSTALLED, Sections, installed_specs, is_installed, ok, section
+from gpuhost.facts import boot_parsers, parsers
+from gpuhost.facts.dkms_names import is_nvidia_module
+from gpuhost.facts.sections import NOT_INSTALLED, Sections, installed_specs, is_installed, ok, section
 from gpuhost import distro
 
 

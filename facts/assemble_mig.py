@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from facts import parsers
-from facts.assemble_gpus import gpus_state
-from facts.sections import Sections, ok
+from gpuhost.facts import parsers
+from gpuhost.facts.assemble_gpus import gpus_state
+from gpuhost.facts.sections import Sections, ok
 
 
 def _mig_table(sections: Sections, name: str, parse) -> list[dict[str, Any]]:

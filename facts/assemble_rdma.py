@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from facts.sections import Sections, ok, section
+from gpuhost.facts.sections import Sections, ok, section
 from gpuhost import rdma
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from facts.sections import Sections, ok
+from gpuhost.facts.sections import Sections, ok
 
 
 def recovered_state(sections: Sections) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from facts.sections import NOT_INSTALLED, Sections, section
+from gpuhost.facts.sections import NOT_INSTALLED, Sections, section
 
 # "slurmd: Gres Name=gpu Type=(null) Count=2 Index=0 ID=7696487 File=/dev/nvidia[0-1] (null)"
 _GRES_LINE = re.compile(r"^(?:slurmd: )?Gres Name=(\S+) Type=(\S+) Count=(\d+)(.*)$")

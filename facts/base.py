@@ -9,8 +9,8 @@ from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 from typing_extensions import override
 
-from facts import parsers
-from facts.script import build_script
+from gpuhost.facts import parsers
+from gpuhost.facts.script import build_script
 
 
 class SectionFact(FactBase):

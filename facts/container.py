@@ -8,8 +8,8 @@ from __future__ import annotations
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
-from facts.assemble_container import cdi_state, docker_state, toolkit_state
-from facts.base import SectionFact
+from gpuhost.facts.assemble_container import cdi_state, docker_state, toolkit_state
+from gpuhost.facts.base import SectionFact
 
 
 class DockerDaemonConfig(SectionFact):

@@ -6,7 +6,7 @@ Text in, plain data out; no pyinfra, no I/O; only ``ValueError`` (``facts.parser
 """
 import re
 
-from facts.parser_contract import contract
+from gpuhost.facts.parser_contract import contract
 
 # --- /proc/driver/nvidia/version -------------------------------------------------------------
 

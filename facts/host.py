@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-from facts.assemble import host_state
-from facts.base import SectionFact
-from facts.script import ALL_SECTIONS
+from gpuhost.facts.assemble import host_state
+from gpuhost.facts.base import SectionFact
+from gpuhost.facts.script import ALL_SECTIONS
 
 
 class GpuHostState(SectionFact):

@@ -10,7 +10,7 @@ import json
 import re
 import shlex
 
-from facts.parser_contract import contract
+from gpuhost.facts.parser_contract import contract
 
 
 # --- dkms status -----------------------------------------------------------------------------

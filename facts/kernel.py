@@ -9,8 +9,8 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from facts.assemble_kernel import kernel_state
-from facts.base import SectionFact
+from gpuhost.facts.assemble_kernel import kernel_state
+from gpuhost.facts.base import SectionFact
 
 
 class KernelHeaders(SectionFact):

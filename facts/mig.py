@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from facts.assemble_mig import mig_state
-from facts.base import SectionFact
+from gpuhost.facts.assemble_mig import mig_state
+from gpuhost.facts.base import SectionFact
 
 
 class MigState(SectionFact):

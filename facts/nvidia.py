@@ -8,10 +8,10 @@ from __future__ import annotations
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
-from facts.assemble_driver import driver_state
-from facts.assemble_gpus import gpus_state
-from facts.base import SectionFact
-from facts.pyinfra_api import joined
+from gpuhost.facts.assemble_driver import driver_state
+from gpuhost.facts.assemble_gpus import gpus_state
+from gpuhost.facts.base import SectionFact
+from gpuhost.facts.pyinfra_api import joined
 
 
 class NvidiaDriver(SectionFact):

@@ -13,8 +13,8 @@ by tool:
 - ``facts.host_parsers``: the host's own outputs (os-release, lspci, dpkg/rpm, dkms,
   daemon.json, the composite fact's sections).
 """
-from facts.driver_parsers import parse_driver_version_file, parse_tool_version, parse_xid_lines
-from facts.host_parsers import (
+from gpuhost.facts.driver_parsers import parse_driver_version_file, parse_tool_version, parse_xid_lines
+from gpuhost.facts.host_parsers import (
     parse_daemon_json,
     parse_dkms_status,
     parse_dpkg_query,
@@ -24,7 +24,7 @@ from facts.host_parsers import (
     parse_rpm_query,
     split_sections,
 )
-from facts.smi_text import (
+from gpuhost.facts.smi_text import (
     classify_smi_error,
     parse_mig_compute_instances,
     parse_mig_gpu_instance_profiles,
@@ -34,7 +34,7 @@ from facts.smi_text import (
     parse_query_csv,
     parse_smi_list,
 )
-from facts.smi_xml import parse_smi_xml
+from gpuhost.facts.smi_xml import parse_smi_xml
 
 __all__ = [
     "classify_smi_error",

@@ -3,8 +3,8 @@ loaded and persisted, ``nvidia-smi topo -m`` (facts.assemble_rdma; docs/rdma.md)
 
 from __future__ import annotations
 
-from facts.assemble_rdma import rdma_state
-from facts.base import SectionFact
+from gpuhost.facts.assemble_rdma import rdma_state
+from gpuhost.facts.base import SectionFact
 
 
 class RdmaState(SectionFact):

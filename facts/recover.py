@@ -16,7 +16,7 @@ from typing import Any
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-from facts.upgrade import parse_marker
+from gpuhost.facts.upgrade import parse_marker
 from gpuhost.recover import HANDLED, MARKER, RESULT, parse_result
 
 _FIELDS = ("{{json .Id}} {{json .Name}} {{json .HostConfig.Runtime}} "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from facts import parsers
+from gpuhost.facts import parsers
 
 Sections = dict[str, dict[str, Any]]
 

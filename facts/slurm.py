@@ -14,8 +14,8 @@ read on its own by the upgrade and ``gpuhost recover`` when they drain and resum
 
 from __future__ import annotations
 
-from facts.assemble_slurm import slurm_state
-from facts.base import SectionFact
+from gpuhost.facts.assemble_slurm import slurm_state
+from gpuhost.facts.base import SectionFact
 
 
 class SlurmNode(SectionFact):

@@ -6,7 +6,7 @@ Text in, plain data out; no pyinfra, no I/O; only ``ValueError`` (``facts.parser
 import re
 import xml.etree.ElementTree as ET
 
-from facts.parser_contract import contract, na
+from gpuhost.facts.parser_contract import contract, na
 
 
 def _mode(value):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import importlib.util
 import json
 import os
 import subprocess
@@ -36,11 +37,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class CliError(Exception):
     """Unusable input or a pyinfra run that printed nothing usable; the message says why."""
+
+
+def deploy_file(name: str) -> str:
+    """The absolute path of gpuhost's deploy ``name`` (``audit.py``) inside the package
+    ``gpuhost.deploys`` as Python finds it (installed, or the checkout's ``deploys/``), so
+    pyinfra runs it from the user's directory. Found without importing it (no pyinfra here)."""
+    spec = importlib.util.find_spec("gpuhost.deploys")
+    folders = list(spec.submodule_search_locations or ()) if spec else []
+    for folder in folders:
+        path = Path(folder) / name
+        if path.is_file():
+            return str(path)
+    raise CliError(f"gpuhost's deploy {name} is missing (looked in "
+                   f"{', '.join(folders) or 'no gpuhost.deploys package'}): this gpuhost "
+                   "install is incomplete; reinstall it (pip install --force-reinstall gpuhost)")
 
 
 def say(text: str = "", out: TextIO | None = None) -> None:
@@ -72,7 +87,7 @@ def limit_args(patterns: Sequence[str]) -> list[str]:
 
 
 def inventory_path(inventory: str) -> str:
-    """The inventory as an absolute path (pyinfra runs from the project root)."""
+    """The inventory as an absolute path."""
     path = Path(inventory).resolve()
     if not path.is_file():
         raise CliError(f"no inventory file {inventory}")
@@ -84,7 +99,7 @@ def read_inventory(pyinfra: list[str], inventory: str, data: Sequence[str] = ())
     ``pyinfra INVENTORY debug-inventory --json`` (group data and ``--data`` applied; no host
     is contacted)."""
     done = subprocess.run([*pyinfra, inventory, "debug-inventory", "--json", *data_args(data)],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise CliError(f"cannot read the inventory {inventory}:\n{done.stderr.strip()[-2000:]}")
     try:
@@ -113,7 +128,7 @@ def select_hosts(hosts: list[dict], patterns: Sequence[str]) -> list[dict]:
 
 def run_pyinfra(argv: list[str], out: TextIO | None = None,
                 capture_json: bool = False, lines: list[str] | None = None) -> tuple[int, Any]:
-    """Run pyinfra from the project root, its human output going straight to ``out``
+    """Run pyinfra from the current directory, its human output going straight to ``out``
     (default stdout). With ``capture_json`` pyinfra's stdout (``--json``) is kept and parsed
     (None when it printed no JSON, e.g. after an error). With ``lines`` (and no
     ``capture_json``) its output is also appended there, line by line, as it is copied to
@@ -127,7 +142,7 @@ def run_pyinfra(argv: list[str], out: TextIO | None = None,
         target: Any = stream.fileno()  # a real file: pyinfra writes to it directly
     except (AttributeError, OSError, ValueError):
         target = subprocess.PIPE  # e.g. a captured stream in tests: copied below
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, text=True,
+    proc = subprocess.Popen(argv, env=env, text=True,
                             stdout=subprocess.PIPE if capture_json else target,
                             stderr=subprocess.STDOUT if target is subprocess.PIPE
                             and not capture_json else target)
@@ -150,7 +165,7 @@ def run_pyinfra(argv: list[str], out: TextIO | None = None,
 
 
 def _run_teed(argv: list[str], env: dict[str, str], stream: TextIO, lines: list[str]) -> int:
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(argv, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
     try:
         assert proc.stdout is not None

@@ -37,6 +37,7 @@ from gpuhost import merge as merging
 from gpuhost.cli import (
     CliError,
     data_args,
+    deploy_file,
     inventory_path,
     limit_args,
     pyinfra_command,
@@ -45,7 +46,7 @@ from gpuhost.cli import (
     select_hosts,
 )
 
-DEPLOY = "deploys/audit.py"
+DEPLOY = "audit.py"  # in gpuhost.deploys (cli.deploy_file)
 DIR_KEY = "gpuhost_audit_dir"  # read by deploys/audit.py
 
 
@@ -262,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
         return audit.EXIT_USAGE
     output: list[str] = []
     with tempfile.TemporaryDirectory(prefix="gpuhost-audit-") as directory:
-        code, _ = run_pyinfra([*pyinfra, "-y", inventory, DEPLOY, *limit_args(args.limit),
+        code, _ = run_pyinfra([*pyinfra, "-y", inventory, deploy_file(DEPLOY), *limit_args(args.limit),
                                "--data", f"{DIR_KEY}={directory}", *extra], out=err,
                               lines=output)
         records = read_results(Path(directory))

@@ -26,6 +26,7 @@ from gpuhost import mig_config, mig_plan, settings
 from gpuhost.cli import (
     CliError,
     data_args,
+    deploy_file,
     inventory_path,
     limit_args,
     pyinfra_command,
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     if not asked:
         return EXIT_OK
     with tempfile.TemporaryDirectory(prefix="gpuhost-mig-plan-") as directory:
-        run_pyinfra([*pyinfra, "-y", inventory, DEPLOY, *limit_args(sorted(asked)),
+        run_pyinfra([*pyinfra, "-y", inventory, deploy_file(DEPLOY), *limit_args(sorted(asked)),
                      "--data", f"{DIR_KEY}={directory}", *extra], out=err)
         records = read_results(Path(directory))
     status = EXIT_OK

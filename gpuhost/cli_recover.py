@@ -22,6 +22,7 @@ from pathlib import Path
 from gpuhost.cli import (
     CliError,
     data_args,
+    deploy_file,
     inventory_path,
     pyinfra_command,
     read_inventory,
@@ -30,7 +31,7 @@ from gpuhost.cli import (
     select_hosts,
 )
 
-DEPLOY = "deploys/recover.py"
+DEPLOY = "recover.py"  # in gpuhost.deploys (cli.deploy_file)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     name = hosts[0]["name"]
     with tempfile.TemporaryDirectory(prefix="gpuhost-recover-") as tmp:
         record = Path(tmp) / "events.jsonl"
-        argv = [*pyinfra, "-y", inventory, DEPLOY, "--limit", name,
+        argv = [*pyinfra, "-y", inventory, deploy_file(DEPLOY), "--limit", name,
                 "--data", f"gpuhost_recover_record={record}",
                 "--data", f"gpuhost_recover_force={'true' if args.force else 'false'}",
                 "--data", f"gpuhost_recover_reboot={'true' if args.reboot_fallback else 'false'}",

@@ -34,6 +34,7 @@ from gpuhost import rollout
 from gpuhost.cli import (
     CliError,
     data_args,
+    deploy_file,
     inventory_path,
     pyinfra_command,
     read_inventory,
@@ -42,7 +43,7 @@ from gpuhost.cli import (
     select_hosts,
 )
 
-DEPLOY = "deploys/upgrade_driver.py"
+DEPLOY = "upgrade_driver.py"  # in gpuhost.deploys (cli.deploy_file)
 
 
 class UpgradeError(Exception):
@@ -94,7 +95,7 @@ class Upgrade:
                 *flags: str) -> tuple[int, set[str] | None]:
         """One pyinfra run of the deploy over ``hosts``: its exit status and the hosts its
         ``--json`` results name as failed."""
-        argv = [*self.pyinfra, "-y", "--json", *flags, self.inventory, DEPLOY,
+        argv = [*self.pyinfra, "-y", "--json", *flags, self.inventory, deploy_file(DEPLOY),
                 *rollout.limit_args(hosts),
                 *_data_args(self.events_path, f"{self.run_id} {run}", self.args.data)]
         code, payload = run_pyinfra(argv, capture_json=True)

@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 
-from facts.pyinfra_api import cli_values
+from gpuhost.facts.pyinfra_api import cli_values
 from gpuhost import settings
 from gpuhost.cli import select_hosts
 

@@ -21,12 +21,12 @@ from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.operations import files, server
 
-from facts.dkms import DkmsSigning
-from facts.files import FileDigest
-from facts.kernel import KernelHeaders
+from gpuhost.facts.dkms import DkmsSigning
+from gpuhost.facts.files import FileDigest
+from gpuhost.facts.kernel import KernelHeaders
 from gpuhost.boot import cert_der, enrolled, fingerprint, next_boot_module
-from roles.common import GpuhostError, fail_command, host_settings, host_state
-from roles.files import config_file
+from gpuhost.roles.common import GpuhostError, fail_command, host_settings, host_state
+from gpuhost.roles.files import config_file
 
 KEY_DIR = "/etc/gpuhost/mok"
 KEY_PATH = f"{KEY_DIR}/gpuhost-module-signing.key"

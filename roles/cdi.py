@@ -16,11 +16,11 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 
-from facts.container import DockerDaemonConfig
-from facts.host import GpuHostState
+from gpuhost.facts.container import DockerDaemonConfig
+from gpuhost.facts.host import GpuHostState
 from gpuhost import cdi
-from roles.common import executing, fail_command, host_settings, host_state
-from roles.files import atomic_write
+from gpuhost.roles.common import executing, fail_command, host_settings, host_state
+from gpuhost.roles.files import atomic_write
 
 LEGACY_OUTPUT = "/etc/cdi/nvidia.yaml"
 

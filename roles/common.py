@@ -20,8 +20,8 @@ from pyinfra.context import inventory
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import server
 
-from facts import pyinfra_api
-from facts.host import GpuHostState
+from gpuhost.facts import pyinfra_api
+from gpuhost.facts.host import GpuHostState
 from gpuhost import artifacts, docker_packages, el_packages, fabric, packages, policy, settings
 from gpuhost import daemon_json as daemon_json_rules
 
@@ -52,8 +52,19 @@ def check_inventory() -> None:
     hosts are prepared: raising here stops the whole run with no host changed, and lists
     every problem of every host (not just the first). An inventory that calls
     ``inventories.preflight.check`` has already done this before any host was contacted.
+
+    A host whose deploy is a ``gpuhost.deploys.api`` function with keyword settings
+    (``use_settings``) is validated alone, with those settings over its data: the functions
+    validate only the hosts they run on (a web server of the same run is none of theirs).
     """
-    checked = run_cache("inventory")
+    what = "inventory data is invalid"
+    if host.name in run_cache("overrides"):  # a gpuhost.deploys.api call: this host only
+        what = "settings (keyword arguments over the host's inventory data) are invalid"
+        checked = run_cache("host_checked").setdefault(host.name, {})
+        if "problems" not in checked:
+            checked["problems"] = settings.validate_inventory({host.name: host_data()})
+    else:
+        checked = run_cache("inventory")
     if "problems" not in checked:
         # (and the host asking: the API may run a deploy without connect_all)
         running = {other.name for other in inventory.iter_activated_hosts()} | {host.name}
@@ -62,9 +73,29 @@ def check_inventory() -> None:
         )
     if checked["problems"]:
         raise GpuhostError(
-            "inventory data is invalid, nothing was changed on any host:\n  "
+            f"{what}, nothing was changed on any host:\n  "
             + "\n  ".join(checked["problems"])
         )
+
+
+def use_settings(overrides: dict[str, Any], target: Any = None) -> None:
+    """Keyword settings of a ``gpuhost.deploys.api`` call for the current host of this run:
+    ``host_data``/``host_settings`` merge them over its inventory data (for the whole run:
+    operations that read the settings while they execute see them too). Kept per host and
+    per run (``run_cache``), so nothing leaks to another host or run; a second call for the
+    same host replaces the first's settings."""
+    name = (target or host).name
+    run_cache("overrides")[name] = dict(overrides)
+    run_cache("host_checked").pop(name, None)
+    run_cache("settings").pop(name, None)
+
+
+def host_data(target: Any = None) -> dict[str, Any]:
+    """The data gpuhost's settings are read from: ``target``'s (default: the current host's)
+    inventory data, with the keyword settings of its ``gpuhost.deploys.api`` call over them."""
+    target = target or host
+    given = _RUNS.setdefault(target.state, {}).setdefault("overrides", {})
+    return {**target.data.dict(), **given.get(target.name, {})}
 
 
 def host_settings() -> settings.Settings:
@@ -74,7 +105,7 @@ def host_settings() -> settings.Settings:
     cache = run_cache("settings")
     if host.name not in cache:
         try:
-            cache[host.name] = settings.resolve(host.data.dict())
+            cache[host.name] = settings.resolve(host_data())
         except settings.SettingsError as error:  # already reported by check_inventory
             raise GpuhostError(f"{host.name}: {error}") from error
     return cache[host.name]
@@ -110,7 +141,7 @@ def host_ready() -> bool:
             # rewrites a file it cannot read.
             raise GpuhostError(daemon_json_rules.invalid_message(docker["path"], docker["error"]))
         if docker.get("exists"):
-            from roles.daemon_json import preflight_problem  # (imports this module)
+            from gpuhost.roles.daemon_json import preflight_problem  # (imports this module)
 
             clash = preflight_problem()
             if clash:

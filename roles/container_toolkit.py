@@ -6,11 +6,11 @@ from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.operations import apt
 
-from facts.container import ContainerToolkit
+from gpuhost.facts.container import ContainerToolkit
 from gpuhost import packages, settings
-from roles.common import distro_tag, fetch_key, host_settings, host_state, is_armored
-from roles.files import config_file
-from roles.repos import apt_repository, local_packages, rpm_repository
+from gpuhost.roles.common import distro_tag, fetch_key, host_settings, host_state, is_armored
+from gpuhost.roles.files import config_file
+from gpuhost.roles.repos import apt_repository, local_packages, rpm_repository
 
 APT_PIN = "/etc/apt/preferences.d/gpuhost-nvidia-container-toolkit"
 

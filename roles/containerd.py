@@ -23,12 +23,12 @@ import hashlib
 from pyinfra import host, logger, state
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 
-from facts.containerd import ContainerdView
-from facts.pyinfra_api import color_diff
+from gpuhost.facts.containerd import ContainerdView
+from gpuhost.facts.pyinfra_api import color_diff
 from gpuhost import containerd_config as rules
-from roles import restart
-from roles.common import fail_command, host_settings, host_state
-from roles.files import atomic_write
+from gpuhost.roles import restart
+from gpuhost.roles.common import fail_command, host_settings, host_state
+from gpuhost.roles.files import atomic_write
 
 # `ctr plugins ls` status of the CRI plugin (1.x: io.containerd.grpc.v1 cri; 2.x: the
 # runtime half is io.containerd.cri.v1 runtime)
@@ -178,7 +178,7 @@ def configure() -> None:
             no_drop_in(name=f"No gpuhost drop-in {rules.DROP_IN} "
                             "(containerd_nvidia_runtime is off)")
         return
-    from roles.cdi import runtime_mode
+    from gpuhost.roles.cdi import runtime_mode
 
     nvidia_runtime(
         name=f"containerd's nvidia runtime in {rules.DROP_IN} (restart containerd if needed)",

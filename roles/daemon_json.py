@@ -29,14 +29,14 @@ from typing import Any
 from pyinfra import host, logger, state
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 
-from facts import parsers
-from facts.container import DockerDaemonView, DockerdValidates
-from facts.files import RawFile
-from facts.pyinfra_api import color_diff
+from gpuhost.facts import parsers
+from gpuhost.facts.container import DockerDaemonView, DockerdValidates
+from gpuhost.facts.files import RawFile
+from gpuhost.facts.pyinfra_api import color_diff
 from gpuhost import daemon_json as merge_rules
-from roles import restart
-from roles.common import fail_command, host_settings
-from roles.files import atomic_write
+from gpuhost.roles import restart
+from gpuhost.roles.common import fail_command, host_settings
+from gpuhost.roles.files import atomic_write
 
 PATH = "/etc/docker/daemon.json"
 STATE = "/var/lib/gpuhost/docker-daemon-json-keys.json"
@@ -48,7 +48,7 @@ STOCK_EXEC_START = "/usr/sbin/dockerd -H fd:// --containerd=/run/containerd/cont
 def preflight_problem(path: str = PATH) -> str | None:
     """A hand-written daemon.json key that docker.service also passes as a flag: dockerd
     would refuse to start, so the host is refused before anything changes."""
-    from facts.files import RawFile as _RawFile
+    from gpuhost.facts.files import RawFile as _RawFile
 
     text = host.get_fact(_RawFile, path=path)
     if not text:
@@ -188,7 +188,7 @@ def daemon_json(
 def configure() -> None:
     """Write the nvidia runtime into daemon.json; restart Docker (checked) when the file
     changed or the running daemon does not use it."""
-    from roles import cdi
+    from gpuhost.roles import cdi
 
     config = host_settings()
     daemon_json(

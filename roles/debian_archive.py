@@ -16,8 +16,8 @@ from __future__ import annotations
 from pyinfra import host, logger
 from pyinfra.operations import apt, files
 
-from facts.apt_sources import REDACTED, AptSources
-from roles.files import config_file
+from gpuhost.facts.apt_sources import REDACTED, AptSources
+from gpuhost.roles.files import config_file
 
 CONTRIB_FILE = "/etc/apt/sources.list.d/gpuhost-debian-contrib.sources"
 CODENAME = {"debian12": "bookworm"}

@@ -9,13 +9,13 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import apt, dnf, server
 
-from facts.files import FileDigest
+from gpuhost.facts.files import FileDigest
 from gpuhost import docker_packages, packages, settings
-from roles.common import (GpuhostError, distro_tag, fetch_key, host_settings, host_state,
+from gpuhost.roles.common import (GpuhostError, distro_tag, fetch_key, host_settings, host_state,
                           replace_conflicting)
-from roles.el_packaging import remove_container_tools
-from roles.files import config_file
-from roles.repos import apt_repository, local_packages, rpm_repository
+from gpuhost.roles.el_packaging import remove_container_tools
+from gpuhost.roles.files import config_file
+from gpuhost.roles.repos import apt_repository, local_packages, rpm_repository
 
 
 def _replace_container_tools(config: settings.Settings, state: dict) -> None:

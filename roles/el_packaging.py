@@ -7,9 +7,9 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
 
-from facts.el import ElPackaging
+from gpuhost.facts.el import ElPackaging
 from gpuhost import el_packages
-from roles.common import fail_command
+from gpuhost.roles.common import fail_command
 
 @operation()
 def enable_repos(repos: list[str], major: str):

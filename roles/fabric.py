@@ -22,10 +22,10 @@ from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.facts.server import Command
 from pyinfra.operations import server, systemd
 
-from facts.nvidia import NvidiaDriver
-from facts.services import ServiceInstalled
+from gpuhost.facts.nvidia import NvidiaDriver
+from gpuhost.facts.services import ServiceInstalled
 from gpuhost import fabric, packages
-from roles.files import config_file
+from gpuhost.roles.files import config_file
 
 IMEX_MODPROBE = "/etc/modprobe.d/gpuhost-imex-channel.conf"
 

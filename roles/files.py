@@ -15,8 +15,8 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, operation
 from pyinfra.facts.files import FileContents
 
-from facts.files import FileDigest
-from facts.pyinfra_api import color_diff
+from gpuhost.facts.files import FileDigest
+from gpuhost.facts.pyinfra_api import color_diff
 
 
 @operation()

@@ -11,9 +11,9 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import files
 
-from facts.kernel import KernelHeaders, PackageAvailable
-from roles.files import config_file
-from roles.common import GpuhostError, distro_tag, executing, host_state
+from gpuhost.facts.kernel import KernelHeaders, PackageAvailable
+from gpuhost.roles.files import config_file
+from gpuhost.roles.common import GpuhostError, distro_tag, executing, host_state
 from gpuhost import distro, kernel_meta, packages
 
 

@@ -20,12 +20,12 @@ from pyinfra import host, logger
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.operations import files, server, systemd
 
-from facts.mig import MigState
-from facts.nvidia import NvidiaGpus
-from facts.pyinfra_api import any_changed
+from gpuhost.facts.mig import MigState
+from gpuhost.facts.nvidia import NvidiaGpus
+from gpuhost.facts.pyinfra_api import any_changed
 from gpuhost import mig_driver, mig_tables
-from roles.common import GpuhostError, fail_command, host_settings, host_state
-from roles.files import config_file
+from gpuhost.roles.common import GpuhostError, fail_command, host_settings, host_state
+from gpuhost.roles.files import config_file
 
 BOOT_SCRIPT = "/usr/local/sbin/gpuhost-mig-layout"
 BOOT_UNIT = "gpuhost-mig-layout.service"

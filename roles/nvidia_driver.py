@@ -16,17 +16,17 @@ from pyinfra.api import QuoteString
 from pyinfra.facts.files import FileContents
 from pyinfra.operations import apt, dnf, files, server
 
-from facts.kernel import PackageAvailable
-from facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
-from facts.pyinfra_api import joined
-from facts.services import ServiceInstalled
+from gpuhost.facts.kernel import PackageAvailable
+from gpuhost.facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
+from gpuhost.facts.pyinfra_api import joined
+from gpuhost.facts.services import ServiceInstalled
 from gpuhost import el_packages, fabric, packages
 from gpuhost.reboot import needs_reboot
 from gpuhost.settings import Settings
-from roles import boot_safety, debian_archive, el_packaging, kernel_headers
-from roles import fabric as fabric_role
-from roles.files import config_file
-from roles.common import (
+from gpuhost.roles import boot_safety, debian_archive, el_packaging, kernel_headers
+from gpuhost.roles import fabric as fabric_role
+from gpuhost.roles.files import config_file
+from gpuhost.roles.common import (
     REMOTE_CACHE,
     choose_flavor,
     distro_tag,

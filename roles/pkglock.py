@@ -17,10 +17,10 @@ from __future__ import annotations
 from pyinfra import host, logger
 from pyinfra.api import deploy, operation
 
-from facts.pkglock import PackageLock
+from gpuhost.facts.pkglock import PackageLock
 from gpuhost import packages, pkglock
-from roles.common import distro_tag, host_state
-from roles.files import config_file
+from gpuhost.roles.common import distro_tag, host_state
+from gpuhost.roles.files import config_file
 
 
 @operation()

@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 from pyinfra import host
 from pyinfra.api import StringCommand, QuoteString, deploy, operation
 
-from facts.dnf import DnfConfRedacted
-from facts.files import FileDigest
+from gpuhost.facts.dnf import DnfConfRedacted
+from gpuhost.facts.files import FileDigest
 from gpuhost import el_packages, packages
-from roles.common import distro_tag, host_settings, host_state
-from roles.files import atomic_write, config_file
+from gpuhost.roles.common import distro_tag, host_settings, host_state
+from gpuhost.roles.files import atomic_write, config_file
 
 APT_PROXY = "/etc/apt/apt.conf.d/95gpuhost-proxy"
 DNF_CONF = "/etc/dnf/dnf.conf"

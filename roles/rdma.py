@@ -16,11 +16,11 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import files, server
 
-from facts.nvidia import NvidiaDriver
-from facts.rdma import RdmaState
+from gpuhost.facts.nvidia import NvidiaDriver
+from gpuhost.facts.rdma import RdmaState
 from gpuhost import rdma
-from roles.common import fail_command, host_settings, host_state
-from roles.files import config_file
+from gpuhost.roles.common import fail_command, host_settings, host_state
+from gpuhost.roles.files import config_file
 
 
 def host_ready() -> bool:

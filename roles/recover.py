@@ -34,17 +34,17 @@ from pyinfra import host, logger
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 from pyinfra.operations import files, server
 
-from facts.host import GpuHostState
-from facts.nvidia import NvidiaGpus
-from facts.recover import RecoverProbe
-from facts.upgrade import UpgradeProbe
+from gpuhost.facts.host import GpuHostState
+from gpuhost.facts.nvidia import NvidiaGpus
+from gpuhost.facts.recover import RecoverProbe
+from gpuhost.facts.upgrade import UpgradeProbe
 from gpuhost import recover
 from gpuhost.upgrade import CLIENT_SERVICES
 from gpuhost import slurm as gpuslurm
-from roles import cdi, mig, slurm
-from roles.common import GpuhostError, check_inventory, executing, fail_command, host_settings, \
+from gpuhost.roles import cdi, mig, slurm
+from gpuhost.roles.common import GpuhostError, check_inventory, executing, fail_command, host_settings, \
     host_state
-from roles.upgrade import ops
+from gpuhost.roles.upgrade import ops
 
 GPU_KEY, FORCE_KEY, REBOOT_KEY = "gpuhost_recover_gpu", "gpuhost_recover_force", \
     "gpuhost_recover_reboot"

@@ -12,8 +12,8 @@ from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import apt, files, server
 
 from gpuhost import pkgfile
-from roles.common import REMOTE_CACHE, GpuhostError
-from roles.files import config_file
+from gpuhost.roles.common import REMOTE_CACHE, GpuhostError
+from gpuhost.roles.files import config_file
 
 
 def apt_repository(label: str, key: bytes, keyring: str, sources: str, sources_file: str):

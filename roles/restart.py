@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from pyinfra.api import QuoteString, StringCommand
 
-from facts.pyinfra_api import joined
+from gpuhost.facts.pyinfra_api import joined
 
 READY_TIMEOUT_S = 60
 

@@ -17,12 +17,12 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
 
-from facts.host import GpuHostState
-from facts.pyinfra_api import joined
-from facts.slurm import SlurmNode
+from gpuhost.facts.host import GpuHostState
+from gpuhost.facts.pyinfra_api import joined
+from gpuhost.facts.slurm import SlurmNode
 from gpuhost import slurm
 from gpuhost.upgrade import health_gate
-from roles.common import executing, fail_command
+from gpuhost.roles.common import executing, fail_command
 
 POLL = 5  # seconds between two looks at the node's jobs
 

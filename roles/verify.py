@@ -7,11 +7,11 @@ from pathlib import Path
 from pyinfra import host, logger
 from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, deploy, operation
 
-from facts.container import DockerImagePresent, NvidiaContainerRun
-from facts.host import GpuHostState
+from gpuhost.facts.container import DockerImagePresent, NvidiaContainerRun
+from gpuhost.facts.host import GpuHostState
 from gpuhost import cdi, converged, fabric
-from roles.cdi import runtime_mode
-from roles.common import REMOTE_CACHE, executing, fail_command, host_settings, host_state
+from gpuhost.roles.cdi import runtime_mode
+from gpuhost.roles.common import REMOTE_CACHE, executing, fail_command, host_settings, host_state
 
 
 @operation()

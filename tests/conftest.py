@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import pytest
 
-from facts import assemble
-from facts.script import ALL_SECTIONS
+from gpuhost.facts import assemble
+from gpuhost.facts.script import ALL_SECTIONS
 from gpuhost import audit
 
 DEBIAN = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FACT = "facts.host.GpuHostState"
+FACT = "gpuhost.facts.host.GpuHostState"
 
 
 class RunError(RuntimeError):

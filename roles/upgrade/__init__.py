@@ -41,16 +41,16 @@ from pyinfra.api import deploy
 from pyinfra.context import inventory
 from pyinfra.operations import files, server
 
-from facts.host import GpuHostState
-from facts.pyinfra_api import RunShared, use_host
-from facts.upgrade import UpgradeProbe
+from gpuhost.facts.host import GpuHostState
+from gpuhost.facts.pyinfra_api import RunShared, use_host
+from gpuhost.facts.upgrade import UpgradeProbe
 from gpuhost import packages, settings
 from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
 from gpuhost import slurm as gpuslurm
-from roles import boot_safety, cdi, debian_archive, el_packaging, mig, nvidia_driver, pkglock
-from roles import slurm as roles_slurm
-from roles.upgrade import ops, record as upgrade_record
-from roles.common import GpuhostError, check_inventory, host_settings
+from gpuhost.roles import boot_safety, cdi, debian_archive, el_packaging, mig, nvidia_driver, pkglock
+from gpuhost.roles import slurm as roles_slurm
+from gpuhost.roles.upgrade import ops, record as upgrade_record
+from gpuhost.roles.common import GpuhostError, check_inventory, host_data, host_settings
 
 PLAN_KEY = "gpuhost_upgrade_plan"  # host.data: this host's plan (``gpuhost.upgrade.assess``)
 CHECK_KEY = "gpuhost_upgrade_check"  # host.data: the run's FleetCheck, shared by its hosts
@@ -74,7 +74,7 @@ class FleetCheck(RunShared):
 
 
 def _assess_host(target: Any) -> dict[str, Any]:
-    config = dataclasses.asdict(settings.resolve(target.data.dict()))
+    config = dataclasses.asdict(settings.resolve(host_data(target)))
     with use_host(target):
         gpu_state = target.get_fact(GpuHostState)
         probe = target.get_fact(UpgradeProbe, services=services_to_check(config))

@@ -14,13 +14,13 @@ from typing import Any
 from pyinfra import host, state
 from pyinfra.api import operation
 
-from facts.host import GpuHostState
-from facts.nvidia import NvidiaDriver, NvidiaGpus
+from gpuhost.facts.host import GpuHostState
+from gpuhost.facts.nvidia import NvidiaDriver, NvidiaGpus
 from gpuhost import converged
 from gpuhost.upgrade import health_gate as health_gate_check
-from roles.common import executing, fail_command
-from roles.upgrade import record as upgrade_record
-from roles.upgrade.ops_gpu import (
+from gpuhost.roles.common import executing, fail_command
+from gpuhost.roles.upgrade import record as upgrade_record
+from gpuhost.roles.upgrade.ops_gpu import (
     HOOK_TIMEOUT,
     UNLOAD_ORDER,
     _probe,
@@ -34,7 +34,7 @@ from roles.upgrade.ops_gpu import (
     stop_services,
     unload_modules,
 )
-from roles.upgrade.ops_packages import remove_local_repos, switch_module_stream, switch_packages
+from gpuhost.roles.upgrade.ops_packages import remove_local_repos, switch_module_stream, switch_packages
 
 __all__ = ["HOOK_TIMEOUT", "UNLOAD_ORDER", "containers", "controller_command", "gpu_idle",
            "health_gate", "load_modules", "record_done", "remove_local_repos", "restore_mig",

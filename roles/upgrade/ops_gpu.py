@@ -13,9 +13,9 @@ from typing import Any
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, QuoteString, StringCommand, operation
 
-from facts.nvidia import NvidiaGpus
-from facts.upgrade import UpgradeProbe
-from roles.common import executing, fail_command
+from gpuhost.facts.nvidia import NvidiaGpus
+from gpuhost.facts.upgrade import UpgradeProbe
+from gpuhost.roles.common import executing, fail_command
 
 # Unload order: users before the module they use (lsmod's "Used by"). After nvidia_drm
 # (which uses nvidia_modeset), the order of NVIDIA's own driver manager

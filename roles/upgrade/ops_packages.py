@@ -11,11 +11,11 @@ from packaging.version import Version
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
 
-from facts.nvidia import NvidiaDriver
-from facts.pyinfra_api import joined
+from gpuhost.facts.nvidia import NvidiaDriver
+from gpuhost.facts.pyinfra_api import joined
 from gpuhost import packages
 from gpuhost.upgrade import is_branched, old_packages
-from roles.upgrade.ops_gpu import _probe
+from gpuhost.roles.upgrade.ops_gpu import _probe
 
 
 @operation()

@@ -18,7 +18,7 @@ from typing import Any
 from pyinfra import host, logger
 from pyinfra.api import BaseStateCallback
 
-from facts import pyinfra_api
+from gpuhost.facts import pyinfra_api
 
 from gpuhost.report import strip_ansi
 

@@ -344,7 +344,7 @@ def a100(sim):
 
 @pytest.fixture
 def parsers():
-    return pytest.importorskip("facts.parsers")
+    return pytest.importorskip("gpuhost.facts.parsers")
 
 
 def mask(text):

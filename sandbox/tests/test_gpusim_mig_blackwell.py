@@ -20,7 +20,7 @@ def _modes(sim):
 
 @pytest.fixture
 def parsers():
-    return pytest.importorskip("facts.parsers")
+    return pytest.importorskip("gpuhost.facts.parsers")
 
 
 @pytest.fixture

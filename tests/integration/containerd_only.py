@@ -1,5 +1,5 @@
 """Only gpuhost's optional containerd step (for tests/integration/test_containerd.py)."""
 
-from roles import containerd
+from gpuhost.roles import containerd
 
 containerd.configure()

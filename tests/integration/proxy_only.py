@@ -1,5 +1,5 @@
 """Only gpuhost's package-manager proxy step (for tests/integration/test_packages_locks_secrets.py)."""
 
-from roles import proxy
+from gpuhost.roles import proxy
 
 proxy.configure()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from facts.script import ALL_SECTIONS, MARKER, build_script
+from gpuhost.facts.script import ALL_SECTIONS, MARKER, build_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else sys.executable

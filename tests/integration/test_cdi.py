@@ -63,8 +63,8 @@ def pyinfra(fleet, sandbox_tools, tmp_path_factory):
 
 
 def state(ssh, name: str) -> dict:
-    from facts import assemble, parsers
-    from facts.script import ALL_SECTIONS, build_script
+    from gpuhost.facts import assemble, parsers
+    from gpuhost.facts.script import ALL_SECTIONS, build_script
 
     return assemble.host_state(parsers.split_sections(ssh(name, build_script(ALL_SECTIONS))))
 

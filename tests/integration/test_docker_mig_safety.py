@@ -231,7 +231,7 @@ BALANCED = {"gpu-02": ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"],
 
 def _profiles(ssh, name: str) -> list[list[str]]:
     """Per GPU, the sorted profiles of its GPU instances (`nvidia-smi mig -lgi` rows)."""
-    from facts import parsers
+    from gpuhost.facts import parsers
 
     rows = parsers.parse_mig_gpu_instances(ssh(name, "nvidia-smi mig -lgi").stdout)
     return [sorted(r["profile"] for r in rows if r["gpu"] == i) for i in (0, 1)]

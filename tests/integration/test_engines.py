@@ -135,8 +135,8 @@ def test_containerd_2_shows_the_nvidia_runtime_and_runc(converged, sh):
 def test_docker_28_hands_gpus_to_the_prestart_hook_as_the_release_table_says(converged, sh):
     """The table's row for 28.x (gpuhost/data/docker_gpus_cdi.json), seen live: the hook's
     request (NVIDIA_VISIBLE_DEVICES=all; CDI injection would set void, moby/moby#52704)."""
-    from facts import assemble, parsers
-    from facts.script import ALL_SECTIONS, build_script
+    from gpuhost.facts import assemble, parsers
+    from gpuhost.facts.script import ALL_SECTIONS, build_script
     from gpuhost import cdi
 
     state = assemble.host_state(parsers.split_sections(sh(build_script(ALL_SECTIONS))))

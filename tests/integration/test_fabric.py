@@ -54,7 +54,7 @@ OTHER = "595.71.05"  # a Fabric Manager of another driver version
 
 def fabric_states(ssh, name: str = "gpu-01") -> list[str]:
     out = ssh(name, "nvidia-smi -q -x").stdout
-    from facts import parsers
+    from gpuhost.facts import parsers
 
     return [gpu["health"]["fabric_state"] for gpu in parsers.parse_smi_xml(out)["gpus"]]
 

@@ -21,8 +21,8 @@ LIMIT = ("--limit", "gpu-01", "--limit", "gpu-02")
 
 
 def gpus(ssh, host: str) -> list[dict]:
-    from facts import assemble, parsers
-    from facts.script import ALL_SECTIONS, build_script
+    from gpuhost.facts import assemble, parsers
+    from gpuhost.facts.script import ALL_SECTIONS, build_script
 
     out = ssh(host, build_script(ALL_SECTIONS)).stdout
     return assemble.host_state(parsers.split_sections(out))["gpus"]

@@ -33,8 +33,8 @@ BROKEN_DAEMON_JSON = '{\n  "log-driver": "json-file",\n  "runtimes": {\n}\n'
 
 
 def host_state(ssh, host: str) -> dict:
-    from facts import assemble, parsers
-    from facts.script import ALL_SECTIONS, build_script
+    from gpuhost.facts import assemble, parsers
+    from gpuhost.facts.script import ALL_SECTIONS, build_script
 
     out = ssh(host, build_script(ALL_SECTIONS))
     return assemble.host_state(parsers.split_sections(out))
@@ -165,7 +165,7 @@ def test_the_composite_fact_is_one_remote_command_per_host(fleet, tmp_path):
     out = tmp_path / "counts.json"
     run = subprocess.run(
         [sys.executable, str(ROOT / "tests/integration/count_commands.py"), str(out), "--",
-         INVENTORY, "fact", "facts.host.GpuHostState", "--json"],
+         INVENTORY, "fact", "gpuhost.facts.host.GpuHostState", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stderr[-2000:]

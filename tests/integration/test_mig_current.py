@@ -42,7 +42,7 @@ DATA = ["--data", f"mig_config_file={CONFIG}", "--data", "mig_config=all-balance
 
 
 def _layout(ssh, name: str) -> list[str]:
-    from facts import parsers
+    from gpuhost.facts import parsers
 
     return sorted(r["profile"] for r in parsers.parse_mig_gpu_instances(
         ssh(name, "nvidia-smi mig -lgi").stdout))

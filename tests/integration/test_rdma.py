@@ -22,8 +22,8 @@ CONF = "/etc/modules-load.d/nvidia-peermem.conf"
 
 
 def host_state(ssh) -> dict:
-    from facts import assemble, parsers
-    from facts.script import ALL_SECTIONS, build_script
+    from gpuhost.facts import assemble, parsers
+    from gpuhost.facts.script import ALL_SECTIONS, build_script
 
     return assemble.host_state(parsers.split_sections(ssh("gpu-01", build_script(ALL_SECTIONS)).stdout))
 

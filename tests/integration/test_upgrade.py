@@ -67,8 +67,8 @@ class Fleet:
         return done.stdout
 
     def state(self, name: str) -> dict:
-        from facts import assemble, parsers
-        from facts.script import ALL_SECTIONS, build_script
+        from gpuhost.facts import assemble, parsers
+        from gpuhost.facts.script import ALL_SECTIONS, build_script
 
         return assemble.host_state(parsers.split_sections(self.ssh(name, build_script(ALL_SECTIONS))))
 

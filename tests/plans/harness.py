@@ -34,7 +34,7 @@ from pyinfra.connectors.fake import FakeConnector  # noqa: E402
 from pyinfra.connectors.util import CommandOutput, OutputLine  # noqa: E402
 from pyinfra.context import ctx_config, ctx_inventory, ctx_state  # noqa: E402
 
-from facts.pyinfra_api import StateStage, host_failed, use_host  # noqa: E402
+from gpuhost.facts.pyinfra_api import StateStage, host_failed, use_host  # noqa: E402
 
 import scenarios  # noqa: E402  (this script's folder is sys.path[0])
 

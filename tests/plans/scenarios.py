@@ -146,7 +146,7 @@ DEBIAN12_SOURCES = (
 
 
 def el_packaging_output(name: str, installed: bool) -> str:
-    """facts.el.ElPackaging's answer on an Oracle Linux scenario: the stock channels of a
+    """gpuhost.facts.el.ElPackaging's answer on an Oracle Linux scenario: the stock channels of a
     fresh install; once the driver went in, its packages (and EPEL, enabled by then)."""
     major = SCENARIOS[name]["tag"].removeprefix("rhel")
     uek = "ol8_UEKR7" if major == "8" else "ol9_UEKR8"

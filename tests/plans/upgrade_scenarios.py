@@ -160,7 +160,7 @@ def mismatch_output(name: str, dkms_built: bool = True) -> str:
 
 
 def el_packaging_output(name: str, switched: bool) -> str:
-    """facts.el.ElPackaging on an OL host gpuhost provisioned with 550 (its packages locked
+    """gpuhost.facts.el.ElPackaging on an OL host gpuhost provisioned with 550 (its packages locked
     at 550 by dnf versionlock); after the package switch, 570's packages and 550's locks
     gone (the upgrade released them)."""
     tag = scenarios.SCENARIOS[name]["tag"]

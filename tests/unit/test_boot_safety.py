@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from facts import boot_parsers
-from facts.assemble import kernel_state
-from roles import boot_safety
+from gpuhost.facts import boot_parsers
+from gpuhost.facts.assemble import kernel_state
+from gpuhost.roles import boot_safety
 
 GRUB = """cfg: menuentry 'Debian GNU/Linux' --class debian $menuentry_id_option 'gnulinux-simple-u' {
 cfg: 	linux	/boot/vmlinuz-6.1.0-57-amd64 root=UUID=u ro quiet

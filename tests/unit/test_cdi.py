@@ -215,5 +215,5 @@ def test_the_boot_unit_is_read_and_its_absence_is_drift_in_cdi_mode(host):
                                      "container_toolkit_version": "1.18.2"})
     assert [i for i in audit.host_drift(absent, legacy) if i["item"].startswith("cdi")] == []
     # the section's path is gpuhost.cdi's
-    from facts.script import SECTIONS
+    from gpuhost.facts.script import SECTIONS
     assert SECTIONS["cdi_boot_unit"].count(cdi.BOOT_UNIT_PATH) == 2

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from facts.host import GpuHostState
-from facts.script import ALL_SECTIONS, MARKER
+from gpuhost.facts.host import GpuHostState
+from gpuhost.facts.script import ALL_SECTIONS, MARKER
 from gpuhost import cli, cli_audit, cli_upgrade, rollout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,7 +155,7 @@ def test_audit_every_host_matches_exit_0(monkeypatch, tmp_path, capsys):
     assert audit(tmp_path, "--limit", "a", "--limit", "b", "--data", "k=v") == 0
     run = fake.calls[1][1]
     assert run[-6:-4] == ["--limit", "b"] and run[-2:] == ["--data", "k=v"]
-    assert "deploys/audit.py" in run and "-y" in run
+    assert str(ROOT / "deploys" / "audit.py") in run and "-y" in run  # the deploy by its path
     assert fake.calls[0] == ("inventory", ["k=v"])  # --data reaches the host data too
 
 

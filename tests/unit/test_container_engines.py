@@ -176,8 +176,8 @@ def test_the_drop_in_drift():
 def test_the_host_states_containerd_section():
     """facts/script.py section `containerd`: the version line, then each file behind
     "==> PATH <==" (config.toml, gpuhost's drop-in); 127 without containerd."""
-    from facts import assemble
-    from facts.script import ALL_SECTIONS
+    from gpuhost.facts import assemble
+    from gpuhost.facts.script import ALL_SECTIONS
 
     top = 'version = 3\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
     drop_in = rules.render_drop_in(rules.parse(top), 3)

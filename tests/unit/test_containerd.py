@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from facts.containerd import MARK, ContainerdView, config_flag
+from gpuhost.facts.containerd import MARK, ContainerdView, config_flag
 from gpuhost import containerd_config as C
 from gpuhost import settings as S
 

@@ -163,7 +163,7 @@ def test_a_hand_written_key_that_the_unit_passes_as_a_flag_is_found():
 
 
 def test_the_daemon_view_fact_reads_the_unit_the_environment_and_the_running_daemon():
-    from facts.container import DockerDaemonView
+    from gpuhost.facts.container import DockerDaemonView
 
     view = DockerDaemonView().process([
         "realpath=/srv/conf/daemon.json",

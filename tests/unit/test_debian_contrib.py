@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
-from facts.apt_sources import REDACTED, AptSources, parse_apt_sources
-from roles.debian_archive import CONTRIB_FILE, contrib_entries, contrib_sources
+from gpuhost.facts.apt_sources import REDACTED, AptSources, parse_apt_sources
+from gpuhost.roles.debian_archive import CONTRIB_FILE, contrib_entries, contrib_sources
 
 NETINST = """@@gpuhost-file@@ /etc/apt/sources.list
 #deb cdrom:[Debian GNU/Linux 12.8.0 _Bookworm_ - Official amd64 NETINST]/ bookworm main

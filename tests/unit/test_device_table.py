@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from facts import assemble
-from facts.host_parsers import split_sections
+from gpuhost.facts import assemble
+from gpuhost.facts.host_parsers import split_sections
 from gpuhost import driver_rules, gpu_classes, gpu_models
 
 ROWS = gpu_classes.SUPPORTED_GPUS["devices"]

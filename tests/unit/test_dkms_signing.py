@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from facts.dkms import DkmsSigning, dkms_line, parse_dkms_signing
-from roles import boot_safety
+from gpuhost.facts.dkms import DkmsSigning, dkms_line, parse_dkms_signing
+from gpuhost.roles import boot_safety
 
 
 @pytest.mark.parametrize("version, line", [

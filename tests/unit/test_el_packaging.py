@@ -2,7 +2,7 @@
 channels, container-tools vs Docker, dnf versionlock entries."""
 from __future__ import annotations
 
-from facts.el import parse_el_packaging
+from gpuhost.facts.el import parse_el_packaging
 from gpuhost import el_packages, settings
 
 

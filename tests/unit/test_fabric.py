@@ -171,7 +171,7 @@ def test_nvlink5_adds_nvlsm_and_infiniband_diags_unversioned(version, nvlink5, w
 def test_nvlsm_not_in_the_drivers_pin_nor_in_the_upgrades_companions():
     import re
 
-    from facts import assemble_driver
+    from gpuhost.facts import assemble_driver
     from gpuhost import packages
 
     assert not re.match(packages.DRIVER_PACKAGE_REGEX, "nvlsm")
@@ -192,7 +192,7 @@ def test_nvlsm_drift(nvlsm, fm_active, want):
 
 
 def test_the_nvlsm_section_is_read():
-    from facts.assemble_fabric import nvlsm_state
+    from gpuhost.facts.assemble_fabric import nvlsm_state
 
     assert nvlsm_state({"nvlsm": {"rc": 0, "out": "version 2025.06.6-1\nrunning\n"}}) == {
         "version": "2025.06.6-1", "running": True}

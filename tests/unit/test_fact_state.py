@@ -9,13 +9,13 @@ import textwrap
 import pytest
 from pyinfra.api.exceptions import FactProcessError
 
-from facts import assemble, parsers
-from facts.container import ContainerToolkit, DockerDaemonConfig
-from facts.host import GpuHostState
-from facts.kernel import KernelHeaders
-from facts.mig import MigState
-from facts.nvidia import NvidiaDriver, NvidiaGpus
-from facts.script import ALL_SECTIONS, MARKER, build_script
+from gpuhost.facts import assemble, parsers
+from gpuhost.facts.container import ContainerToolkit, DockerDaemonConfig
+from gpuhost.facts.host import GpuHostState
+from gpuhost.facts.kernel import KernelHeaders
+from gpuhost.facts.mig import MigState
+from gpuhost.facts.nvidia import NvidiaDriver, NvidiaGpus
+from gpuhost.facts.script import ALL_SECTIONS, MARKER, build_script
 
 DEBIAN_OS = textwrap.dedent(
     """\

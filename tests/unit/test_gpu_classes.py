@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from facts import assemble
-from facts.host_parsers import split_sections
+from gpuhost.facts import assemble
+from gpuhost.facts.host_parsers import split_sections
 from gpuhost import driver_rules, gpu_classes, gpu_models
 
 TURING_FIRST_DEVICE_ID = 0x1E00  # NVIDIA's open-module table starts at 1E02 (TITAN RTX)

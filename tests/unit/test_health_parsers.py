@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from facts import parsers as p
+from gpuhost.facts import parsers as p
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "outputs"
 HEALTH_KEYS = ("ecc_mode_current", "ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable",

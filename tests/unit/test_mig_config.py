@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from facts.host import GpuHostState
-from facts.script import ALL_SECTIONS, MARKER
+from gpuhost.facts.host import GpuHostState
+from gpuhost.facts.script import ALL_SECTIONS, MARKER
 from gpuhost import cli, cli_mig, mig_config, mig_plan, settings
-from roles import mig as mig_role
+from gpuhost.roles import mig as mig_role
 
 # The shape of NVIDIA mig-parted's examples/config.yaml (custom-config and all-balanced),
 # with device-filter entries as in its deployments/systemd/config-default.yaml.

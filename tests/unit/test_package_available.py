@@ -1,4 +1,4 @@
-"""facts.kernel.PackageAvailable's apt check, run for real against this Debian machine's apt:
+"""gpuhost.facts.kernel.PackageAvailable's apt check, run for real against this Debian machine's apt:
 a package with a candidate is available; a name apt knows only as referred to (a purely
 virtual package: `apt-cache show` exits 0 for it, yet `apt-get install` says "has no
 installation candidate", which stopped the VM's deploy) is not."""
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from facts.kernel import PackageAvailable
+from gpuhost.facts.kernel import PackageAvailable
 
 
 def _available(package: str) -> bool:

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from gpuhost import docker_packages, el_packages, packages, settings
-from roles import common
+from gpuhost.roles import common
 
 NVIDIA_TOOLKIT_KEY_URL = "https://nvidia.github.io/libnvidia-container/gpgkey"
 
@@ -208,7 +208,7 @@ def test_reboot_timeout_is_a_setting_with_a_default_for_slow_posting_servers():
 
 def test_the_dnf_conf_fact_never_reads_the_proxy_value_back(tmp_path):
     # pyinfra prints fact output at -vvv: the proxy's password must not be in it
-    from facts.dnf import DnfConfRedacted
+    from gpuhost.facts.dnf import DnfConfRedacted
 
     conf = tmp_path / "dnf.conf"
     conf.write_text(f"[main]\ngpgcheck=1\nproxy = {PROXY}\n[other]\nproxy=keep\n")

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from facts import parsers as p
+from gpuhost.facts import parsers as p
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "outputs"
 

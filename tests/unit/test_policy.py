@@ -372,7 +372,7 @@ def test_mig_profile_ids_and_prefixed_names_become_the_models_profile_names():
 
 
 def test_the_mig_role_compares_a_layout_given_as_ids_by_name():
-    from roles.mig import layout_names
+    from gpuhost.roles.mig import layout_names
 
     gpu = {"name": "NVIDIA A100-SXM4-40GB",
            "gpu_instances": [{"profile": "1g.5gb", "profile_id": 19}]}
@@ -382,7 +382,7 @@ def test_the_mig_role_compares_a_layout_given_as_ids_by_name():
 
 
 def test_the_mig_boot_script_creates_the_layout_only_on_gpus_without_instances():
-    from roles.mig import BOOT_UNIT_TEXT, boot_script
+    from gpuhost.roles.mig import BOOT_UNIT_TEXT, boot_script
 
     script = boot_script({"*": ["1g.10gb", "1g.10gb", "3g.40gb"]})  # mig_layout: every GPU
     assert "GPUS=all\n" in script and "*) echo 3g.40gb,1g.10gb,1g.10gb ;;" in script
@@ -395,7 +395,7 @@ def test_the_mig_boot_script_creates_the_layout_only_on_gpus_without_instances()
 def test_an_ampere_mode_change_stops_the_gpu_holders_and_starts_them_again():
     from pyinfra.api import StringCommand
 
-    from roles.mig import around_mode_change
+    from gpuhost.roles.mig import around_mode_change
 
     text = around_mode_change([StringCommand("nvidia-smi -i 0 -mig 1")]).get_raw_value()
     stop, change, start = (text.index("systemctl stop $active"), text.index("-mig 1"),

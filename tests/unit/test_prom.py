@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from facts import parsers
+from gpuhost.facts import parsers
 from gpuhost import alerts, audit, cli, health, lifecycle, prom, xid
 from tests import prom_support as support
 from tests.prom_support import RULES, check_metrics, promtool, series

@@ -24,7 +24,7 @@ def test_state_stage_and_current_stage():
     from pyinfra.api import Inventory, State
     from pyinfra.api.state import StateStage
 
-    from facts import pyinfra_api
+    from gpuhost.facts import pyinfra_api
 
     assert pyinfra_api.StateStage is StateStage
     assert {"Prepare", "Execute"} <= {stage.name for stage in StateStage}
@@ -38,7 +38,7 @@ def test_state_stage_and_current_stage():
 def test_failed_hosts_and_callback_handlers_are_state_attributes():
     from pyinfra.api import BaseStateCallback, Inventory, State
 
-    from facts import pyinfra_api
+    from gpuhost.facts import pyinfra_api
 
     inventory = Inventory((["one"], {}))
     state = State(inventory=inventory)
@@ -57,7 +57,7 @@ def test_ctx_host_use_makes_a_host_current():
     from pyinfra.api import Inventory
     from pyinfra.context import ctx_host
 
-    from facts import pyinfra_api
+    from gpuhost.facts import pyinfra_api
 
     assert params(ctx_host.use) == ["module"]
     target = Inventory((["one"], {})).get_host("one")
@@ -69,7 +69,7 @@ def test_generate_color_diff_and_any_changed_signatures():
     from pyinfra.operations.util import any_changed
     from pyinfra.operations.util.files import generate_color_diff
 
-    from facts import pyinfra_api
+    from gpuhost.facts import pyinfra_api
 
     assert params(generate_color_diff) == ["current_lines", "desired_lines"]
     assert list(pyinfra_api.color_diff(["a\n"], ["a\n", "b\n"]))  # shows the added line
@@ -80,7 +80,7 @@ def test_generate_color_diff_and_any_changed_signatures():
 def test_separator_keyword_joins_without_space():
     from pyinfra.api import QuoteString, StringCommand
 
-    from facts import pyinfra_api
+    from gpuhost.facts import pyinfra_api
 
     assert inspect.signature(StringCommand.__init__).parameters["_separator"].default == " "
     command = pyinfra_api.joined(QuoteString("/var/a dir"), "/x-*.gpg")
@@ -90,7 +90,7 @@ def test_separator_keyword_joins_without_space():
 def test_run_shared_copies_are_the_same_object():
     from gevent.event import Event
 
-    from facts import pyinfra_api
+    from gpuhost.facts import pyinfra_api
 
     shared = pyinfra_api.RunShared()
     assert copy.copy(shared) is shared
@@ -98,7 +98,7 @@ def test_run_shared_copies_are_the_same_object():
 
 
 def test_cli_parameter_names():
-    from facts import pyinfra_api
+    from gpuhost.facts import pyinfra_api
 
     # in a process of its own: importing pyinfra_cli monkey-patches the interpreter (gevent)
     done = subprocess.run(

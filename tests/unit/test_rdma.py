@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from facts import assemble_rdma, script
+from gpuhost.facts import assemble_rdma, script
 from gpuhost import audit, health, prom, rdma, settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rdma"

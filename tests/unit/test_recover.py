@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from facts import recover as recover_fact
+from gpuhost.facts import recover as recover_fact
 from gpuhost import recover, xid
 
 TODAY = datetime.date(2026, 11, 24)

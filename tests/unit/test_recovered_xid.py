@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 
-from facts.assemble_recover import recovered_state
+from gpuhost.facts.assemble_recover import recovered_state
 from gpuhost import alerts, audit, health, prom
 
 TODAY = datetime.date(2026, 11, 24)

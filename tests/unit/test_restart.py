@@ -1,4 +1,4 @@
-"""roles.restart.checked_restart, the one restart-and-roll-back of Docker and containerd
+"""gpuhost.roles.restart.checked_restart, the one restart-and-roll-back of Docker and containerd
 (issue 27 item 3), run by a real shell with stand-ins for systemctl and journalctl: the
 error it reports is this restart's only, the undo runs, the unit is restarted again.
 (The real daemons: tests/integration/test_containerd.py and test_docker_mig_safety.py.)"""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pyinfra.api import QuoteString, StringCommand
 
-from roles import containerd, daemon_json, restart
+from gpuhost.roles import containerd, daemon_json, restart
 
 SYSTEMCTL = """#!/bin/sh
 echo "systemctl $*" >> "$LOG"

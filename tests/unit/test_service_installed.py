@@ -1,11 +1,11 @@
-"""facts.services.ServiceInstalled's command, run for real in a shell against unit files in a
+"""gpuhost.facts.services.ServiceInstalled's command, run for real in a shell against unit files in a
 scratch tree (the directories it looks in, moved there)."""
 
 from __future__ import annotations
 
 import subprocess
 
-from facts.services import ServiceInstalled
+from gpuhost.facts.services import ServiceInstalled
 
 
 def installed(tmp_path, service: str) -> bool:

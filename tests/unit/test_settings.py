@@ -299,12 +299,12 @@ def test_validate_inventory_checks_every_host_once_naming_them():
 
 
 def test_roles_read_settings_per_run_never_from_an_earlier_run():
-    """roles.common keeps what it reads once per pyinfra run (State), not per process: a
+    """gpuhost.roles.common keeps what it reads once per pyinfra run (State), not per process: a
     second run with other data sees that data, and is validated again."""
     from pyinfra.api import Config, Inventory, State
     from pyinfra.context import ctx_host, ctx_inventory, ctx_state
 
-    from roles import common
+    from gpuhost.roles import common
 
     def run(**data):
         inventory = Inventory((["gpu-01"], data))

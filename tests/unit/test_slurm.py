@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from facts import assemble_slurm as A
-from facts.parsers import split_sections
-from facts.script import ALL_SECTIONS, CHAINS, build_script
+from gpuhost.facts import assemble_slurm as A
+from gpuhost.facts.parsers import split_sections
+from gpuhost.facts.script import ALL_SECTIONS, CHAINS, build_script
 from gpuhost import health, settings, slurm
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
@@ -146,7 +146,7 @@ def test_a_drain_left_by_gpuhost_is_a_finding_someone_elses_is_not():
 
 
 def test_node_names_and_reasons_reach_the_shell_quoted():
-    from roles import slurm as roles_slurm
+    from gpuhost.roles import slurm as roles_slurm
     from pyinfra.api import QuoteString
 
     node = "gpu-01; touch /tmp/x"

@@ -31,7 +31,7 @@ GPU_DATA = {"nvidia_driver_version": "570.172.08", "container_toolkit_version": 
 # --- 10: the MIG reboot -------------------------------------------------------------------------
 
 def test_the_mig_reboot_waits_reboot_timeout(monkeypatch):
-    from roles import mig
+    from gpuhost.roles import mig
 
     seen = {}
     monkeypatch.setattr(mig.server, "reboot", lambda **kwargs: seen.update(kwargs))
@@ -49,7 +49,7 @@ def mixed_inventory(tmp_path):
         web = [("@fake/web-1", {{"fake_delay": 0, "fake_delay_jitter": 0}})]
     """))
     deploy = tmp_path / "checked.py"  # what every gpuhost deploy does first
-    deploy.write_text("from pyinfra.operations import server\nfrom roles import common\n"
+    deploy.write_text("from pyinfra.operations import server\nfrom gpuhost.roles import common\n"
                       "common.check_inventory()\nserver.shell(name='checked', commands=['true'])\n")
     return inventory, deploy
 
@@ -103,13 +103,13 @@ def test_a_deploy_that_does_not_import_is_a_pyinfra_failure_exit_1(tmp_path):
                          '"fake_delay": 0, "fake_delay_jitter": 0})]\n')
     # the real pyinfra CLI, in a Python where `import facts.host` fails (a bad deploy import)
     wrapper = tmp_path / "pyinfra-broken-import.py"
-    wrapper.write_text("import sys\nsys.modules['facts.host'] = None\n"
+    wrapper.write_text("import sys\nsys.modules['gpuhost.facts.host'] = None\n"
                        "from pyinfra_cli.main import main\nmain()\n")
     done = _audit(inventory, "--pyinfra", f"{PYTHON} {wrapper}")
     assert done.returncode == 1, done.stdout + done.stderr
     said = done.stderr.split("gpuhost audit:")[-1]
     assert "pyinfra failed (exit 1) before any host was audited" in said
-    assert "import of facts.host halted" in said  # Python's ImportError, from pyinfra's output
+    assert "import of gpuhost.facts.host halted" in said  # Python's ImportError, from pyinfra's output
     assert "unreachable" not in done.stdout + said
 
 

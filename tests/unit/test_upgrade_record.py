@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from types import SimpleNamespace
 
-from roles.upgrade.record import HostOutput
+from gpuhost.roles.upgrade.record import HostOutput
 
 
 def test_lines_are_kept_per_host_behind_its_prefix_and_taken_once():
