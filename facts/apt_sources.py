@@ -1,7 +1,7 @@
 """apt's package sources as the host has them: one-line ``.list`` files and deb822
 ``.sources`` files, read back as entries (issue 13 item 8: Debian's ``contrib``).
 
-``pyinfra INVENTORY fact facts.apt_sources.AptSources``
+``pyinfra INVENTORY fact gpuhost.facts.apt_sources.AptSources``
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ SCHEMA_VERSION = 2  # 2: state["health"] and each GPU's "health" (issue 15)
 
 
 def host_state(sections: Sections) -> dict[str, Any]:
-    """See ``facts.host.GpuHostState``."""
+    """See ``gpuhost.facts.host.GpuHostState``."""
     return {
         "schema": SCHEMA_VERSION,
         "os": os_state(sections),

@@ -36,7 +36,7 @@ def _nvidia_runtime(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def docker_state(sections: Sections) -> dict[str, Any]:
-    """See ``facts.container.DockerDaemonConfig``."""
+    """See ``gpuhost.facts.container.DockerDaemonConfig``."""
     rc, text = section(sections, "daemon_json")
     exists = rc == 0
     config: dict[str, Any] = {}
@@ -91,7 +91,7 @@ def containerd_state(sections: Sections) -> dict[str, Any]:
 
 
 def cdi_state(sections: Sections) -> dict[str, Any]:
-    """See ``facts.container.CdiSpecs``."""
+    """See ``gpuhost.facts.container.CdiSpecs``."""
     from gpuhost import cdi
 
     rc, text = section(sections, "cdi_specs")
@@ -101,7 +101,7 @@ def cdi_state(sections: Sections) -> dict[str, Any]:
 
 
 def toolkit_state(sections: Sections) -> dict[str, Any]:
-    """See ``facts.container.ContainerToolkit``."""
+    """See ``gpuhost.facts.container.ContainerToolkit``."""
     installed = packages(sections)
     versions = {
         name: upstream_version(installed[name]["version"]) if name in installed else None

@@ -1,4 +1,4 @@
-"""The driver fact (``state["driver"]``; ``facts.nvidia.NvidiaDriver``): its packages,
+"""The driver fact (``state["driver"]``; ``gpuhost.facts.nvidia.NvidiaDriver``): its packages,
 companions and local repos, the loaded module, and the one parse of ``nvidia-smi -q -x``
 (``smi_xml``) that the GPU, MIG and health facts read too. Pure, like ``facts.assemble``."""
 
@@ -48,7 +48,7 @@ def smi_xml(sections: Sections) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def driver_state(sections: Sections) -> dict[str, Any]:
-    """See ``facts.nvidia.NvidiaDriver``."""
+    """See ``gpuhost.facts.nvidia.NvidiaDriver``."""
     installed = packages(sections)
     driver_packages = {
         name: info["version"] for name, info in installed.items() if _DRIVER_PACKAGE.match(name)

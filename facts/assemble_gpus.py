@@ -1,4 +1,4 @@
-"""The GPU list (``state["gpus"]``; ``facts.nvidia.NvidiaGpus``): from nvidia-smi when it
+"""The GPU list (``state["gpus"]``; ``gpuhost.facts.nvidia.NvidiaGpus``): from nvidia-smi when it
 answers, else from the PCI bus (sysfs or lspci), each GPU classified by its PCI id, with its
 health and NVLink summary. Pure, like ``facts.assemble``."""
 
@@ -112,7 +112,7 @@ def _with_nvlink(health: dict[str, Any] | None, nvlink: dict[str, dict[str, Any]
 
 
 def gpus_state(sections: Sections) -> list[dict[str, Any]]:
-    """See ``facts.nvidia.NvidiaGpus``."""
+    """See ``gpuhost.facts.nvidia.NvidiaGpus``."""
     smi, _error = smi_xml(sections)
     result = []
     pci, pci_source = pci_gpus(sections)

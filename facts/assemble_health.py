@@ -41,7 +41,7 @@ def _nvswitch_count(sections: Sections) -> int:
 
 
 def health_state(sections: Sections) -> dict[str, Any]:
-    """The host-wide health facts (``state["health"]`` of ``facts.host.GpuHostState``); the
+    """The host-wide health facts (``state["health"]`` of ``gpuhost.facts.host.GpuHostState``); the
     per-GPU ones are each GPU's ``health``."""
     events, source = _kernel_xid(sections)
     smi, smi_error = smi_xml(sections)

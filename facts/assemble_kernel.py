@@ -38,7 +38,7 @@ def os_state(sections: Sections) -> dict[str, Any]:
 
 
 def kernel_state(sections: Sections) -> dict[str, Any]:
-    """See ``facts.kernel.KernelHeaders``."""
+    """See ``gpuhost.facts.kernel.KernelHeaders``."""
     os_info = os_state(sections)
     release = os_info["kernel_release"]
     specs = installed_specs(sections)

@@ -1,4 +1,4 @@
-"""The MIG fact (``state["mig"]``; ``facts.mig.MigState``): each GPU's MIG modes, GPU and
+"""The MIG fact (``state["mig"]``; ``gpuhost.facts.mig.MigState``): each GPU's MIG modes, GPU and
 compute instances and MIG devices. Pure, like ``facts.assemble``."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _mig_table(sections: Sections, name: str, parse) -> list[dict[str, Any]]:
 
 
 def mig_state(sections: Sections) -> dict[str, Any]:
-    """See ``facts.mig.MigState``."""
+    """See ``gpuhost.facts.mig.MigState``."""
     gpus = [gpu for gpu in gpus_state(sections) if gpu["source"] == "nvidia-smi"]
     listing = ok(sections, "smi_list")
     devices_by_index = {}

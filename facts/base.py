@@ -16,7 +16,7 @@ from gpuhost.facts.script import build_script
 class SectionFact(FactBase):
     """A fact made of ``facts.script`` sections and one ``facts.assemble`` function.
 
-    Subclasses set ``sections`` (names in ``facts.script.SECTIONS``) and ``assemble`` (a
+    Subclasses set ``sections`` (names in ``gpuhost.facts.script.SECTIONS``) and ``assemble`` (a
     staticmethod taking the split sections). The remote command always exits 0, so a host
     without NVIDIA software, Docker or dkms answers with its "not installed" state; output
     that a tool printed successfully but that cannot be parsed raises ``FactProcessError``

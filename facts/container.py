@@ -1,6 +1,6 @@
 """Docker and NVIDIA Container Toolkit facts: daemon.json, the daemon, images, a GPU container.
 
-``pyinfra INVENTORY fact facts.container.DockerDaemonConfig facts.container.ContainerToolkit``
+``pyinfra INVENTORY fact gpuhost.facts.container.DockerDaemonConfig gpuhost.facts.container.ContainerToolkit``
 """
 
 from __future__ import annotations

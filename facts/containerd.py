@@ -1,7 +1,7 @@
 """containerd as the optional containerd role sees it, in one command (read only when
 ``containerd_nvidia_runtime`` is on: neither the deploy without it nor the audit pays it).
 
-``pyinfra INVENTORY fact facts.containerd.ContainerdView``
+``pyinfra INVENTORY fact gpuhost.facts.containerd.ContainerdView``
 """
 
 from __future__ import annotations

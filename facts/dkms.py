@@ -1,6 +1,6 @@
 """Which dkms signs this host's modules, and with what (issue 23 item 3).
 
-``pyinfra INVENTORY fact facts.dkms.DkmsSigning --json``
+``pyinfra INVENTORY fact gpuhost.facts.dkms.DkmsSigning --json``
 
 dkms 2.8 (Ubuntu 22.04) and 3.x (Debian 12, Ubuntu 24.04, EPEL) take their signing key from
 different places (docs/real-hosts.md, "Secure Boot and dkms"), so gpuhost reads the version

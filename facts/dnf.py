@@ -1,7 +1,7 @@
 """/etc/dnf/dnf.conf without the value of its ``[main]`` ``proxy=`` line (which may hold a
 password: pyinfra prints fact output at ``-vvv``).
 
-``pyinfra INVENTORY fact facts.dnf.DnfConfRedacted``
+``pyinfra INVENTORY fact gpuhost.facts.dnf.DnfConfRedacted``
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Enterprise Linux (Oracle Linux 8/9) packaging facts: repositories and version locks.
 
-``pyinfra INVENTORY fact facts.el.ElPackaging --json``
+``pyinfra INVENTORY fact gpuhost.facts.el.ElPackaging --json``
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """File facts for gpuhost's own managed files: one round trip per file.
 
-``pyinfra INVENTORY fact facts.files.FileDigest path=/etc/docker/daemon.json``
+``pyinfra INVENTORY fact gpuhost.facts.files.FileDigest path=/etc/docker/daemon.json``
 """
 
 from __future__ import annotations

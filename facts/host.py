@@ -1,6 +1,6 @@
 """The composite fact: the whole GPU stack of a host in one remote command.
 
-``pyinfra INVENTORY fact facts.host.GpuHostState --json``
+``pyinfra INVENTORY fact gpuhost.facts.host.GpuHostState --json``
 """
 
 from __future__ import annotations

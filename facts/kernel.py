@@ -1,6 +1,6 @@
 """Kernel facts: headers for the running kernel, nouveau, DKMS, Secure Boot.
 
-``pyinfra INVENTORY fact facts.kernel.KernelHeaders --json``
+``pyinfra INVENTORY fact gpuhost.facts.kernel.KernelHeaders --json``
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class PackageAvailable(FactBase):
     Whether the host's package manager has ``package`` to install (a candidate in apt's
     lists, an available package in dnf's enabled repositories): ``True`` / ``False``.
 
-    ``pyinfra INVENTORY fact facts.kernel.PackageAvailable package=linux-headers-amd64 family=debian``
+    ``pyinfra INVENTORY fact gpuhost.facts.kernel.PackageAvailable package=linux-headers-amd64 family=debian``
     """
 
     def command(self, package: str, family: str = "debian") -> str:

@@ -1,6 +1,6 @@
 """MIG facts.
 
-``pyinfra INVENTORY fact facts.mig.MigState --json``
+``pyinfra INVENTORY fact gpuhost.facts.mig.MigState --json``
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """NVIDIA driver and GPU facts.
 
-``pyinfra INVENTORY fact facts.nvidia.NvidiaDriver facts.nvidia.NvidiaGpus --json``
+``pyinfra INVENTORY fact gpuhost.facts.nvidia.NvidiaDriver gpuhost.facts.nvidia.NvidiaGpus --json``
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Who holds the package manager's locks, and whether dpkg was interrupted.
 
-``pyinfra INVENTORY fact facts.pkglock.PackageLock family=debian``
+``pyinfra INVENTORY fact gpuhost.facts.pkglock.PackageLock family=debian``
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every fact is a set of *sections*. A section is a constant piece of POSIX shell (no user
 value ever reaches it) whose output and exit status are printed behind a marker line
 ``@@gpuhost@@ NAME rc=N``; ``facts.parsers.split_sections`` reads them back. The composite
-fact (``facts.host.GpuHostState``) runs every section in one command, so a full audit of a
+fact (``gpuhost.facts.host.GpuHostState``) runs every section in one command, so a full audit of a
 host costs one round trip; the single facts run only the sections they need.
 
 Exit status conventions inside a section: 127 = the tool is not installed, 3 = the file is

@@ -1,6 +1,6 @@
 """Service facts.
 
-``pyinfra INVENTORY fact facts.services.ServiceInstalled service=nvidia-persistenced``
+``pyinfra INVENTORY fact gpuhost.facts.services.ServiceInstalled service=nvidia-persistenced``
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Slurm's record of this host, alone: ``pyinfra INVENTORY fact facts.slurm.SlurmNode``.
+"""Slurm's record of this host, alone: ``pyinfra INVENTORY fact gpuhost.facts.slurm.SlurmNode``.
 
-The same ``slurm`` section the composite ``facts.host.GpuHostState`` runs (``facts.script``),
+The same ``slurm`` section the composite ``gpuhost.facts.host.GpuHostState`` runs (``facts.script``),
 read on its own by the upgrade and ``gpuhost recover`` when they drain and resume the node
 (``roles.slurm``). None when ``slurmd`` is not installed; else
 ``facts.assemble_slurm.parse_section``'s dict::

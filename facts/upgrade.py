@@ -1,4 +1,4 @@
-"""What a driver upgrade reads from a host besides ``facts.host.GpuHostState``: one fact.
+"""What a driver upgrade reads from a host besides ``gpuhost.facts.host.GpuHostState``: one fact.
 (The decisions made from it are in ``gpuhost.upgrade``; the operations in ``roles/upgrade/``.)
 
 ``UpgradeProbe`` runs one read-only shell command: the state of the GPU client services, a

@@ -2,7 +2,7 @@
 answers, the document.
 
 Pure (no pyinfra; the only I/O is reading a module signing certificate named in the
-inventory). ``deploys/audit.py`` gathers one ``facts.host.GpuHostState`` per host and hands
+inventory). ``deploys/audit.py`` gathers one ``gpuhost.facts.host.GpuHostState`` per host and hands
 {host name: state or ``HostError``} plus each host's inventory data to ``build()``;
 ``gpuhost.report`` renders the resulting document (schema ``gpuhost.audit/2``,
 docs/audit-schema.md) as a terminal table, JSON or HTML. Drift (is the stack as wanted) and

@@ -1,5 +1,5 @@
 """Will the host load its NVIDIA module after the next boot? Pure answers from the kernel
-fact (``facts.kernel.KernelHeaders``: ``next_boot``, ``secure_boot``, ``mok_enrolled``,
+fact (``gpuhost.facts.kernel.KernelHeaders``: ``next_boot``, ``secure_boot``, ``mok_enrolled``,
 ``dkms``), shared by the deploy's checks before a reboot (``roles.boot_safety``) and the
 audit's health findings (``gpuhost.health``). No pyinfra; the only I/O is reading a
 certificate file on the controller (``cert_fingerprint``).

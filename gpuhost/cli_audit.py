@@ -3,7 +3,7 @@
 1. the hosts and their data, no host contacted: ``pyinfra INVENTORY debug-inventory --json``;
    ``--cuda`` and every host's audited settings are checked here (exit 1 before any host)
 2. one pyinfra run of ``deploys/audit.py`` with ``--data gpuhost_audit_dir=DIR``: every host
-   it reaches writes ``DIR/<id>.json`` (its ``facts.host.GpuHostState``, one remote command,
+   it reaches writes ``DIR/<id>.json`` (its ``gpuhost.facts.host.GpuHostState``, one remote command,
    or why it could not be read; only its name if the run stopped before); a host with no
    file was never reached
 3. ``gpuhost.audit.build`` -> (``--baseline``: ``gpuhost.baseline.compare``) -> table on

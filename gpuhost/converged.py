@@ -1,6 +1,6 @@
 """One judgement of "converged": is a host's state what its settings want (issue 27 item 2).
 
-Pure (no pyinfra, no I/O). ``judge(state, wanted)`` takes a ``facts.host.GpuHostState``
+Pure (no pyinfra, no I/O). ``judge(state, wanted)`` takes a ``gpuhost.facts.host.GpuHostState``
 value and the wanted settings (``gpuhost.audit.desired_settings``: a key that is missing or
 None is not judged) and returns a ``Verdict``: converged, or the reasons it is not, each
 ``{"item", "have", "want", "message"}``. A state section the state does not carry (a partial

@@ -153,7 +153,7 @@ def _rules_of(gpu: dict) -> str | None:
 
 
 def flavor_for_gpus(setting: str, gpus: Iterable[dict], driver_version: str) -> str:
-    """``choose_flavor`` for GPUs as the facts report them (``facts.nvidia.NvidiaGpus``:
+    """``choose_flavor`` for GPUs as the facts report them (``gpuhost.facts.nvidia.NvidiaGpus``:
     ``architecture``, ``generation``, ``legacy_branch``, ``pci_device_id``, ``name``,
     ``index``). Raises ValueError naming the GPU, its PCI id and the fix when:
 

@@ -1,6 +1,6 @@
 """Is this GPU host healthy, will it survive its next boot, is its driver branch supported?
 
-Pure: ``findings(state)`` reads one host's ``facts.host.GpuHostState`` value (the per-GPU
+Pure: ``findings(state)`` reads one host's ``gpuhost.facts.host.GpuHostState`` value (the per-GPU
 ``health`` dicts, ``state["health"]``, the kernel fact, the driver) and returns findings::
 
     {"id": "row-remap-failure", "severity": "critical" | "warning" | "info",
@@ -38,7 +38,7 @@ def findings(state: Mapping[str, Any], *, today: _dt.date | None = None,
              module_signing_cert: str | None = None) -> list[dict[str, Any]]:
     """Every finding of one host, critical first (docs/health.md).
 
-    + state: the host's ``facts.host.GpuHostState`` value
+    + state: the host's ``gpuhost.facts.host.GpuHostState`` value
     + today: the date the driver branch lifecycle is judged on (default: today, UTC)
     + module_signing_cert: the inventory's ``nvidia_module_signing_cert`` (a path on this
       controller), to tell whether its key is enrolled on a Secure Boot host

@@ -90,7 +90,7 @@ def _shown(mode: str | None, profiles: Iterable[str], pending: str | None = None
 
 
 def diff(wants: Mapping[int, Want], mig_gpus: Iterable[Mapping]) -> list[GpuPlan]:
-    """Per wanted GPU: now (``facts.mig.MigState`` gpus) and wanted, compared by mode and
+    """Per wanted GPU: now (``gpuhost.facts.mig.MigState`` gpus) and wanted, compared by mode and
     by the sorted profile names of the GPU instances."""
     plans = []
     by_index = {gpu["index"]: gpu for gpu in mig_gpus}

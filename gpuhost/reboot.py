@@ -3,7 +3,7 @@
 
 Both ``roles/nvidia_driver.py`` (install) and ``roles/upgrade/`` (driver switch) reboot
 only with ``reboot_policy: when_needed`` and only when this says so, read at execute time
-from ``facts.nvidia.NvidiaDriver``.
+from ``gpuhost.facts.nvidia.NvidiaDriver``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The decisions of a driver upgrade, from facts (pure: no pyinfra).
 
-``assess`` takes a host's validated settings, its ``facts.host.GpuHostState`` and its
-``facts.upgrade.UpgradeProbe`` (read before anything changes) and returns what to do with
+``assess`` takes a host's validated settings, its ``gpuhost.facts.host.GpuHostState`` and its
+``gpuhost.facts.upgrade.UpgradeProbe`` (read before anything changes) and returns what to do with
 it and what was true before, so the result can be verified against it. While an upgrade is
 under way the host carries a marker file holding that "before" (``MARKER``): a rerun after
 an interruption reads it back instead of the half-changed host. ``refusal`` turns the plans

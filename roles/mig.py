@@ -3,7 +3,7 @@
 ``mig_mode: enabled|disabled`` (null: leave as is) and ``mig_layout: [profiles]`` (null:
 leave as is) apply to every MIG-capable GPU of the host. Like NVIDIA's mig-parted, the
 desired state is validated before it is applied (``gpuhost.mig_tables.mig_layout_valid``) and
-compared with the actual state (``facts.mig.MigState``) at execute time: a converged host
+compared with the actual state (``gpuhost.facts.mig.MigState``) at execute time: a converged host
 gets no command. On Ampere a mode change stays *pending* until a GPU reset or a reboot;
 gpuhost reboots for it only when ``reboot_policy`` is ``when_needed``. GPU instances never
 survive a reboot: ``gpuhost-mig-layout.service`` re-creates them at boot, before the GPU

@@ -6,7 +6,7 @@ On a host that runs ``slurmd`` (or with ``slurm: true``), before any GPU client 
 gate passed: ``state=resume``, only while the node still carries gpuhost's reason. A node
 that someone else drained before keeps its drain and reason (gpuhost waits for its jobs all
 the same). A failed gate leaves the node drained with a reason that says so. Decisions in
-``gpuhost.slurm``; what the host says in ``facts.slurm.SlurmNode``, read when the step runs.
+``gpuhost.slurm``; what the host says in ``gpuhost.facts.slurm.SlurmNode``, read when the step runs.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     (cd vagrant && vagrant up ubuntu2204 --provider=libvirt)
     VAGRANT_CWD=vagrant pyinfra -y vagrant/inventory.py deploys/gpu_host.py
-    VAGRANT_CWD=vagrant pyinfra vagrant/inventory.py fact facts.host.GpuHostState --json
+    VAGRANT_CWD=vagrant pyinfra vagrant/inventory.py fact gpuhost.facts.host.GpuHostState --json
 
 Hosts: every running VM of the Vagrantfile, through pyinfra's @vagrant connector (it reads
 `vagrant ssh-config`, so VAGRANT_CWD must point at this folder). Data: the YAML file

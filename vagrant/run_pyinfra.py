@@ -12,7 +12,7 @@ Molecule converge playbooks turn that into Ansible's `changed` and Molecule's id
 step fails on a second run that is not 0. Exit status: pyinfra's, or 3 with
 --expect-no-change when something changed.
 
-`facts` prints {host: GpuHostState} from `pyinfra INVENTORY fact facts.host.GpuHostState
+`facts` prints {host: GpuHostState} from `pyinfra INVENTORY fact gpuhost.facts.host.GpuHostState
 --json`; with --expect-converged it exits 3 unless every host reports a loaded driver equal
 to the installed one and Docker with the nvidia runtime.
 

@@ -1,8 +1,8 @@
 """Move a host to another NVIDIA driver version, safely and resumably.
 
 Prepare (facts only, before any host is touched): every host of the run is assessed at
-once (``gpuhost.upgrade.assess``, from ``facts.host.GpuHostState`` and
-``facts.upgrade.UpgradeProbe``); a host whose driver cannot drive its GPUs, that would be
+once (``gpuhost.upgrade.assess``, from ``gpuhost.facts.host.GpuHostState`` and
+``gpuhost.facts.upgrade.UpgradeProbe``); a host whose driver cannot drive its GPUs, that would be
 downgraded without ``upgrade_allow_downgrade``, or that runs GPU clients (without a drain
 hook or ``upgrade_force``) stops the whole run with one line per host.
 

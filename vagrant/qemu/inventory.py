@@ -2,7 +2,7 @@
 
     python vagrant/qemu/vm.py up
     pyinfra -y vagrant/qemu/inventory.py deploys/gpu_host.py
-    pyinfra vagrant/qemu/inventory.py fact facts.host.GpuHostState --json
+    pyinfra vagrant/qemu/inventory.py fact gpuhost.facts.host.GpuHostState --json
 
 Connection settings come from $GPUHOST_VM_DIR/vm.json (default /run/gpuhost-vm). gpuhost
 data comes from the sandbox's fake NVIDIA artifacts (/var/cache/gpuhost/nvidia/manifest.json,
