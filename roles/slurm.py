@@ -17,11 +17,9 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
 
-from gpuhost.facts.host import GpuHostState
 from gpuhost.facts.pyinfra_api import joined
 from gpuhost.facts.slurm import SlurmNode
 from gpuhost import slurm
-from gpuhost.upgrade import health_gate
 from gpuhost.roles.common import executing, fail_command
 
 POLL = 5  # seconds between two looks at the node's jobs
@@ -107,25 +105,3 @@ def failed_gate_commands(what: str, why: str) -> list[StringCommand]:
         return []
     return [_update(slurm.node_name(state), "state=drain",
                     QuoteString(f"reason={slurm.failed_reason(what, why)}"))]
-
-
-@operation(is_idempotent=False)
-def mark_failed_gate(what: str, before: list[dict[str, Any]] | None,
-                     module_signing_cert: str | None):
-    """
-    Just before the upgrade's health gate (``roles.upgrade.ops.health_gate``, same check):
-    when it is going to fail, set the Slurm node's reason to say so; the gate then fails the
-    host and the node stays drained.
-
-    + what: what gpuhost did (``driver upgrade to 580.95.05``)
-    + before: the critical findings read before the upgrade
-    + module_signing_cert: the inventory's ``nvidia_module_signing_cert``
-    """
-    if not executing():
-        host.noop("the health gate is judged when the run gets here")
-        return
-    passed, line = health_gate(before, host.get_fact(GpuHostState), module_signing_cert)
-    if passed:
-        host.noop("the health gate passes: the Slurm node is resumed after it")
-        return
-    yield from failed_gate_commands(what, line)

@@ -206,14 +206,11 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     # container starts (toolkit 1.17 has no refresh unit; 1.18's may not have run yet)
     cdi.refresh_after_change(f"the driver is now {target}")
     _verify(plan)
-    if plan.get("slurm"):  # a failing gate leaves the node drained, its reason saying so
-        roles_slurm.mark_failed_gate(name="Slurm: the node's reason if the health gate fails",
-                                     what=f"driver upgrade to {target}",
-                                     before=plan["before"].get("critical"),
-                                     module_signing_cert=config.nvidia_module_signing_cert)
+    # a failing gate on a Slurm host leaves the node drained, its reason saying so
     ops.health_gate(name="Health gate: no new critical finding since the upgrade started",
                     before=plan["before"].get("critical"),
-                    module_signing_cert=config.nvidia_module_signing_cert)
+                    module_signing_cert=config.nvidia_module_signing_cert,
+                    slurm_what=f"driver upgrade to {target}" if plan.get("slurm") else None)
     # Start in the reverse order of the GPU's own clients (persistenced, Fabric Manager, DCGM),
     # then the extra services (the workloads) in their configured order.
     own = [name for name in reversed(CLIENT_SERVICES) if name in before["services"]]

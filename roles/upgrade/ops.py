@@ -18,6 +18,7 @@ from gpuhost.facts.host import GpuHostState
 from gpuhost.facts.nvidia import NvidiaDriver, NvidiaGpus
 from gpuhost import converged
 from gpuhost.upgrade import health_gate as health_gate_check
+from gpuhost.roles import slurm
 from gpuhost.roles.common import executing, fail_command
 from gpuhost.roles.upgrade import record as upgrade_record
 from gpuhost.roles.upgrade.ops_gpu import (
@@ -84,7 +85,8 @@ def verify(target: str, gpu_count: int, mig: dict[str, str], daemon_json_sha256:
 
 
 @operation()
-def health_gate(before: list[dict[str, Any]] | None, module_signing_cert: str | None):
+def health_gate(before: list[dict[str, Any]] | None, module_signing_cert: str | None,
+                slurm_what: str | None = None):
     """
     Fail the host (and so stop the rollout) when it has a critical health finding it did not
     have before the upgrade: an Xid that needs a reset, a GPU missing from nvidia-smi, a row
@@ -93,12 +95,16 @@ def health_gate(before: list[dict[str, Any]] | None, module_signing_cert: str | 
 
     + before: the critical findings read before the upgrade (the resume point keeps them)
     + module_signing_cert: the inventory's ``nvidia_module_signing_cert``
+    + slurm_what: on a Slurm host, what gpuhost did (``driver upgrade to 580.95.05``): a
+      failing gate leaves gpuhost's drain in place with a reason saying so (roles/slurm.py)
     """
     if not executing():
         host.noop("the health gate reads the host when the upgrade runs")
         return
     passed, line = health_gate_check(before, host.get_fact(GpuHostState), module_signing_cert)
     if not passed:
+        if slurm_what:
+            yield from slurm.failed_gate_commands(slurm_what, line)
         yield fail_command(line)
         return
     host.noop(line)
