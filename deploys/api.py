@@ -36,6 +36,7 @@ from gpuhost.roles import (
     pkglock,
     proxy,
     rdma,
+    stamp,
     upgrade,
     verify,
 )
@@ -45,6 +46,8 @@ from gpuhost.roles.audit import audit_host
 def provision() -> None:
     """The whole GPU stack of the current host (deploys/gpu_host.py's steps, in order)."""
     common.check_inventory()
+    if stamp.as_wanted():  # unchanged since the last successful run: one read (issue 27 item 7)
+        return
     if common.host_ready() and boot_safety.check_secure_boot() and rdma.host_ready():
         pkglock.ready()  # the package manager's lock free, dpkg whole: before any install
         proxy.configure()
@@ -59,6 +62,7 @@ def provision() -> None:
         cdi.configure()
         containerd.configure()
         verify.run()
+        stamp.configure_record()  # last: only after every operation above succeeded
 
 
 @deploy("gpuhost: GPU host")

@@ -26,7 +26,8 @@ from gpuhost.facts.assemble_gpus import gpus_state, nvlink_state
 from gpuhost.facts.assemble_health import health_state
 from gpuhost.facts.assemble_kernel import kernel_state, os_state
 from gpuhost.facts.assemble_mig import mig_state
-from gpuhost.facts.sections import Sections
+from gpuhost.facts.sections import Sections, section
+from gpuhost import stamp
 
 __all__ = ["SCHEMA_VERSION", "cdi_state", "containerd_state", "docker_state", "driver_state",
            "fabric_state", "gpus_state", "health_state", "host_state", "kernel_state",
@@ -52,4 +53,5 @@ def host_state(sections: Sections) -> dict[str, Any]:
         "fabric": fabric_state(sections),
         "rdma": assemble_rdma.rdma_state(sections),  # issue 25 item 5 (facts/assemble_rdma.py)
         "slurm": assemble_slurm.slurm_state(sections),  # issue 26 item 4 (facts/assemble_slurm.py)
+        "stamp": stamp.parse(*section(sections, "stamp")),  # issue 27 item 7 (gpuhost/stamp.py)
     }

@@ -13,6 +13,8 @@ out (``timeout``), anything else is the tool's own status.
 
 from __future__ import annotations
 
+from gpuhost import stamp as _stamp
+
 MARKER = "@@gpuhost@@ "
 
 # nvidia-smi can hang on a GPU that fell off the bus; never let a fact hang a fleet run.
@@ -191,6 +193,9 @@ SECTIONS: dict[str, str] = {
                    '_g=$(timeout 10 slurmd -G 2>&1); echo "slurmd_G_rc=$?"; printf "%s\\n" "$_g"; '
                    '_s=$(timeout 10 scontrol show node -o "$n" 2>&1); echo "scontrol_rc=$?"; '
                    'printf "%s\\n" "$_s"; true'),
+    # gpuhost's converged stamp and the witness of now (gpuhost.stamp), last: it reads the
+    # package lists the dpkg and rpm sections left in this shell; exit 3 without a stamp
+    "stamp": _stamp.SECTION,
 }
 
 # Slow tools run side by side: each chain is one background job; sections within a chain

@@ -238,6 +238,9 @@ class Settings:
     offline_mirror_urls: tuple[str, ...] = _key(
         "list of URLs", "base URLs of the local mirror(s) that count as reachable when offline",
         _url_list, ())
+    full_check: bool = _key(
+        "bool", "walk every role even when the host is unchanged since gpuhost's last "
+        "successful run (false: such a host costs one read; docs/converged.md)", check_bool, False)
     verify_image: str | None = _key(
         "str or null", "image for `docker run --gpus all IMAGE nvidia-smi -L` (and, in "
         "container_runtime_mode cdi, `--device nvidia.com/gpu=all`) (null: skip the check)", check_image, None)

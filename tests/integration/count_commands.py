@@ -54,7 +54,8 @@ def main() -> None:
     def write() -> None:
         slowest = sorted(SLOW, reverse=True)[:15]
         with open(out, "w") as handle:
-            json.dump({"hosts": COUNTS, "slowest": slowest}, handle, indent=1, sort_keys=True)
+            json.dump({"hosts": COUNTS, "slowest": slowest, "commands": SLOW}, handle, indent=1,
+                      sort_keys=True)
 
     atexit.register(write)
     from pyinfra_cli.main import main as pyinfra_main

@@ -85,7 +85,7 @@ def test_next_kernel_and_enrolled_key_converge_and_boot_the_new_kernel(fleet, ss
     assert f"nvidia/{version}, {new}, x86_64: installed" in ssh(h["name"], "dkms status").stdout
     key = ssh(h["name"], "stat -c '%a %U' /etc/gpuhost/mok/gpuhost-module-signing.key").stdout
     assert key.strip() == "600 root"
-    second = pyinfra("-y", "deploys/gpu_host.py", "--limit", h["name"], *NO_VERIFY_IMAGE, check=False, timeout=900)
+    second = pyinfra("-y", "deploys/gpu_host.py", "--limit", h["name"], *NO_VERIFY_IMAGE, "--data", "full_check=true", check=False, timeout=900)
     both = second.stdout + second.stderr
     assert second.returncode == 0 and second.totals["changed"] == 0, both[-3000:]
 

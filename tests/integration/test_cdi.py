@@ -82,7 +82,7 @@ def audit(sandbox_tools, tmp_path, name: str) -> dict:
 @pytest.fixture(scope="module")
 def converged(pyinfra):
     first = pyinfra("-y", DEPLOY, check=False, timeout=1500)
-    second = pyinfra("-y", DEPLOY, check=False, timeout=600)
+    second = pyinfra("-y", DEPLOY, "--data", "full_check=true", check=False, timeout=600)
     return first, second
 
 

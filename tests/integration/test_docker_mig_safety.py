@@ -98,7 +98,7 @@ def test_a_restart_that_stops_containers_is_announced_or_refused(first_run, ssh,
 def test_a_converged_host_gets_no_change_and_no_docker_restart(first_run, pyinfra, ssh):
     started = "systemctl show -p ActiveEnterTimestampMonotonic --value docker.service"
     before = ssh("gpu-03", started).stdout
-    second = pyinfra("-y", DEPLOY, "--limit", "gpu-03", timeout=900)
+    second = pyinfra("-y", DEPLOY, "--limit", "gpu-03", "--data", "full_check=true", timeout=900)
     row = second.summary_row("Docker daemon.json | Merge the nvidia runtime")
     assert row == ["1", "-", "-", "1"], row
     assert ssh("gpu-03", started).stdout == before  # Docker was not restarted
@@ -159,7 +159,7 @@ def test_a_mig_layout_given_as_profile_ids_converges(first_run, pyinfra, ssh):
     layout = ssh("gpu-02", "nvidia-smi mig -lgi").stdout
     assert layout.count("1g.10gb") == 4 and layout.count("3g.40gb") == 2, layout
     uuids = ssh("gpu-02", "nvidia-smi -L").stdout
-    second = pyinfra("-y", DEPLOY, "--limit", "gpu-02", *data, timeout=900)
+    second = pyinfra("-y", DEPLOY, "--limit", "gpu-02", *data, "--data", "full_check=true", timeout=900)
     assert second.summary_row("MIG | MIG layout 19, 19, 9") == ["1", "-", "-", "1"]
     assert ssh("gpu-02", "nvidia-smi -L").stdout == uuids  # the same MIG devices
 
@@ -251,7 +251,7 @@ def test_a_named_mig_config_converges_survives_a_reboot_and_a_misfit_is_refused_
     for name, wanted in BALANCED.items():
         assert _profiles(ssh, name) == [wanted, wanted], name
     # second run: nothing to do (the plan says so too, from one read-only command per host)
-    second = pyinfra("-y", DEPLOY, *limit, *data, timeout=900)
+    second = pyinfra("-y", DEPLOY, *limit, *data, "--data", "full_check=true", timeout=900)
     assert second.summary_row("MIG | MIG layout of mig_config balanced") == ["2", "-", "-", "2"]
     plan = subprocess.run([sys.executable, "-m", "gpuhost.cli", "mig", "plan",
                            "inventories/sandbox.py", *limit, *data], cwd=sandbox_tools.root,

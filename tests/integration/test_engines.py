@@ -79,7 +79,7 @@ def pyinfra(sandbox_tools, inventory):
 @pytest.fixture(scope="module")
 def converged(pyinfra):
     first = pyinfra("-y", DEPLOY, check=False, timeout=1500)
-    second = pyinfra("-y", DEPLOY, check=False, timeout=600)
+    second = pyinfra("-y", DEPLOY, "--data", "full_check=true", check=False, timeout=600)
     return first, second
 
 

@@ -99,7 +99,7 @@ def nvl_pyinfra(fleet, sandbox_tools, tmp_path_factory, peers):
 @pytest.fixture(scope="module")
 def converged(fleet, ssh, nvl_pyinfra):
     first = nvl_pyinfra("-y", "deploys/gpu_host.py", check=False, timeout=1800)
-    second = nvl_pyinfra("-y", "deploys/gpu_host.py", check=False, timeout=900)
+    second = nvl_pyinfra("-y", "deploys/gpu_host.py", "--data", "full_check=true", check=False, timeout=900)
     return {"first": first, "second": second}
 
 

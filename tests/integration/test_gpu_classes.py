@@ -32,7 +32,7 @@ def gpus(ssh, host: str) -> list[dict]:
 def runs(fleet, ssh, pyinfra):
     before = {name: gpus(ssh, name) for name in ("gpu-01", "gpu-02")}
     first = pyinfra("-y", "deploys/gpu_host.py", *LIMIT, check=False, timeout=1800)
-    second = pyinfra("-y", "deploys/gpu_host.py", *LIMIT, check=False, timeout=900)
+    second = pyinfra("-y", "deploys/gpu_host.py", *LIMIT, "--data", "full_check=true", check=False, timeout=900)
     return {"before": before, "first": first.stdout + first.stderr, "second": second}
 
 

@@ -100,7 +100,56 @@ def test_second_run_changes_nothing(converged):
     # would make an empty run that "changes nothing")
     ran = result.hosts_that_ran()
     assert ran == set(converged["names"]) - {"gpu-02"}, (ran, output[-2000:])
-    assert row["operations"] >= 20 * len(ran), row
+    # issue 27 item 7: each host is found unchanged since the first run (its stamp), so the
+    # rerun is one operation per host that changes nothing
+    assert row["operations"] == len(ran), (row, output[-3000:])
+    assert output.count("gpuhost: as wanted, unchanged since gpuhost's run") == len(ran), output[-3000:]
+
+
+def _count(tmp_path, *args: str) -> tuple[dict, subprocess.CompletedProcess]:
+    out = tmp_path / "counts.json"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tests/integration/count_commands.py"), str(out), "--",
+         "-y", INVENTORY, "deploys/gpu_host.py", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )
+    return json.loads(out.read_text())["hosts"], run
+
+
+def test_a_converged_rerun_sends_one_command_per_host(converged, fleet, tmp_path):
+    """Issue 27 item 7, "done when": at most 5 remote commands per converged host (it is 1:
+    the composite fact, whose stamp section shows the host unchanged)."""
+    oracle = next(h["name"] for h in fleet["hosts"] if h["os"].startswith("ol"))
+    counts, run = _count(tmp_path, "--limit", "gpu-01", "--limit", oracle)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert set(counts) == {"gpu-01", oracle}, counts
+    assert all(c["commands"] <= 5 and c["uploads"] == 0 for c in counts.values()), counts
+    assert all(c["commands"] == 1 for c in counts.values()), counts
+
+
+def test_a_hand_edit_or_a_stopped_daemon_walks_every_role_and_the_edit_stays(converged, ssh,
+                                                                            pyinfra):
+    """What the stamp does not vouch for is checked role by role: a key added by hand to
+    daemon.json and nvidia-persistenced stopped. The run says why, starts the daemon, keeps
+    the hand-written key, records a new stamp, and the next run is one read again; with
+    full_check every role is walked and nothing changes."""
+    ssh("gpu-01", "sed -i '1s/^{$/{\\n  \"debug\": false,/' /etc/docker/daemon.json && "
+                  "systemctl stop nvidia-persistenced")
+    assert json.loads(ssh("gpu-01", "cat /etc/docker/daemon.json"))["debug"] is False
+    walked = pyinfra("-y", "deploys/gpu_host.py", "--limit", "gpu-01", timeout=900)
+    output = walked.stdout + walked.stderr
+    assert "gpuhost checks every role: /etc/docker/daemon.json changed" in output, output[-3000:]
+    assert "unit nvidia-persistenced.service: enabled active -> enabled inactive" in output
+    assert walked.totals["operations"] >= 20, walked.totals
+    assert ssh("gpu-01", "systemctl is-active nvidia-persistenced") == "active"
+    config = json.loads(ssh("gpu-01", "cat /etc/docker/daemon.json"))
+    assert config["debug"] is False and "nvidia" in config["runtimes"], config
+    again = pyinfra("-y", "deploys/gpu_host.py", "--limit", "gpu-01", timeout=900)
+    assert again.totals["operations"] == 1 and again.totals["changed"] == 0, again.totals
+    full = pyinfra("-y", "deploys/gpu_host.py", "--limit", "gpu-01", "--data", "full_check=true",
+                   timeout=900)
+    assert full.totals["operations"] >= 20 and full.totals["changed"] == 0, \
+        (full.totals, full.changed())
 
 
 def test_hand_written_daemon_json_keys_survive_and_docker_really_loads_the_runtime(converged, ssh):

@@ -76,7 +76,7 @@ def test_gpu_operators_all_balanced_fits_each_gpu_keeps_across_a_reboot_and_reru
         sandbox_tools.wait_for_reboot(fleet, name, count)
     for name, wanted in BALANCED.items():
         assert _layout(ssh, name) == wanted, name
-    second = pyinfra("-y", DEPLOY, *LIMIT, *DATA, timeout=900)
+    second = pyinfra("-y", DEPLOY, *LIMIT, *DATA, "--data", "full_check=true", timeout=900)
     assert second.changed() == {}, second.output[-3000:]
     assert second.hosts_that_ran() == set(HOSTS)
 

@@ -31,7 +31,7 @@ def host_state(ssh) -> dict:
 @pytest.fixture(scope="module")
 def runs(fleet, pyinfra):
     first = pyinfra("-y", "deploys/gpu_host.py", *AUTO, check=False, timeout=1800)
-    second = pyinfra("-y", "deploys/gpu_host.py", *AUTO, check=False, timeout=900)
+    second = pyinfra("-y", "deploys/gpu_host.py", *AUTO, "--data", "full_check=true", check=False, timeout=900)
     return {"first": first, "second": second}
 
 

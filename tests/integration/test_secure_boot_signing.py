@@ -67,6 +67,6 @@ def test_each_dkms_line_signs_with_the_enrolled_key_and_the_module_loads_after_r
             f"{name}: the module is not signed by the enrolled key"
         version = ssh(name, "cat /proc/driver/nvidia/version").stdout
         assert re.search(r"NVIDIA UNIX .*Kernel Module", version), f"{name}: driver not loaded"
-    second = pyinfra("-y", "deploys/gpu_host.py", *NO_VERIFY_IMAGE, check=False, timeout=900)
+    second = pyinfra("-y", "deploys/gpu_host.py", *NO_VERIFY_IMAGE, "--data", "full_check=true", check=False, timeout=900)
     assert second.returncode == 0 and second.totals["changed"] == 0, \
         (second.stdout + second.stderr)[-3000:]

@@ -67,7 +67,7 @@ class PlanConnector(FakeConnector):
 
     def answer(self, command: str) -> tuple[bool, CommandOutput] | None:
         """The answer to ``command`` when it depends on the plan so far, else None."""
-        if "docker-daemon-json-keys" in command:  # facts.container.DockerDaemonView
+        if "s=/var/lib/gpuhost/docker-daemon-json-keys.json;" in command:  # DockerDaemonView
             # Docker is installed by then (roles/docker_engine): Debian's/Docker's unit,
             # running with runc only
             return True, output(
@@ -113,6 +113,10 @@ class PlanConnector(FakeConnector):
 _NORMALISE = [
     (re.compile(r"\.gpuhost-\d{8}T\d{6}\.bak"), ".gpuhost-TIMESTAMP.bak"),
     (re.compile(r"/tmp/pyinfra-[0-9a-f]+"), "/tmp/pyinfra-TEMP"),
+    # roles/stamp.py's writer: its script is tested in tests/unit/test_stamp.py, and its
+    # digest covers gpuhost's own code (it changes with every commit)
+    (re.compile(r"^sh -c 'umask 077; mkdir -p /var/lib/gpuhost; .* gpuhost-stamp [0-9a-f]{64} \S+$"),
+     "record the converged stamp /var/lib/gpuhost/converged (roles/stamp.py)"),
 ]
 
 

@@ -228,5 +228,23 @@ def host_data(name: str, extra: dict) -> dict:
     if kernel:
         data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(
             f"\n{s['kernel']}\n", f"\n{kernel}\n")
+    state = extra.pop("plan_stamp", None)  # "valid" | "stale": converged, with a stamp
     data.update(extra)
+    if state:
+        data["fake_responses"]["_gh()"] = converged_output(name) + _stamp_section(data, state)
     return data
+
+
+def _stamp_section(data: dict, state: str) -> str:
+    """gpuhost's converged stamp (gpuhost/stamp.py) for this host's settings, with the
+    witness of now the same ("valid") or with daemon.json edited by hand ("stale")."""
+    from gpuhost import settings, stamp
+
+    digest = stamp.run_digest(settings.resolve(data))
+    then = ["kernel " + SCENARIOS[data["plan_scenario"]]["kernel"],
+            "file /etc/docker/daemon.json " + "a" * 64, "unit docker.service enabled active"]
+    now = then if state == "valid" else [then[0], "file /etc/docker/daemon.json " + "b" * 64,
+                                         then[2]]
+    body = (f"{stamp.FORMAT}\ndigest {digest}\nversion 0.1.0\nwritten 1795811723\n--\n"
+            + "\n".join(then) + f"\n{stamp.NOW}\n" + "\n".join(now))
+    return _section("stamp", 0, body)

@@ -1,0 +1,210 @@
+"""The converged stamp: a converged rerun of ``gpu_host`` costs one read (issue 27 item 7).
+
+The last operation of a successful ``gpu_host`` run writes ``/var/lib/gpuhost/converged``
+(root only, mode 600): the run's *digest* (every gpuhost setting of the host, the content of
+the controller files those settings name, and gpuhost's own code) and the host's *witness*
+as it was right then: one line per thing gpuhost put there or relies on
+
+- ``kernel RELEASE``: the running kernel (a new kernel wants its headers);
+- ``file PATH SHA256``: every file in ``WITNESS_FILES`` (repositories, keys, pins, daemon.json,
+  containerd's and the toolkit's configuration, CDI specs in /etc/cdi, modprobe and
+  modules-load files, gpuhost's units and scripts): hand edits, new and removed files;
+- ``cache PATH SIZE MTIME``: the local repo packages in /var/cache/gpuhost (hundreds of MB:
+  not hashed on every run);
+- ``pkg NAME VERSION [STATUS]``: the NVIDIA, CUDA, kernel header, Docker, containerd, runc
+  and dkms packages (the composite fact's own ``dpkg``/``rpm`` sections; a hold is a status);
+- ``unit NAME ENABLED ACTIVE``: the daemons gpuhost installs, enables or configures.
+
+The composite fact's section ``stamp`` prints the stamp and the witness again (nothing when
+there is no stamp). ``gpu_host`` then walks no role at all when ``stale(...)`` finds no
+difference and ``converged.judge`` finds the host as wanted with the driver loaded: the
+host is exactly as a successful run left it, and that run wanted what this one wants. Any
+difference (a setting, gpuhost's code, a hand-edited file, a package moved, a unit stopped,
+a new kernel) or ``full_check: true`` walks every role as before, and the run's last
+operation records the new stamp. Pure: no pyinfra, no I/O but gpuhost's own files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+PATH = "/var/lib/gpuhost/converged"
+FORMAT = "gpuhost-converged 1"
+NOW = "== now =="  # between the stamp and the witness of now, in the section's output
+
+# Every file gpuhost writes on a host, and the package manager files beside them (a
+# repository someone adds next to gpuhost's can change what an install resolves to).
+# Directories and missing files are skipped.
+WITNESS_FILES = (
+    "/etc/apt/sources.list", "/etc/apt/sources.list.d/*", "/etc/apt/preferences.d/*",
+    "/etc/apt/apt.conf.d/*gpuhost*", "/etc/apt/keyrings/*", "/usr/share/keyrings/nvidia-*",
+    "/etc/yum.repos.d/*", "/etc/pki/rpm-gpg/docker-ce.asc", "/etc/pki/rpm-gpg/nvidia-*",
+    "/etc/dnf/dnf.conf", "/etc/dnf/modules.d/*", "/etc/dnf/plugins/versionlock.list",
+    "/etc/dkms/*.conf", "/etc/dkms/gpuhost-*", "/etc/dkms/framework.conf.d/*",
+    "/etc/modprobe.d/gpuhost-*", "/etc/modprobe.d/nvidia*", "/etc/modules-load.d/nvidia*",
+    "/etc/docker/daemon.json", "/etc/containerd/config.toml", "/etc/containerd/conf.d/*",
+    "/etc/nvidia-container-runtime/config.toml", "/etc/cdi/*", "/etc/nvidia-imex/*",
+    "/etc/systemd/system/gpuhost-*", "/etc/systemd/system/*.service.d/*",
+    "/etc/gpuhost/*", "/etc/gpuhost/*/*", "/usr/local/sbin/gpuhost-*",
+    "/var/lib/gpuhost/docker-daemon-json-keys.json", "/var/lib/gpuhost/driver-upgrade.json",
+)
+CACHE_FILES = "/var/cache/gpuhost/*"
+UNITS = ("docker", "containerd", "nvidia-persistenced", "nvidia-fabricmanager", "nvidia-imex",
+         "nvlsm", "gpuhost-cdi-spec")
+
+# The witness, as POSIX shell: it reads the package lists the composite fact's ``dpkg`` and
+# ``rpm`` sections left in $_gh_dpkg and $_gh_rpm (roles/stamp.py sets them itself before
+# it writes a stamp). A subshell: ``set --`` must not touch the caller's arguments.
+WITNESS = (
+    "( echo \"kernel $(uname -r)\"; set --; "
+    f"for f in {' '.join(WITNESS_FILES)}; do "
+    'test -f "$f" && set -- "$@" "$f"; done; '
+    'if [ $# -gt 0 ]; then sha256sum -- "$@" 2>/dev/null | '
+    "sed -n 's/^\\([0-9a-f]\\{64\\}\\)  \\(.*\\)$/file \\2 \\1/p'; fi; "
+    f"for f in {CACHE_FILES}; do test -f \"$f\" && stat -c 'cache %n %s %Y' -- \"$f\"; done; "
+    'printf "%s\\n" "$_gh_dpkg" "$_gh_rpm" | grep -v "^$" | sed "s/^/pkg /"; '
+    "if command -v systemctl >/dev/null 2>&1; then systemctl show -p Id -p UnitFileState "
+    f"-p ActiveState {' '.join(unit + '.service' for unit in UNITS)} 2>/dev/null | "
+    "awk -F= '/^Id=/ {i=$2} /^UnitFileState=/ {e=$2} /^ActiveState=/ {a=$2} "
+    "/^$/ {if (i != \"\") print \"unit\", i, e, a; i=e=a=\"\"} "
+    "END {if (i != \"\") print \"unit\", i, e, a}'; fi; true )"
+)
+
+# The composite fact's section: the stamp, then the witness of now (exit 3: no stamp).
+SECTION = f"test -f {PATH} || exit 3; cat {PATH}; echo '{NOW}'; {WITNESS}"
+
+
+def parse(rc: int | None, out: str) -> dict[str, Any] | None:
+    """The ``stamp`` section: ``{"format", "digest", "version", "written", "then", "now"}``
+    (``then``/``now``: witness lines), or None when the host has no stamp. A stamp gpuhost
+    cannot read (another format, cut short) is ``{"format": ...}`` with no lines: stale."""
+    if rc != 0 or not out.strip():
+        return None
+    stamp, _, now = out.partition(f"\n{NOW}\n")
+    head, _, body = stamp.partition("\n--\n")
+    fields: dict[str, Any] = {"format": None, "digest": None, "version": None, "written": None}
+    lines = head.splitlines()
+    fields["format"] = lines[0].strip() if lines else None
+    for line in lines[1:]:
+        key, _, value = line.partition(" ")
+        if key in fields:
+            fields[key] = value.strip()
+    fields["then"] = _lines(body)
+    fields["now"] = _lines(now)
+    return fields
+
+
+def _lines(text: str) -> list[str]:
+    return sorted({" ".join(line.split()) for line in text.splitlines() if line.strip()})
+
+
+def _split(line: str) -> tuple[str, str]:
+    """(what a witness line is about, its value): ``("file /etc/docker/daemon.json", SHA)``,
+    ``("pkg docker-ce", "VERSION STATUS")``, ``("kernel", RELEASE)``."""
+    parts = line.split()
+    width = 1 if parts[0] == "kernel" else 2
+    return " ".join(parts[:width]), " ".join(parts[width:])
+
+
+def differences(then: list[str], now: list[str]) -> list[str]:
+    """What changed between two witnesses, one phrase per thing."""
+    before = dict(_split(line) for line in then)
+    after = dict(_split(line) for line in now)
+    found = []
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key), after.get(key)
+        if old == new:
+            continue
+        kind, _, name = key.partition(" ")
+        if kind == "file":
+            found.append(f"new file {name}" if old is None else
+                         f"{name} is gone" if new is None else f"{name} changed")
+        elif old is None:
+            found.append(f"{key} appeared")
+        elif new is None:
+            found.append(f"{key} is gone")
+        else:
+            found.append(f"{key}: {old or '-'} -> {new or '-'}")
+    return found
+
+
+def stale(stamp: Mapping[str, Any] | None, digest: str) -> list[str]:
+    """Why the host is not as gpuhost's last successful run left it (empty: it is)."""
+    if stamp is None:
+        return ["no stamp of a successful gpuhost run"]
+    if stamp.get("format") != FORMAT:
+        return [f"a stamp gpuhost cannot read ({stamp.get('format')!r})"]
+    if stamp.get("digest") != digest:
+        return ["settings or gpuhost's code changed since the last run"]
+    return differences(stamp.get("then") or [], stamp.get("now") or [])
+
+
+@cache
+def code_digest() -> str:
+    """sha256 over gpuhost's own code and data (every file of the installed or checked-out
+    packages ``gpuhost``, ``gpuhost.facts``, ``gpuhost.roles``, ``gpuhost.deploys``)."""
+    import gpuhost.deploys
+    import gpuhost.facts
+    import gpuhost.roles
+
+    roots = {Path(__file__).resolve().parent}
+    roots |= {Path(module.__file__).resolve().parent
+              for module in (gpuhost.facts, gpuhost.roles, gpuhost.deploys)}
+    files = sorted({path for root in roots for path in root.rglob("*")
+                    if path.is_file() and "__pycache__" not in path.parts
+                    and path.suffix not in (".pyc", ".pyo")})
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _controller_file(path: str | None) -> str | None:
+    """What the run reads from a controller file a setting names: its sha256 (small files),
+    size and mtime (an image archive)."""
+    if not path:
+        return None
+    try:
+        file = Path(path)
+        if file.stat().st_size > 16 * 1024 * 1024:
+            stat = file.stat()
+            return f"{stat.st_size} {int(stat.st_mtime)}"
+        return hashlib.sha256(file.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+IGNORED = ("full_check",)  # settings that do not change what a run wants
+
+
+def run_digest(settings: Any) -> str:
+    """The digest of what this run wants of a host: its resolved ``Settings``, the controller
+    files they name (``mig_config_file``, ``verify_image_archive``) and gpuhost's code."""
+    values = {key: value for key, value in dataclasses.asdict(settings).items()
+              if key not in IGNORED}
+    values["_files"] = {key: _controller_file(values.get(key))
+                        for key in ("mig_config_file", "verify_image_archive")}
+    values["_code"] = code_digest()
+    text = json.dumps(values, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def summary(stamp: Mapping[str, Any]) -> str:
+    """One line for a host found as wanted: what the witness covers and when it was made."""
+    now = stamp.get("now") or []
+    counts = {kind: sum(1 for line in now if line.startswith(kind + " "))
+              for kind in ("file", "pkg", "unit")}
+    written = stamp.get("written")
+    when = ""
+    if written and str(written).isdigit():
+        import time
+
+        when = " of " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(int(written)))
+    return (f"as wanted, unchanged since gpuhost's run{when}: {counts['file']} files, "
+            f"{counts['pkg']} packages, {counts['unit']} units")

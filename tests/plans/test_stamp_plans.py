@@ -1,0 +1,49 @@
+"""The fast path in the command plan (issue 27 item 7): a converged host whose stamp shows
+it unchanged since gpuhost's last run gets no command at all; the same host with one file
+changed by hand is walked role by role, and the run ends by recording a new stamp."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.plans import plan_runner
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+RECORD = "record the converged stamp /var/lib/gpuhost/converged (roles/stamp.py)"
+
+
+def run_plan(scenario: str, extra: dict) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, GPUHOST_PLAN_DATA=json.dumps(extra), PYINFRA_PROGRESS="off")
+    return plan_runner.run([sys.executable, str(HERE / "harness.py"), scenario,
+                            "deploys/gpu_host.py"], cwd=ROOT, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("scenario", ["debian12", "ol9-uek8"])
+def test_an_unchanged_converged_host_gets_no_command(scenario):
+    result = run_plan(scenario, {"plan_stamp": "valid"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == "", result.stdout[-3000:]
+
+
+def test_full_check_walks_every_role_of_the_same_host():
+    """(This harness answers the roles' own facts as a bare host would, so the walk plans
+    commands; on a real converged host it changes nothing: tests/integration/test_gpu_host.py.)"""
+    result = run_plan("debian12", {"plan_stamp": "valid", "full_check": True})
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) > 20 and lines[-1] == RECORD, result.stdout[-2000:]
+
+
+def test_a_hand_edited_file_walks_every_role_and_records_a_new_stamp():
+    result = run_plan("debian12", {"plan_stamp": "stale"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) > 20 and lines[-1] == RECORD, result.stdout[-2000:]
+    assert not any(line.startswith("FAILED") for line in lines)

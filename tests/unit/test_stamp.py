@@ -1,0 +1,161 @@
+"""The converged stamp (gpuhost/stamp.py): its section, its parser and the fast path's
+judgement. The witness script runs here in this machine's own ``sh`` against its own files
+(what it prints is only checked for form: tests/integration/test_gpu_host.py checks it on
+real hosts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuhost import settings, stamp
+from gpuhost.facts import parsers
+from gpuhost.facts.assemble import host_state
+from gpuhost.facts.script import ALL_SECTIONS, SECTIONS, build_script
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plans"))
+import scenarios  # noqa: E402
+
+THEN = ["file /etc/docker/daemon.json " + "a" * 64, "kernel 6.1.0-56-amd64",
+        "pkg docker-ce 5:28.5.1-1~debian.12~bookworm ii", "unit docker.service enabled active"]
+
+
+def _stamp(then: list[str], now: list[str], digest: str = "d" * 64) -> str:
+    return ("gpuhost-converged 1\ndigest " + digest + "\nversion 0.1.0\nwritten 1795811723\n--\n"
+            + "\n".join(then) + f"\n{stamp.NOW}\n" + "\n".join(now) + "\n")
+
+
+def test_a_host_without_a_stamp_has_none_and_is_stale():
+    assert stamp.parse(3, "") is None
+    assert stamp.parse(None, "") is None
+    assert stamp.stale(None, "d" * 64) == ["no stamp of a successful gpuhost run"]
+
+
+def test_an_unchanged_host_with_the_same_digest_is_not_stale():
+    parsed = stamp.parse(0, _stamp(THEN, list(reversed(THEN))))
+    assert parsed["format"] == stamp.FORMAT and parsed["version"] == "0.1.0"
+    assert parsed["then"] == parsed["now"] == sorted(THEN)
+    assert stamp.stale(parsed, "d" * 64) == []
+    assert stamp.summary(parsed) == ("as wanted, unchanged since gpuhost's run of 2026-11-27 "
+                                     "20:35 UTC: 1 files, 1 packages, 1 units")
+
+
+def test_another_digest_is_stale_whatever_the_witness():
+    parsed = stamp.parse(0, _stamp(THEN, THEN))
+    assert stamp.stale(parsed, "e" * 64) == ["settings or gpuhost's code changed since the last run"]
+
+
+def test_every_kind_of_difference_is_named():
+    now = ["file /etc/docker/daemon.json " + "b" * 64, "file /etc/apt/sources.list.d/x.list "
+           + "c" * 64, "kernel 6.1.0-57-amd64", "unit docker.service enabled inactive"]
+    found = stamp.stale(stamp.parse(0, _stamp(THEN, now)), "d" * 64)
+    assert found == ["new file /etc/apt/sources.list.d/x.list", "/etc/docker/daemon.json changed",
+                     "kernel: 6.1.0-56-amd64 -> 6.1.0-57-amd64", "pkg docker-ce is gone",
+                     "unit docker.service: enabled active -> enabled inactive"]
+
+
+def test_a_stamp_of_another_format_or_cut_short_is_stale():
+    assert stamp.stale(stamp.parse(0, "gpuhost-converged 9\ndigest x\n"), "x") == [
+        "a stamp gpuhost cannot read ('gpuhost-converged 9')"]
+    cut = stamp.parse(0, "gpuhost-converged 1\ndigest " + "d" * 64 + "\n")
+    assert cut["then"] == [] and cut["now"] == []
+
+
+def _settings(**extra):
+    data = scenarios.host_data("debian12", {})
+    data = {k: v for k, v in data.items() if not k.startswith(("plan_", "fake_"))}
+    return settings.resolve({**data, **extra})
+
+
+def test_the_digest_follows_the_settings_but_not_full_check(tmp_path):
+    base = stamp.run_digest(_settings())
+    assert stamp.run_digest(_settings()) == base
+    assert stamp.run_digest(_settings(full_check=True)) == base
+    assert stamp.run_digest(_settings(nvidia_persistenced=False)) != base
+    config = tmp_path / "mig.yaml"
+    config.write_text("version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n"
+                      "      mig-enabled: false\n")
+    with_file = stamp.run_digest(_settings(mig_config_file=str(config)))
+    config.write_text(config.read_text() + "# edited\n")
+    assert stamp.run_digest(_settings(mig_config_file=str(config))) != with_file
+
+
+def test_the_digest_covers_gpuhosts_code(monkeypatch):
+    base = stamp.run_digest(_settings())
+    monkeypatch.setattr(stamp, "code_digest", lambda: "0" * 64)
+    assert stamp.run_digest(_settings()) != base
+    assert "full_check" in {f.name for f in dataclasses.fields(settings.Settings)}
+
+
+def test_the_composite_fact_carries_the_stamp_section_last():
+    assert ALL_SECTIONS[-1] == "stamp"
+    state = host_state(parsers.split_sections(scenarios.bare_output("debian12") + "\n"))
+    assert state["stamp"] is None
+
+
+def _sh(script: str) -> str:
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_witness_script_runs_in_a_posix_shell_and_prints_only_witness_lines():
+    out = _sh(f"_gh_dpkg=$( ({SECTIONS['dpkg']}) 2>&1); _gh_rpm=$( ({SECTIONS['rpm']}) 2>&1); "
+              + stamp.WITNESS)
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert lines[0].startswith("kernel ")
+    kinds = {line.split()[0] for line in lines}
+    assert kinds <= {"kernel", "file", "cache", "pkg", "unit"}, kinds
+    for line in lines:
+        if line.startswith("file "):
+            path, digest = line.split()[1:]
+            assert path.startswith("/") and len(digest) == 64
+
+
+def test_the_section_of_a_host_with_a_stamp_reads_back_through_build_script(tmp_path):
+    """The stamp section as the composite fact runs it, with the stamp's path moved to a
+    temporary file: the stamp, the marker, the witness of now."""
+    fake = tmp_path / "converged"
+    fake.write_text(_stamp(THEN, []).split(f"{stamp.NOW}")[0])
+    script = build_script(("dpkg", "rpm", "stamp")).replace(stamp.PATH, str(fake))
+    parsed = stamp.parse(*_section(_sh(script), "stamp"))
+    assert parsed["then"] == sorted(THEN)
+    assert parsed["now"] and parsed["now"][0].startswith(("cache", "file", "kernel"))
+
+
+def _section(out: str, name: str) -> tuple[int, str]:
+    entry = parsers.split_sections(out)[name]
+    return entry["rc"], entry["out"]
+
+
+@pytest.mark.parametrize("kind", ["file", "pkg", "unit", "kernel"])
+def test_a_line_that_appears_or_goes_is_a_difference(kind):
+    line = {"file": "file /x " + "0" * 64, "pkg": "pkg a 1 ii", "unit": "unit a.service x y",
+            "kernel": "kernel 1"}[kind]
+    assert stamp.differences([], [line]) and stamp.differences([line], [])
+    assert stamp.differences([line], [line]) == []
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "plans" / "golden"
+
+
+def test_every_file_a_golden_plan_writes_is_in_the_witness():
+    """A file gpuhost writes outside the witness would let a hand edit of it go unseen by the
+    fast path (docs/converged.md, "Limits")."""
+    import fnmatch
+    import re
+
+    written = set()
+    for plan in GOLDEN.glob("*.plan"):
+        for line in plan.read_text().splitlines():
+            target = re.match(r"^(?:upload|mv -f \S+) (\S+)$", line)
+            if target:
+                written.add(target.group(1).removesuffix(".gpuhost-new"))
+    assert len(written) > 15, written
+    globs = (*stamp.WITNESS_FILES, stamp.CACHE_FILES)
+    unwatched = sorted(p for p in written if not any(fnmatch.fnmatch(p, g) for g in globs))
+    assert unwatched == [], unwatched
