@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuhost.facts import boot_parsers, parsers
-from gpuhost.facts.dkms_names import is_nvidia_module
+from gpuhost.dkms_names import is_nvidia_module
 from gpuhost.facts.sections import NOT_INSTALLED, Sections, installed_specs, is_installed, ok, section
 from gpuhost import distro
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuhost.facts.dkms_names import is_nvidia_module
+from gpuhost.dkms_names import is_nvidia_module
 
 
 def cert_der(data: bytes) -> bytes:

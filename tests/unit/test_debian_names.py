@@ -141,7 +141,7 @@ def test_the_driver_fact_sees_nvidias_open_module_package_on_debian12():
 def test_the_dkms_check_counts_every_name_the_nvidia_module_is_registered_under(module):
     """Debian's own packaging registers nvidia-current / nvidia-current-open; the next boot's
     module must be seen under those names too (boot.next_boot_module, the reboot gate)."""
-    from gpuhost.facts.dkms_names import is_nvidia_module
+    from gpuhost.dkms_names import is_nvidia_module
     from gpuhost import boot
     assert is_nvidia_module(module)
     assert boot.dkms_builds_nvidia({"dkms": [{"module": module, "version": "580.95.05",
@@ -151,7 +151,7 @@ def test_the_dkms_check_counts_every_name_the_nvidia_module_is_registered_under(
 
 @pytest.mark.parametrize("module", ["nvidia-fs", "gdrdrv", "nvidia-peermem", "nvidia-current-x"])
 def test_the_dkms_check_ignores_other_modules(module):
-    from gpuhost.facts.dkms_names import is_nvidia_module
+    from gpuhost.dkms_names import is_nvidia_module
     assert not is_nvidia_module(module)
 
 

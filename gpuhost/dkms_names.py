@@ -1,6 +1,7 @@
 """Which ``dkms status`` module names are the NVIDIA kernel module (issue 23 item 5).
 
-Pure: used by the fact assembly and by gpuhost.boot.
+Pure: used by the fact assembly (``gpuhost.facts.assemble_kernel``) and by ``gpuhost.boot``;
+it lives in ``gpuhost/`` so the facts layer imports from ``gpuhost`` and not the other way round.
 """
 
 from __future__ import annotations
