@@ -147,21 +147,32 @@ def stale(stamp: Mapping[str, Any] | None, digest: str) -> list[str]:
 
 @cache
 def code_digest() -> str:
-    """sha256 over gpuhost's own code and data (every file of the installed or checked-out
-    packages ``gpuhost``, ``gpuhost.facts``, ``gpuhost.roles``, ``gpuhost.deploys``)."""
+    """sha256 over gpuhost's own code and data: every ``.py`` file of the packages
+    ``gpuhost``, ``gpuhost.facts``, ``gpuhost.roles``, ``gpuhost.deploys`` and the tables in
+    ``gpuhost/data``, each named by its path inside the package (so the same code gives the
+    same digest in a checkout and in an installed wheel, whose folders are laid out apart)."""
     import gpuhost.deploys
     import gpuhost.facts
     import gpuhost.roles
 
-    roots = {Path(__file__).resolve().parent}
-    roots |= {Path(module.__file__).resolve().parent
-              for module in (gpuhost.facts, gpuhost.roles, gpuhost.deploys)}
-    files = sorted({path for root in roots for path in root.rglob("*")
-                    if path.is_file() and "__pycache__" not in path.parts
-                    and path.suffix not in (".pyc", ".pyo")})
+    core = Path(__file__).resolve().parent
+    roots = {"gpuhost": core}
+    roots.update({module.__name__: Path(module.__file__).resolve().parent
+                  for module in (gpuhost.facts, gpuhost.roles, gpuhost.deploys)})
+    nested = {path for name, path in roots.items() if name != "gpuhost"}
+    files: dict[str, bytes] = {}
+    for name, root in roots.items():
+        for path in root.rglob("*"):
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            if name == "gpuhost" and any(parent in nested for parent in path.parents):
+                continue  # a wheel nests the other packages inside gpuhost/
+            relative = path.relative_to(root).as_posix()
+            if path.suffix == ".py" or (name == "gpuhost" and relative.startswith("data/")):
+                files[f"{name}/{relative}"] = hashlib.sha256(path.read_bytes()).digest()
     digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    for key in sorted(files):
+        digest.update(key.encode() + b"\0" + files[key])
     return digest.hexdigest()
 
 

@@ -5,7 +5,17 @@ host:
 * a two-line deploy file of the user's (``from gpuhost.deploys.api import gpu_host`` and a
   call with a keyword setting) runs: pyinfra exits 0, the host's state fact ran;
 * ``pyinfra INV fact gpuhost.facts.nvidia.NvidiaDriver`` answers the loaded driver;
-* ``gpuhost audit INV`` prints the host's row.
+* ``gpuhost audit INV`` prints the host's row;
+* a mixed inventory (a ``gpus`` group and a ``web`` group whose host has no gpuhost setting)
+  with the user's deploy ``if "gpus" in host.groups: gpu_host(...)`` runs gpuhost for the
+  GPU group only: exit 0, no gpuhost message about the web host, no operation on it (and
+  the same deploy without the ``if`` stops, naming the web host: the check can fail); the
+  checkout's own ``pyinfra INV deploys/gpu_host.py --limit gpus`` does the same.
+
+The fleet is test_health_audit's and test_metrics' spec (4 converged hosts: gpu-01, gpu-02,
+ol8-03, ol9-04), so a pytest process that runs two of these modules converges the fleet
+once and boots the others from its snapshot (conftest.py, ``provide_fleet``); gpu-02 is
+the mixed inventory's web host.
 
 No network: the wheel is built without build isolation and installed with ``--no-deps``;
 the new virtualenv sees the checkout virtualenv's site-packages through a ``.pth`` line
@@ -33,8 +43,12 @@ PYTHON = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 PACKAGED = ("pyproject.toml", "README.md", "gpuhost", "facts", "roles", "deploys")
 
+# the same spec as test_health_audit and test_metrics: one converged snapshot for all three
 pytestmark = [pytest.mark.integration,
-              pytest.mark.fleet(hosts=1, ol=0, docker_hosts=0, state="converged")]
+              pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, state="converged")]
+# the only keys the mixed inventory's web host has: how to reach it, nothing of gpuhost's
+CONNECTION = ("ssh_hostname", "ssh_port", "ssh_user", "ssh_key", "ssh_known_hosts_file",
+              "ssh_strict_host_key_checking", "ssh_allow_agent", "ssh_look_for_keys")
 
 
 def _run(argv: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -93,6 +107,17 @@ def user_dir(fleet, tmp_path_factory) -> tuple[Path, str, str]:
         from gpuhost.deploys.api import gpu_host
         gpu_host()
     """))
+    # a mixed inventory: the GPU host, and a web server (the fleet's second host under its
+    # own name) with nothing but its SSH connection data
+    _, web_data = hosts[1]
+    web = {key: web_data[key] for key in CONNECTION}
+    (home / "mixed.py").write_text(f"gpus = ([({name!r}, {data!r})], {group_data!r})\n"
+                                   f"web = ([('web-01', {web!r})], {{}})\n")
+    for deploy, call in (("gpus_only.py", 'if "gpus" in host.groups:\n    gpu_host'),
+                         ("every_host.py", "gpu_host")):
+        (home / deploy).write_text("from pyinfra import host\n"
+                                   "from gpuhost.deploys.api import gpu_host\n"
+                                   f"{call}(nvidia_driver_version={version!r})\n")
     return home, name, version
 
 
@@ -109,14 +134,23 @@ def test_installed_gpuhost_runs_from_the_users_directory(installed, user_dir):
     site = str(installed.parents[1])
     assert all(line.startswith(site) for line in where.stdout.splitlines()), where.stdout
 
-    # the user's deploy file: its keyword setting is the only nvidia_driver_version
+    # the user's deploy file: its keyword setting is the only nvidia_driver_version. The
+    # snapshot's stamp was recorded by the checkout's code: the wheel's same code has the same
+    # digest (gpuhost.stamp.code_digest), so the converged host is one read, one operation
     deploy = _run([python, "-m", "pyinfra", "-y", "-v", "inv.py", "my_deploy.py"], cwd=home,
                   timeout=900)
     said = _said(deploy)
     assert deploy.returncode == 0, said[-4000:]
     assert f"[{name}] Loaded fact gpuhost.facts.host.GpuHostState" in said, said[-4000:]
-    # pyinfra's -v results (Operation, Hosts, Success, Error, No Change): every operation
-    # of gpu_host ran on the converged host without a change or an error
+    assert f"[{name}] gpuhost: as wanted, unchanged since gpuhost's run" in said, said[-4000:]
+    # pyinfra's -v results (Operation, Hosts, Success, Error, No Change)
+    total = re.search(r"^\s*Grand total\s+(\d+)\s+-\s+-\s+(\d+)\s*$", said, re.M)
+    assert total and total[1] == total[2] == "1", said[-3000:]
+    # full_check: every operation of gpu_host runs on the converged host, no change, no error
+    full = _run([python, "-m", "pyinfra", "-y", "-v", "inv.py", "my_deploy.py", "--data",
+                 "full_check=true"], cwd=home, timeout=900)
+    said = _said(full)
+    assert full.returncode == 0, said[-4000:]
     total = re.search(r"^\s*Grand total\s+(\d+)\s+-\s+-\s+(\d+)\s*$", said, re.M)
     assert total and total[1] == total[2] and int(total[1]) > 10, said[-3000:]
     assert "gpuhost: GPU host | NVIDIA driver |" in said  # the @deploy's operations
@@ -137,3 +171,68 @@ def test_installed_gpuhost_runs_from_the_users_directory(installed, user_dir):
         audit.stdout[-3000:]
     report = json.loads((home / "audit.json").read_text())
     assert [h["name"] for h in report["hosts"]] == [name]
+
+
+def _results(done: subprocess.CompletedProcess) -> dict:
+    """pyinfra's --json results: {"operations": [{"name", "success", "no_change", "error",
+    ...}], "totals", "failed_hosts"}."""
+    assert done.stdout.lstrip().startswith("{"), _said(done)[-4000:]
+    return json.loads(done.stdout)["results"]
+
+
+def _ran(results: dict) -> set[str]:
+    return {name for op in results["operations"]
+            for name in (*op["success"], *op["no_change"], *op["error"])}
+
+
+def test_a_mixed_inventory_runs_gpuhost_for_the_gpu_group_only(installed, user_dir):
+    """Issue 27, "done when": a mixed inventory (GPU hosts plus hosts without any gpuhost
+    setting) runs gpuhost's deploy for the GPU group only, with no error about the other
+    hosts. The web host ``web-01`` is the fleet's second sandbox host under another name,
+    with only SSH connection data (a real host pyinfra connects to and runs the user's
+    deploy file for)."""
+    home, name, _ = user_dir
+    python = str(installed)
+
+    done = _run([python, "-m", "pyinfra", "-y", "mixed.py", "gpus_only.py", "--json"],
+                cwd=home, timeout=900)
+    said = _said(done)
+    assert done.returncode == 0, said[-4000:]
+    # pyinfra connects to web-01 and runs the file for it, which adds no operation: every
+    # line about it is one of these (a gpuhost message would name it too)
+    about_web = {line.strip() for line in said.splitlines() if "web-01" in line}
+    assert about_web <= {"[web-01] Connected", "[web-01] Ready: gpus_only.py",
+                         "[web-01] Skipped"}, said[-4000:]
+    results = _results(done)
+    assert _ran(results) == {name}, results["operations"][:3]
+    ours = [op for op in results["operations"] if op["name"].startswith("gpuhost: GPU host")]
+    assert ours and all(op["error"] == [] for op in ours), ours[:3]
+    assert results["failed_hosts"] == []
+
+    # the premise: gpu_host on the web host too stops the run with gpuhost's message about
+    # web-01 (its settings miss what gpuhost needs), before any operation runs
+    every = _run([python, "-m", "pyinfra", "-y", "mixed.py", "every_host.py"], cwd=home)
+    said = _said(every)
+    assert every.returncode != 0, said[-4000:]
+    # "settings (keyword arguments over the host's inventory data) are invalid, nothing was
+    # changed on any host:" and one line per problem, "  KEY: missing (required): ...  [HOST]"
+    assert "are invalid" in said, said[-4000:]
+    assert re.search(r"^\s+nvidia_local_repo: missing \(required\).*\[web-01\]$", said, re.M), \
+        said[-4000:]
+    assert not re.search(rf"\[{re.escape(name)}\]$", said, re.M), said[-4000:]
+
+
+def test_the_checkouts_deploy_limited_to_the_gpu_group(user_dir):
+    """The same mixed inventory from the checkout, as its README runs a deploy:
+    ``pyinfra INV deploys/gpu_host.py --limit gpus`` (the deploy file provisions every host
+    it runs on, so a mixed inventory names its GPU group)."""
+    home, name, version = user_dir
+    done = _run([str(ROOT / ".venv/bin/pyinfra"), "-y", str(home / "mixed.py"),
+                 "deploys/gpu_host.py", "--limit", "gpus", "--data",
+                 f"nvidia_driver_version={version}", "--json"], cwd=ROOT, timeout=900)
+    said = _said(done)
+    assert done.returncode == 0, said[-4000:]
+    assert "web-01" not in said, said[-4000:]
+    results = _results(done)
+    assert _ran(results) == {name} and results["failed_hosts"] == [], results["operations"][:3]
+    assert results["totals"]["error"] == 0, results["totals"]
