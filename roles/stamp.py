@@ -14,7 +14,7 @@ from importlib import metadata
 from pyinfra import host, logger
 from pyinfra.api import QuoteString, StringCommand, operation
 
-from gpuhost import audit, converged, fabric, stamp
+from gpuhost import audit, cdi, converged, fabric, stamp
 from gpuhost.facts.base import SectionFact
 from gpuhost.facts.script import SECTIONS
 from gpuhost.roles.common import executing, host_data, host_settings, host_state
@@ -50,11 +50,16 @@ def why_not(digest: str) -> list[str]:
         return reasons
     if state["driver"]["state"] != "loaded":
         return [f"driver {state['driver']['state']}"]
+    if not any(gpu["source"] == "nvidia-smi" for gpu in state["gpus"]):
+        return ["the driver is loaded but nvidia-smi lists no GPU"]
     try:
         wanted = audit.desired_settings(host_data(), host.name)
     except audit.AuditError as error:
         return [str(error)]
     reasons = converged.judge(state, wanted).messages()
+    spec = cdi.judge(state)  # a stale spec is refreshed in every mode (roles/cdi.py)
+    if spec["status"] == "stale" and not any(r.startswith("cdi-spec-stale") for r in reasons):
+        reasons.append("stale CDI spec: " + "; ".join(spec["problems"]))
     waiting = fabric.incomplete(state)
     if waiting:
         reasons.append("NVLink fabric not Completed on " + ", ".join(sorted(waiting)))
@@ -114,9 +119,12 @@ def record(digest: str, version: str):
         host.noop("the stamp is recorded after the run")
         return
     found = host.get_fact(ConvergedStamp)
-    if not stamp.stale(found, digest):
+    reasons = stamp.stale(found, digest)
+    if not reasons:
         host.noop(f"{stamp.PATH} is current")
         return
+    logger.info(f"{host.print_prefix}gpuhost records the host as converged ({reasons[0]}"
+                + (f", +{len(reasons) - 1} more" if len(reasons) > 1 else "") + ")")
     yield StringCommand("sh -c", QuoteString(writer_script()), "gpuhost-stamp",
                         QuoteString(digest), QuoteString(version))
 
