@@ -13,6 +13,7 @@ help:
 	@echo "make demo       bring up a sandbox fleet, provision it, print the audit"
 	@echo "make sandbox-up HOSTS=N / make sandbox-down"
 	@echo "make bench      audit speed against the floor and Ansible (20 and 50 hosts)"
+	@echo "make bench-converged  audit and rerun of 4 converged hosts against the floor"
 
 # make setup: .venv from requirements.lock (exact versions, sha256 hashes), then gpuhost itself
 # (editable, no dependencies). Heals: a .venv whose interpreter is missing or broken is made

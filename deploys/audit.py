@@ -20,8 +20,10 @@ Then, as each host's facts arrive:
   is non-zero. Unreachable hosts fail as pyinfra fails them. ``--dry`` shows the failing
   operations without running them (exit 0). Invalid settings or options stop the run
   before any fact is read (exit 1).
-* with ``--data gpuhost_audit_dir=DIR`` (set by ``gpuhost audit``): it writes
-  ``DIR/<id>.json`` = ``{"host"}`` when the host is reached, then ``{"host", "state"}`` or
+* with ``--data gpuhost_audit_dir=DIR`` (set by ``gpuhost audit``): the first host writes
+  ``DIR/fleet.json`` once (the run's hosts, their groups, addresses and audited settings, or
+  every invalid setting: then the run stops before any fact is read); every host writes
+  ``DIR/<id>.json`` = ``{"host"}`` when it is reached, then ``{"host", "state"}`` or
   ``{"host", "error"}``, and adds no operation.
 
 pyinfra parses ``--data cuda=12.4`` as a float, which is accepted; quote CUDA updates as a

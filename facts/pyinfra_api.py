@@ -28,7 +28,7 @@ from pyinfra.operations.util.files import generate_color_diff
 CLI_PARAMS = ("operations", "data", "group_data", "limit", "exclude")
 
 __all__ = ["CLI_PARAMS", "cli_values", "RunShared", "StateStage", "any_changed", "callback_handlers",
-           "color_diff", "executing", "host_failed", "joined", "use_host"]
+           "color_diff", "executing", "host_failed", "in_limit", "joined", "use_host"]
 
 
 def cli_values(params: dict[str, Any]) -> tuple[tuple[Any, ...], ...]:
@@ -52,6 +52,12 @@ def use_host(target: Any):
 def host_failed(state: Any, target: Any) -> bool:
     """Has pyinfra marked ``target`` failed in this run (``state.failed_hosts``)?"""
     return target in state.failed_hosts
+
+
+def in_limit(state: Any, target: Any) -> bool:
+    """Is ``target`` one of this run's hosts: within ``--limit``/``--exclude``, whether or not
+    pyinfra could connect to it (``State.is_host_in_limit``)?"""
+    return state.is_host_in_limit(target)
 
 
 def callback_handlers(state: Any) -> list[Any]:

@@ -1,16 +1,31 @@
 """``gpuhost audit``: the fleet report, its files and its exit status.
 
-1. the hosts and their data, no host contacted: ``pyinfra INVENTORY debug-inventory --json``;
-   ``--cuda`` and every host's audited settings are checked here (exit 1 before any host)
-2. one pyinfra run of ``deploys/audit.py`` with ``--data gpuhost_audit_dir=DIR``: every host
-   it reaches writes ``DIR/<id>.json`` (its ``gpuhost.facts.host.GpuHostState``, one remote command,
-   or why it could not be read; only its name if the run stopped before); a host with no
-   file was never reached
+1. no host contacted: ``--cuda``, the output paths, ``--baseline``, ``--data`` and the
+   inventory path are checked (exit 1)
+2. ONE pyinfra process: ``pyinfra -y INVENTORY deploys/audit.py --data gpuhost_audit_dir=DIR``.
+   The first host's deploy code writes ``DIR/fleet.json`` (``gpuhost.roles.audit.write_fleet``):
+   the run's hosts as pyinfra's own ``--limit``/``--exclude`` select them (reachable or not),
+   their groups, address and audited settings; when any audited setting is invalid it lists
+   them and no host is read (this command exits 1 with them). Then every host it reaches
+   writes ``DIR/<id>.json`` (its ``gpuhost.facts.host.GpuHostState``, one remote command, or
+   why it could not be read; only its name if the run stopped before); a host with no file
+   was never reached
 3. ``gpuhost.audit.build`` -> (``--baseline``: ``gpuhost.baseline.compare``) -> table on
    stdout, ``--json`` / ``--html`` files, ``--prom`` metrics (``gpuhost.prom``), exit
    status ``gpuhost.audit.exit_code`` (0 ok,
    2 drift, 4 unhealthy, 3 failed or unreachable; 1 unusable input, or pyinfra failed before
    any host was audited: a deploy that does not import, an exception on the controller)
+
+Why the deploy writes the inventory (issue 27 item 7), not a read of it in this process
+through pyinfra's API: that read costs this process pyinfra's import (~0.35 s, measured) and
+the inventory's own code a second time, and pyinfra's inventory loader
+(``pyinfra_cli.inventory``) is not public API; the deploy already has pyinfra's own view,
+``--data``, group data and ``--limit`` applied, at no cost. Before this, a second pyinfra
+process (``pyinfra INVENTORY debug-inventory --json``, ~0.7 s) ran first. It still runs, as
+the only fallback, when no host ran the audit deploy (every host unreachable: pyinfra stops
+with "No hosts remaining!" before any deploy code; ``--limit`` matched no host; pyinfra
+failed first): then there is no ``fleet.json``, and that read names the hosts, their
+addresses and settings, so those reports and exit statuses are as before.
 
 ``gpuhost report merge SHARD.json...`` (``merge()``) reads shards' documents instead of
 running pyinfra, then does step 3 the same way (``gpuhost.merge``).
@@ -48,6 +63,7 @@ from gpuhost.cli import (
 
 DEPLOY = "audit.py"  # in gpuhost.deploys (cli.deploy_file)
 DIR_KEY = "gpuhost_audit_dir"  # read by deploys/audit.py
+FLEET_FILE = "fleet.json"  # written into DIR by gpuhost.roles.audit.write_fleet
 
 
 def _output_path(value: str | None, option: str) -> Path | None:
@@ -75,10 +91,28 @@ def desired_for(hosts: list[dict]) -> dict[str, dict[str, Any]]:
     return desired
 
 
+def read_fleet(directory: Path) -> dict[str, Any] | None:
+    """``DIR/fleet.json`` as ``gpuhost.roles.audit.write_fleet`` wrote it (``{"hosts":
+    [{"name", "groups", "data", "desired"}], "problems": [...]}``), or None when no host ran
+    the audit deploy (or the file is not that)."""
+    try:
+        fleet = json.loads((directory / FLEET_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(fleet, dict) or not isinstance(fleet.get("hosts"), list)
+            or not isinstance(fleet.get("problems"), list)
+            or not all(isinstance(h, dict) and isinstance(h.get("name"), str)
+                       for h in fleet["hosts"])):
+        return None
+    return fleet
+
+
 def read_results(directory: Path) -> dict[str, dict[str, Any]]:
     """The per-host files ``deploys/audit.py`` wrote: host name -> its record."""
     records = {}
     for file in sorted(directory.glob("*.json")):
+        if file.name == FLEET_FILE:
+            continue
         try:
             record = json.loads(file.read_text(encoding="utf-8"))
         except ValueError:
@@ -240,6 +274,17 @@ def merge(args: argparse.Namespace) -> int:
     return finish(document, args, previous)
 
 
+def _fallback_hosts(pyinfra: list[str], inventory: str, args: argparse.Namespace,
+                    ) -> tuple[list[dict], dict[str, dict[str, Any]]]:
+    """The selected hosts and their audited settings from ``pyinfra debug-inventory`` (a
+    second pyinfra process): only when no host ran the audit deploy (no ``fleet.json``)."""
+    hosts = select_hosts(read_inventory(pyinfra, inventory, args.data), args.limit)
+    if not hosts:
+        raise CliError(f"no host of {args.inventory} matches --limit {' '.join(args.limit)}"
+                       if args.limit else f"no host in {args.inventory}")
+    return hosts, desired_for(hosts)
+
+
 def run(args: argparse.Namespace) -> int:
     err = sys.stderr
     try:
@@ -254,19 +299,29 @@ def run(args: argparse.Namespace) -> int:
         pyinfra = pyinfra_command(args.pyinfra)
         inventory = inventory_path(args.inventory)
         extra = data_args(args.data)
-        hosts = select_hosts(read_inventory(pyinfra, inventory, args.data), args.limit)
-        if not hosts:
-            raise CliError(f"no host of {args.inventory} matches --limit {' '.join(args.limit)}")
-        desired = desired_for(hosts)
+        deploy = deploy_file(DEPLOY)
     except (CliError, audit.AuditError) as error:
         print(f"gpuhost audit: {error}\nNothing was read from any host.", file=err)
         return audit.EXIT_USAGE
     output: list[str] = []
     with tempfile.TemporaryDirectory(prefix="gpuhost-audit-") as directory:
-        code, _ = run_pyinfra([*pyinfra, "-y", inventory, deploy_file(DEPLOY), *limit_args(args.limit),
+        code, _ = run_pyinfra([*pyinfra, "-y", inventory, deploy, *limit_args(args.limit),
                                "--data", f"{DIR_KEY}={directory}", *extra], out=err,
                               lines=output)
+        fleet = read_fleet(Path(directory))
         records = read_results(Path(directory))
+    try:
+        if fleet is None:  # no host ran the deploy: unreachable, no host selected, a crash
+            hosts, desired = _fallback_hosts(pyinfra, inventory, args)
+        elif fleet["problems"]:
+            raise audit.AuditError("invalid settings for the audit:\n"
+                                   + "\n".join(fleet["problems"]))
+        else:
+            hosts = fleet["hosts"]
+            desired = {entry["name"]: entry["desired"] for entry in hosts}
+    except (CliError, audit.AuditError) as error:
+        print(f"gpuhost audit: {error}\nNothing was read from any host.", file=err)
+        return audit.EXIT_USAGE
     unreachable = connect_errors(output, {entry["name"] for entry in hosts})
     failure = pyinfra_failure(code, hosts, records, unreachable, output)
     if failure:

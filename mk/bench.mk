@@ -12,3 +12,13 @@ BENCH_ANSIBLE_RUNS ?= 3
 bench: deps setup
 	$(PY) bench/run.py --sizes $(BENCH_SIZES) --runs $(BENCH_RUNS) \
 	  --ansible-runs $(BENCH_ANSIBLE_RUNS) --out bench/results/latest.md
+
+# make bench-converged: on 4 converged sandbox hosts (3 Debian 12, 1 Oracle Linux 8; a
+# private fleet, never the developers' own), `gpuhost audit` and a converged rerun of
+# deploys/gpu_host.py against the floor, and their remote commands per host (issue 27 item 7).
+# Results: bench/results/converged.md. Needs root. A few minutes.
+BENCH_CONVERGED_RUNS ?= 3
+
+.PHONY: bench-converged
+bench-converged: deps setup
+	$(PY) bench/converged.py --runs $(BENCH_CONVERGED_RUNS) --out bench/results/converged.md

@@ -1,13 +1,22 @@
 """The read-only audit of one host, as pyinfra deploy code (run by deploys/audit.py and
-``gpuhost.deploys.api.audit``; the deploy's docstring says what it does)."""
+``gpuhost.deploys.api.audit``; the deploy's docstring says what it does).
+
+With ``--data gpuhost_audit_dir=DIR`` (``gpuhost audit``) the first host of the run also
+writes ``DIR/fleet.json`` (``write_fleet``): the hosts of this run (pyinfra's ``--limit``),
+their groups, address and audited settings, or every invalid audited setting, in which case
+no host is read. The CLI reads it after the run instead of asking pyinfra for the inventory
+in a second process.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import weakref
 
-from pyinfra import host, state
+from pyinfra import host, inventory, state
+from pyinfra.api import State
 from pyinfra.api.exceptions import FactProcessError, PyinfraError
 from pyinfra.facts.server import Command
 from pyinfra.operations import python
@@ -17,7 +26,11 @@ from gpuhost.facts import pyinfra_api
 from gpuhost.facts.host import GpuHostState
 
 DIR_KEY = "gpuhost_audit_dir"
+FLEET_FILE = "fleet.json"  # in DIR, beside the per-host records (which carry "host")
 REPORT_KEYS = ("audit_json", "audit_html")
+# the problems write_fleet found, once per run (per pyinfra State, gone with it); not
+# roles.common.run_cache: importing roles.common costs the audit's pyinfra run ~0.1 s
+_FLEETS: weakref.WeakKeyDictionary[State, list[str]] = weakref.WeakKeyDictionary()
 
 
 class AuditProblem(Exception):
@@ -48,6 +61,42 @@ def write_record(directory: str, record: dict) -> None:
     os.replace(f"{path}.tmp", path)
 
 
+def fleet_record(entries: list[tuple[str, list[str], dict]]) -> dict:
+    """What ``gpuhost audit`` needs of this run's hosts, pure: ``entries`` are (name, groups,
+    data) in inventory order. ``{"hosts": [{"name", "groups", "data": {"ssh_hostname",
+    "ssh_port"}, "desired"}], "problems": [...]}``; ``problems`` lists every invalid audited
+    setting of every host (``audit.desired_settings``), ``desired`` is None for such a host."""
+    hosts, problems = [], []
+    for name, groups, data in entries:
+        entry = {"name": name, "groups": list(groups), "desired": None,
+                 "data": {key: data.get(key) for key in ("ssh_hostname", "ssh_port")}}
+        try:
+            entry["desired"] = audit.desired_settings(data, name)
+        except audit.AuditError as error:
+            problems += str(error).splitlines()[1:]
+        hosts.append(entry)
+    return {"hosts": hosts, "problems": problems}
+
+
+def write_fleet(directory: str, data: dict) -> list[str]:
+    """Once per run: ``DIR/fleet.json`` (``fleet_record``) of the hosts pyinfra runs on
+    (within ``--limit``/``--exclude``, reachable or not; ``data`` is the current host's);
+    returns the problems. The first host's deploy code writes it before any host is read
+    (pyinfra prepares hosts in greenlets; nothing here yields to another one)."""
+    run = host.state
+    if run not in _FLEETS:
+        entries = [(other.name, list(other.groups or ()),
+                    data if other.name == host.name else other.data.dict())
+                   for other in inventory if pyinfra_api.in_limit(run, other)]
+        record = fleet_record(entries)
+        path = os.path.join(directory, FLEET_FILE)
+        with open(f"{path}.tmp", "w", encoding="utf-8") as handle:
+            json.dump(record, handle, default=str)
+        os.replace(f"{path}.tmp", path)
+        _FLEETS[run] = record["problems"]
+    return _FLEETS[run]
+
+
 def row_lines(entry: dict) -> list[str]:
     """One host's row (the report's columns) and its problems."""
     cells = report.row(entry)
@@ -72,6 +121,9 @@ def audit_host(overrides: dict | None = None) -> None:
     data = {**host.data.dict(), **(overrides or {})}
     directory = data.get(DIR_KEY)
     if directory:
+        if write_fleet(str(directory), data):  # gpuhost audit prints them; no host is read
+            raise PyinfraError("invalid settings for the audit (gpuhost audit lists them). "
+                               "Nothing was read from any host.")
         write_record(str(directory), {})  # reached: without a result it counts as failed
         state, error = read_state()
         write_record(str(directory), {"state": state} if error is None else {"error": error})

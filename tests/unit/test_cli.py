@@ -17,6 +17,7 @@ import pytest
 from gpuhost.facts.host import GpuHostState
 from gpuhost.facts.script import ALL_SECTIONS, MARKER
 from gpuhost import cli, cli_audit, cli_upgrade, rollout
+from gpuhost.roles import audit as audit_role
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else sys.executable
@@ -107,11 +108,15 @@ STATE_OK = GpuHostState().process(INSTALLED.splitlines())  # driver 570.172.08 l
 
 
 class FakeAuditPyinfra:
-    """Stands in for read_inventory and run_pyinfra: writes the per-host files that
-    deploys/audit.py would write into --data gpuhost_audit_dir=DIR."""
+    """Stands in for pyinfra (run_pyinfra, and read_inventory: the fallback's second
+    process): writes what deploys/audit.py would write into --data gpuhost_audit_dir=DIR,
+    the run's fleet.json (``roles.audit.fleet_record`` of the --limit hosts) once any of
+    them is ``connected``, then the per-host records."""
 
-    def __init__(self, hosts, records):
+    def __init__(self, hosts, records, connected=None):
         self.hosts, self.records, self.calls = hosts, records, []
+        self.connected = ({r["host"] for r in records} if connected is None
+                          else set(connected))
 
     def read_inventory(self, pyinfra, inventory, data=()):
         self.calls.append(("inventory", list(data)))
@@ -120,18 +125,25 @@ class FakeAuditPyinfra:
     def run_pyinfra(self, argv, out=None, capture_json=False, lines=None):
         self.calls.append(("run", argv))
         directory = next(a.split("=", 1)[1] for a in argv if a.startswith("gpuhost_audit_dir="))
+        limits = [argv[i + 1] for i, a in enumerate(argv) if a == "--limit"]
+        selected = cli.select_hosts(self.hosts, limits)
+        if any(entry["name"] in self.connected for entry in selected):  # the deploy runs
+            fleet = audit_role.fleet_record([(h["name"], h["groups"], h["data"])
+                                             for h in selected])
+            Path(directory, audit_role.FLEET_FILE).write_text(json.dumps(fleet))
+            if fleet["problems"]:
+                return 1, None  # no host is read
         for number, record in enumerate(self.records):
             Path(directory, f"{number}.json").write_text(json.dumps(record))
-        reached = {record["host"] for record in self.records}
-        for entry in self.hosts:  # pyinfra's line for a host it could not connect to
-            if entry["name"] not in reached and lines is not None:
+        for entry in selected:  # pyinfra's line for a host it could not connect to
+            if entry["name"] not in self.connected and lines is not None:
                 lines.append(f"    [{entry['name']}] Could not connect ([Errno None] Unable "
                              "to connect to port 2222)")
         return 1, None
 
 
-def use_fake(monkeypatch, hosts, records, drift_for=()):
-    fake = FakeAuditPyinfra(hosts, records)
+def use_fake(monkeypatch, hosts, records, connected=None):
+    fake = FakeAuditPyinfra(hosts, records, connected)
     monkeypatch.setattr(cli_audit, "read_inventory", fake.read_inventory)
     monkeypatch.setattr(cli_audit, "run_pyinfra", fake.run_pyinfra)
 
@@ -153,10 +165,18 @@ def test_audit_every_host_matches_exit_0(monkeypatch, tmp_path, capsys):
     fake = use_fake(monkeypatch, two_hosts(), [{"host": "a", "state": STATE_OK},
                                                {"host": "b", "state": STATE_OK}])
     assert audit(tmp_path, "--limit", "a", "--limit", "b", "--data", "k=v") == 0
-    run = fake.calls[1][1]
+    assert [call[0] for call in fake.calls] == ["run"]  # one pyinfra process, nothing else
+    run = fake.calls[0][1]
     assert run[-6:-4] == ["--limit", "b"] and run[-2:] == ["--data", "k=v"]
     assert str(ROOT / "deploys" / "audit.py") in run and "-y" in run  # the deploy by its path
-    assert fake.calls[0] == ("inventory", ["k=v"])  # --data reaches the host data too
+
+
+def test_audit_reports_the_hosts_of_the_deploys_fleet_file(monkeypatch, tmp_path, capsys):
+    fake = use_fake(monkeypatch, two_hosts(), [{"host": "b", "state": STATE_OK}])
+    out = tmp_path / "r.json"
+    assert audit(tmp_path, "--limit", "b", "--json", str(out)) == 0
+    assert [call[0] for call in fake.calls] == ["run"]
+    assert [h["name"] for h in json.loads(out.read_text())["hosts"]] == ["b"]
 
 
 def test_audit_drift_exit_2_and_files_written(monkeypatch, tmp_path, capsys):
@@ -187,7 +207,6 @@ def test_a_started_host_without_result_is_failed(monkeypatch, tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--cuda", "11.9"], "unknown CUDA version"),
     (["--json", "/nonexistent/dir/a.json"], "does not exist"),
-    (["--limit", "nohost"], "matches --limit nohost"),
     (["--data", "novalue"], "KEY=VALUE"),
 ])
 def test_audit_usage_errors_exit_1_before_pyinfra_runs(monkeypatch, tmp_path, capsys, args,
@@ -196,17 +215,55 @@ def test_audit_usage_errors_exit_1_before_pyinfra_runs(monkeypatch, tmp_path, ca
     assert audit(tmp_path, *args) == 1
     err = capsys.readouterr().err
     assert message in err and "Nothing was read from any host" in err
-    assert not [c for c in fake.calls if c[0] == "run"]
+    assert not fake.calls
+
+
+def test_audit_limit_matching_no_host_exit_1(monkeypatch, tmp_path, capsys):
+    # pyinfra runs (and contacts no host: its limit is empty), no deploy writes fleet.json,
+    # so the fallback reads the inventory to say so
+    fake = use_fake(monkeypatch, two_hosts(), [])
+    assert audit(tmp_path, "--limit", "nohost") == 1
+    err = capsys.readouterr().err
+    assert "matches --limit nohost" in err and "Nothing was read from any host" in err
+    assert [call[0] for call in fake.calls] == ["run", "inventory"]
+
+
+def test_audit_every_host_unreachable_falls_back_to_reading_the_inventory(
+        monkeypatch, tmp_path, capsys):
+    fake = use_fake(monkeypatch, two_hosts(nvidia_driver_version="550.163.01"), [])
+    out = tmp_path / "r.json"
+    assert audit(tmp_path, "--json", str(out)) == 3
+    text = " ".join(capsys.readouterr().out.split())
+    assert "b unreachable cannot connect to 10.0.0.2 port 2222" in text
+    assert [call[0] for call in fake.calls] == ["run", "inventory"]
+    hosts = {h["name"]: h for h in json.loads(out.read_text())["hosts"]}
+    assert hosts["a"]["desired"]["nvidia_driver_version"] == "550.163.01"
 
 
 def test_audit_invalid_settings_of_every_host_exit_1(monkeypatch, tmp_path, capsys):
     hosts = [{"name": "a", "groups": [], "data": {"nvidia_driver_version": 570}},
-             {"name": "b", "groups": [], "data": {"mig_mode": "sometimes"}}]
-    fake = use_fake(monkeypatch, hosts, [])
-    assert audit(tmp_path) == 1
+             {"name": "b", "groups": [], "data": {"mig_mode": "sometimes"}},
+             {"name": "c", "groups": [], "data": {"mig_mode": "never-checked"}}]
+    fake = use_fake(monkeypatch, hosts, [], connected={"a", "b"})
+    assert audit(tmp_path, "--limit", "a", "--limit", "b") == 1  # c: not in this run
     err = capsys.readouterr().err
-    assert "a: nvidia_driver_version" in err and "b: mig_mode" in err
-    assert not [c for c in fake.calls if c[0] == "run"]
+    assert "a: nvidia_driver_version" in err and "b: mig_mode" in err and "c:" not in err
+    assert "Nothing was read from any host" in err
+    assert [call[0] for call in fake.calls] == ["run"]  # the deploy stopped before any read
+
+
+def test_fleet_record_lists_every_invalid_setting_and_each_hosts_settings():
+    fleet = audit_role.fleet_record([
+        ("a", ["gpu"], {"nvidia_driver_version": "570.172.08", "ssh_hostname": "10.0.0.1"}),
+        ("b", [], {"mig_mode": "sometimes"})])
+    assert [h["name"] for h in fleet["hosts"]] == ["a", "b"]
+    first = fleet["hosts"][0]
+    assert first["groups"] == ["gpu"] and first["data"] == {"ssh_hostname": "10.0.0.1",
+                                                            "ssh_port": None}
+    assert first["desired"]["nvidia_driver_version"] == "570.172.08"
+    assert fleet["hosts"][1]["desired"] is None
+    assert len(fleet["problems"]) == 1 and "b: mig_mode" in fleet["problems"][0]
+    json.dumps(fleet)  # what write_fleet writes
 
 
 def test_missing_inventory_file_exit_1(capsys):

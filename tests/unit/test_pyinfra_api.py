@@ -52,6 +52,21 @@ def test_failed_hosts_and_callback_handlers_are_state_attributes():
     assert handler in pyinfra_api.callback_handlers(state)
 
 
+def test_is_host_in_limit_follows_the_state_limit():
+    from pyinfra.api import Inventory, State
+
+    from gpuhost.facts import pyinfra_api
+
+    inventory = Inventory((["one", "two"], {}))
+    state = State(inventory=inventory)
+    one, two = inventory.get_host("one"), inventory.get_host("two")
+    state.init(inventory, state.config, initial_limit=[two])
+    assert params(state.is_host_in_limit) == ["host"]
+    assert (pyinfra_api.in_limit(state, one), pyinfra_api.in_limit(state, two)) == (False, True)
+    state.limit_hosts = None  # no --limit: every host
+    assert pyinfra_api.in_limit(state, one) is True
+
+
 def test_ctx_host_use_makes_a_host_current():
     from pyinfra import host
     from pyinfra.api import Inventory
@@ -119,7 +134,7 @@ INTERNAL = {
     "any_changed": r"pyinfra\.operations\.util import|util\.any_changed",
     "_separator": r"\b_separator=", "failed_hosts": r"state\.failed_hosts",
     "callback_handlers": r"state\.callback_handlers", "gevent Event": r"gevent\.event",
-    "click params": r"params\.get\(",
+    "click params": r"params\.get\(", "is_host_in_limit": r"\.is_host_in_limit\b",
 }
 PRODUCT = ("deploys", "roles", "facts", "gpuhost", "inventories", "vagrant")
 
