@@ -13,7 +13,7 @@ each (median, min, max):
 * the CLI end to end, as an operator runs it: ``python -m gpuhost.cli report merge
   SHARD.json... --json OUT --html OUT`` (interpreter start, reading and parsing the shards,
   merging, the table on stdout, writing JSON and HTML), with the peak RSS of that process;
-* its parts in this process: reading and parsing the shards and ``gpuhost.merge.merge``
+* its parts in this process: reading and parsing the shards and ``gpuhost.reports.merge.merge``
   (with Python's cyclic GC off, as the CLI does), ``render_json``, ``render_html``,
   ``render_table``.
 
@@ -39,7 +39,10 @@ sys.path.insert(0, str(ROOT))
 
 from gpuhost.facts import assemble  # noqa: E402
 from gpuhost.facts.script import ALL_SECTIONS  # noqa: E402
-from gpuhost import audit, cli_audit, merge, report  # noqa: E402
+from gpuhost.reports import audit  # noqa: E402
+from gpuhost.cli import audit as cli_audit  # noqa: E402
+from gpuhost.reports import merge  # noqa: E402
+from gpuhost.reports import text as report  # noqa: E402
 
 STAMP = "2026-11-24T08:00:00Z"
 DRIVER = "580.95.05"
@@ -209,7 +212,7 @@ def main() -> int:
              row("CLI end to end (`python -m gpuhost.cli report merge ... --json --html`)",
                  result["cli_wall_s"]),
              row("read and parse the shards", result["parts_s"]["read"]),
-             row("`gpuhost.merge.merge`", result["parts_s"]["merge"]),
+             row("`gpuhost.reports.merge.merge`", result["parts_s"]["merge"]),
              row("`render_json`", result["parts_s"]["json"]),
              row("`render_html`", result["parts_s"]["html"]),
              row("`render_table`", result["parts_s"]["table"]), "",

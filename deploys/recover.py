@@ -4,7 +4,7 @@
     pyinfra -y INVENTORY deploys/recover.py --limit HOST --data gpuhost_recover_gpu=1
 
 Only for findings whose catalogued action is a GPU reset; refused, with what to do instead,
-otherwise. The code: ``roles/recover.py`` (operations), ``gpuhost/recover.py`` (decisions),
+otherwise. The code: ``roles/recover.py`` (operations), ``gpuhost/health/recover.py`` (decisions),
 ``facts/recover.py`` (what it reads).
 """
 

@@ -8,7 +8,7 @@ Every host of the run is checked before any is touched (GPU support, no downgrad
 Then, per host: drain, stop GPU clients, switch repo, pin and packages, reboot or reload,
 verify with facts, restart clients, uncordon. A host already at the target changes nothing,
 so a rerun after an interruption resumes. The code: ``roles/upgrade/`` (operations),
-``gpuhost/upgrade.py`` (decisions), ``facts/upgrade.py`` (what it reads).
+``gpuhost/upgrade/__init__.py`` (decisions), ``facts/upgrade.py`` (what it reads).
 """
 
 from gpuhost.roles import upgrade

@@ -84,15 +84,15 @@ def docker_state(sections: Sections) -> dict[str, Any]:
 
 
 def containerd_state(sections: Sections) -> dict[str, Any]:
-    """containerd's version, config.toml and gpuhost's drop-in (gpuhost.containerd_config)."""
-    from gpuhost import containerd_config
+    """containerd's version, config.toml and gpuhost's drop-in (gpuhost.runtime.containerd)."""
+    from gpuhost.runtime import containerd as containerd_config
 
     return containerd_config.parse_section(*section(sections, "containerd"))
 
 
 def cdi_state(sections: Sections) -> dict[str, Any]:
     """See ``gpuhost.facts.container.CdiSpecs``."""
-    from gpuhost import cdi
+    from gpuhost.runtime import cdi
 
     rc, text = section(sections, "cdi_specs")
     unit_rc, unit_text = section(sections, "cdi_boot_unit")

@@ -1,5 +1,5 @@
 """GPUs that ``gpuhost recover`` reset during this boot (the composite fact's ``recovered``
-section: this boot's id, then gpuhost.recover.HANDLED as JSON)."""
+section: this boot's id, then gpuhost.health.recover.HANDLED as JSON)."""
 
 from __future__ import annotations
 

@@ -64,9 +64,9 @@ class ContainerToolkit(SectionFact):
 class CdiSpecs(SectionFact):
     """
     The CDI spec files in /etc/cdi and /var/run/cdi (YAML or JSON), parsed with
-    ``gpuhost.cdi.parse_spec``; ``gpuhost.cdi.judge(state)`` tells whether the NVIDIA one is
+    ``gpuhost.runtime.cdi.parse_spec``; ``gpuhost.runtime.cdi.judge(state)`` tells whether the NVIDIA one is
     fresh for the host's GPUs, MIG devices and loaded driver. ``boot_unit``: gpuhost's unit
-    that writes the spec at boot (``gpuhost.cdi.BOOT_UNIT``), None when absent.
+    that writes the spec at boot (``gpuhost.runtime.cdi.BOOT_UNIT``), None when absent.
 
     .. code:: python
 

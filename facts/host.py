@@ -27,7 +27,7 @@ class GpuHostState(SectionFact):
          "mig": <facts.mig.MigState>,
          "docker": <facts.container.DockerDaemonConfig>,
          "toolkit": <facts.container.ContainerToolkit>,
-         "cdi": <facts.container.CdiSpecs>,          # issue 16; gpuhost.cdi.judge reads it
+         "cdi": <facts.container.CdiSpecs>,          # issue 16; gpuhost.runtime.cdi.judge reads it
          "slurm": <facts.slurm.SlurmNode> | None,   # issue 26; None without slurmd
          "health": {
              "xid_events": [{"pci_bus_id": "0000:3b:00", "xid": 79, "gpu_instance_id": None,

@@ -3,9 +3,9 @@
 ``RecoverProbe`` runs one read-only command: every running Docker container with the GPUs it
 asked for (``docker inspect``: the runtime, ``HostConfig.DeviceRequests`` of ``--gpus`` and
 of CDI ``--device nvidia.com/gpu=...``, and ``Config.Env`` for ``NVIDIA_VISIBLE_DEVICES``),
-the recovery's resume point (``gpuhost.recover.MARKER``) and the saved result of the last
-``nvidia-smi -r`` (``gpuhost.recover.RESULT``). Which container holds which GPU is decided
-in ``gpuhost.recover.container_holds``.
+the recovery's resume point (``gpuhost.health.recover.MARKER``) and the saved result of the last
+``nvidia-smi -r`` (``gpuhost.health.recover.RESULT``). Which container holds which GPU is decided
+in ``gpuhost.health.recover.container_holds``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pyinfra.api import FactBase
 from typing_extensions import override
 
 from gpuhost.facts.upgrade import parse_marker
-from gpuhost.recover import HANDLED, MARKER, RESULT, parse_result
+from gpuhost.health.recover import HANDLED, MARKER, RESULT, parse_result
 
 _FIELDS = ("{{json .Id}} {{json .Name}} {{json .HostConfig.Runtime}} "
            "{{json .HostConfig.DeviceRequests}} {{json .Config.Env}}")

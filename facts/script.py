@@ -74,7 +74,7 @@ SECTIONS: dict[str, str] = {
     f"timeout 20 journalctl -k -b -q --no-pager 2>/dev/null | {_XID_FILTER}; "
     "elif command -v dmesg >/dev/null 2>&1 && _k=$(timeout 10 dmesg 2>/dev/null); then "
     f"echo source=dmesg; printf '%s\\n' \"$_k\" | {_XID_FILTER}; else exit 3; fi",
-    # GPUs `gpuhost recover` reset this boot (gpuhost.recover.HANDLED), behind this boot's
+    # GPUs `gpuhost recover` reset this boot (gpuhost.health.recover.HANDLED), behind this boot's
     # id: the kernel keeps the Xid lines that asked for the reset until the next boot
     "recovered": "test -e /var/lib/gpuhost/gpu-recover-done.json || exit 3; "
     "echo \"boot_id: $(cat /proc/sys/kernel/random/boot_id)\"; "
@@ -126,11 +126,11 @@ SECTIONS: dict[str, str] = {
     "nvidia_ctk": _tool("nvidia-ctk", "nvidia-ctk --version"),
     "nvidia_container_cli": _tool("nvidia-container-cli", "nvidia-container-cli --version"),
     # CDI specs (issue 16): every spec file of the two directories Docker and the toolkit
-    # read, each behind "==> PATH <==" (gpuhost.cdi.split_files); none: exit 3
+    # read, each behind "==> PATH <==" (gpuhost.runtime.cdi.split_files); none: exit 3
     "cdi_specs": "_n=0; for f in /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml "
     '/var/run/cdi/*.json; do test -f "$f" || continue; _n=1; echo "==> $f <=="; cat "$f"; '
     'echo; done; test "$_n" = 1 || exit 3',
-    # gpuhost's boot unit for the spec (gpuhost.cdi.BOOT_UNIT_PATH): its sha256 and whether
+    # gpuhost's boot unit for the spec (gpuhost.runtime.cdi.BOOT_UNIT_PATH): its sha256 and whether
     # it is enabled; exit 3 when there is none
     "cdi_boot_unit": "test -f /etc/systemd/system/gpuhost-cdi-spec.service || exit 3; "
     "sha256sum /etc/systemd/system/gpuhost-cdi-spec.service; "
@@ -180,7 +180,7 @@ SECTIONS: dict[str, str] = {
     "rdma_topo": 'case "$_gh_rdma" in *"nic "*) ;; *) exit 4;; esac; '
     + _tool("nvidia-smi", f"{_SMI} topo -m"),
     # containerd (issue 24): its version, config.toml and gpuhost's drop-in, each file behind
-    # "==> PATH <==" (gpuhost.containerd_config.parse_section); 127 without containerd
+    # "==> PATH <==" (gpuhost.runtime.containerd.parse_section); 127 without containerd
     "containerd": _tool("containerd", 'echo "version: $(containerd --version 2>&1)"; '
                         "for f in /etc/containerd/config.toml /etc/containerd/conf.d/99-nvidia.toml; "
                         'do test -f "$f" || continue; echo "==> $f <=="; cat "$f"; done; true'),

@@ -211,7 +211,7 @@ def check_daemon_settings(key, value):
         problems.append("runtimes.nvidia is managed by gpuhost (nvidia-ctk): remove it")
     if not problems:
         # Docker's documented option types; unknown keys are a cross check (opt-in setting)
-        from gpuhost.daemon_json import option_problems
+        from gpuhost.runtime.daemon_json import option_problems
 
         problems += option_problems(dict(value), allow_unknown=True)
     return problems
@@ -226,10 +226,10 @@ def check_image(key, value):
 
 
 def check_mig_layout(key, value):
-    """mig_layout: GPU instance profiles in mig-parted's grammar (gpuhost.mig_grammar: "1g.10gb",
+    """mig_layout: GPU instance profiles in mig-parted's grammar (gpuhost.mig.grammar: "1g.10gb",
     "1g.24gb+me.all", "1g.24gb-me", "2g.48gb+gfx", a "MIG " prefix allowed) or profile ids.
-    Whether they fit the host's GPU is judged per model (gpuhost.mig_tables.mig_layout_valid)."""
-    from gpuhost.mig_grammar import parse_profile
+    Whether they fit the host's GPU is judged per model (gpuhost.mig.tables.mig_layout_valid)."""
+    from gpuhost.mig.grammar import parse_profile
 
     if value is None:
         return []

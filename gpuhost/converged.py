@@ -1,14 +1,14 @@
 """One judgement of "converged": is a host's state what its settings want (issue 27 item 2).
 
 Pure (no pyinfra, no I/O). ``judge(state, wanted)`` takes a ``gpuhost.facts.host.GpuHostState``
-value and the wanted settings (``gpuhost.audit.desired_settings``: a key that is missing or
+value and the wanted settings (``gpuhost.reports.audit.desired_settings``: a key that is missing or
 None is not judged) and returns a ``Verdict``: converged, or the reasons it is not, each
 ``{"item", "have", "want", "message"}``. A state section the state does not carry (a partial
 state such as ``{"driver": ...}``) is not judged either.
 
 Every caller asks this one function and decides only which reasons concern it:
 
-- ``gpuhost.audit`` (drift): every reason;
+- ``gpuhost.reports.audit`` (drift): every reason;
 - ``roles.verify`` (after a ``gpu_host`` run): ``STACK``, the driver and container stack
   the run must have converged (with ``reboot_policy: never`` a pending reboot is a warning);
 - ``roles.upgrade.ops.verify`` (after a driver upgrade): ``DRIVER``;
@@ -138,8 +138,8 @@ def _docker_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
 
 def _cdi_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
     """container_runtime_mode cdi (or auto resolving to cdi): the NVIDIA CDI spec must exist
-    and be fresh (gpuhost.cdi.judge). A stale spec is also a health finding in any mode."""
-    from gpuhost import cdi
+    and be fresh (gpuhost.runtime.cdi.judge). A stale spec is also a health finding in any mode."""
+    from gpuhost.runtime import cdi
 
     docker = state["docker"]
     mode = cdi.resolve_mode(desired.get("container_runtime_mode") or "legacy",
@@ -170,7 +170,8 @@ def _containerd_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> l
     what gpuhost writes now (enable_cdi in cdi mode); without it, gpuhost's drop-in must be
     gone (one nvidia-ctk or the user wrote is theirs). Not judged on a state without the
     ``containerd`` section (a gpuhost before issue 24) or a host without containerd."""
-    from gpuhost import cdi, containerd_config
+    from gpuhost.runtime import cdi
+    from gpuhost.runtime import containerd as containerd_config
 
     view = state.get("containerd")
     if not isinstance(view, Mapping) or not view.get("installed"):
@@ -193,8 +194,9 @@ def _containerd_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> l
 
 def _mig_config_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
     """mig_config: per GPU that an entry of the named configuration matches, its MIG mode and
-    GPU instances against the entry (gpuhost.mig_plan, as ``gpuhost mig plan`` shows)."""
-    from gpuhost import mig_config, mig_plan
+    GPU instances against the entry (gpuhost.mig.plan, as ``gpuhost mig plan`` shows)."""
+    from gpuhost.mig import config as mig_config
+    from gpuhost.mig import plan as mig_plan
 
     name = desired.get("mig_config")
     entries = mig_config.select(desired.get("mig_config_file"), name)

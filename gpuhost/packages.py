@@ -13,7 +13,7 @@ Names follow NVIDIA's packaging as its driver installation guide documents it:
   ``nvidia-driver:<branch>-open`` or ``<branch>-dkms``; the packages are ``nvidia-open`` or
   ``cuda-drivers``.
 
-Docker's packages, pins and repositories are in ``gpuhost.docker_packages``; Oracle Linux's
+Docker's packages, pins and repositories are in ``gpuhost.runtime.docker_packages``; Oracle Linux's
 channels, container-tools and version lock in ``gpuhost.el_packages``.
 """
 

@@ -59,7 +59,7 @@ def cross_checks(v: dict) -> list[str]:
     if v["offline"]:
         problems += _offline_problems(v)
     if isinstance(v["docker_daemon_settings"], Mapping) and not v["docker_daemon_allow_unknown_keys"]:
-        from gpuhost.daemon_json import OPTION_TYPES, option_problems
+        from gpuhost.runtime.daemon_json import OPTION_TYPES, option_problems
 
         problems += [f"docker_daemon_settings: {p}" for p in option_problems(
             {k: x for k, x in v["docker_daemon_settings"].items() if k not in OPTION_TYPES})]
@@ -99,7 +99,7 @@ def _local_repo_version_problems(v: dict) -> list[str]:
 
 def _mig_config_problems(v: dict) -> list[str]:
     """The named MIG configuration: one form per host, the file and the name checked on the
-    controller (``gpuhost.mig_config.check``) before any host is contacted."""
+    controller (``gpuhost.mig.config.check``) before any host is contacted."""
     if v["mig_config"] is None:
         return []
     if v["mig_mode"] is not None or v["mig_layout"] is not None:
@@ -109,7 +109,7 @@ def _mig_config_problems(v: dict) -> list[str]:
     if v["mig_config_file"] is None:
         return ["mig_config: set, but mig_config_file is not (name the controller's "
                 "mig-parted-style YAML file)"]
-    from gpuhost import mig_config
+    from gpuhost.mig import config as mig_config
 
     return [p if p.startswith("mig_config_file") else f"mig_config: {p}"
             for p in mig_config.check(v["mig_config_file"], v["mig_config"])]

@@ -4,5 +4,5 @@
 APT_PACKAGES += prometheus
 
 .PHONY: alerts
-alerts:  ## regenerate alerts/gpuhost.rules.yml from gpuhost/alerts.py
-	$(PY) -m gpuhost.alerts > alerts/gpuhost.rules.yml
+alerts:  ## regenerate alerts/gpuhost.rules.yml from gpuhost/reports/alerts.py
+	$(PY) -m gpuhost.reports.alerts > alerts/gpuhost.rules.yml

@@ -1,5 +1,5 @@
 """The NVIDIA CDI spec in ``container_runtime_mode`` cdi: generated when missing, regenerated
-when stale (gpuhost.cdi.judge), and a small op other roles call after they change the GPUs'
+when stale (gpuhost.runtime.cdi.judge), and a small op other roles call after they change the GPUs'
 devices (``refresh_after_change``: the MIG role after a layout change).
 
 Where the spec goes: ``/var/run/cdi/nvidia.yaml`` with toolkit 1.18+ (the path its
@@ -18,7 +18,7 @@ from pyinfra.api import QuoteString, StringCommand, deploy, operation
 
 from gpuhost.facts.container import DockerDaemonConfig
 from gpuhost.facts.host import GpuHostState
-from gpuhost import cdi
+from gpuhost.runtime import cdi
 from gpuhost.roles.common import executing, fail_command, host_settings, host_state
 from gpuhost.roles.files import atomic_write
 
@@ -26,7 +26,7 @@ LEGACY_OUTPUT = "/etc/cdi/nvidia.yaml"
 
 
 def runtime_mode(config: Any = None, state: dict[str, Any] | None = None) -> str:
-    """This host's resolved mode, ``legacy`` or ``cdi`` (``auto`` by gpuhost.cdi.resolve_mode:
+    """This host's resolved mode, ``legacy`` or ``cdi`` (``auto`` by gpuhost.runtime.cdi.resolve_mode:
     the toolkit version the deploy installs, the running Docker's version, else the pinned
     ``docker_version``)."""
     config = config or host_settings()
@@ -105,7 +105,7 @@ def refresh_after_change(reason: str = "the GPU devices changed") -> None:
 def boot_unit(output: str | None):
     """
     gpuhost's unit that writes the NVIDIA CDI spec at every boot before Docker, containerd and
-    kubelet start (``gpuhost.cdi.BOOT_UNIT``): written and enabled in cdi mode, removed
+    kubelet start (``gpuhost.runtime.cdi.BOOT_UNIT``): written and enabled in cdi mode, removed
     (gpuhost's own file only) in legacy mode. Judged from the one fact command: a host whose
     unit is as wanted gets no command.
 

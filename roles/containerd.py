@@ -4,7 +4,7 @@ On with ``containerd_nvidia_runtime: true``: gpuhost writes
 ``/etc/containerd/conf.d/99-nvidia.toml`` as ``nvidia-ctk runtime configure
 --runtime=containerd`` (toolkit 1.18) would, but never rewrites the user's
 ``/etc/containerd/config.toml``. The rules (which runtime table is copied, the CRI plugin
-per config version, when the drop-in is in effect) live in ``gpuhost.containerd_config``;
+per config version, when the drop-in is in effect) live in ``gpuhost.runtime.containerd``;
 docs/containerd.md says what gpuhost chose and why.
 
 A config.toml that would leave the drop-in unread (no ``imports`` covering conf.d, a
@@ -25,7 +25,7 @@ from pyinfra.api import QuoteString, StringCommand, deploy, operation
 
 from gpuhost.facts.containerd import ContainerdView
 from gpuhost.facts.pyinfra_api import color_diff
-from gpuhost import containerd_config as rules
+from gpuhost.runtime import containerd as rules
 from gpuhost.roles import restart
 from gpuhost.roles.common import fail_command, host_settings, host_state
 from gpuhost.roles.files import atomic_write

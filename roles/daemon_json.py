@@ -1,7 +1,7 @@
 """Merge the nvidia runtime into /etc/docker/daemon.json, keeping everything the user had.
 
 ``daemon_json`` is an idempotent operation: it reads the file at execute time, merges with
-``gpuhost.daemon_json.merge`` and compares parsed structures, so a converged host gets no
+``gpuhost.runtime.daemon_json.merge`` and compares parsed structures, so a converged host gets no
 change and Docker is restarted only when the parsed content changed. A file that is not
 valid JSON is refused with its line and column and left untouched (that host fails, the
 others go on). Writes are atomic: the new content is uploaded beside the file, validated with
@@ -33,7 +33,7 @@ from gpuhost.facts import parsers
 from gpuhost.facts.container import DockerDaemonView, DockerdValidates
 from gpuhost.facts.files import RawFile
 from gpuhost.facts.pyinfra_api import color_diff
-from gpuhost import daemon_json as merge_rules
+from gpuhost.runtime import daemon_json as merge_rules
 from gpuhost.roles import restart
 from gpuhost.roles.common import fail_command, host_settings
 from gpuhost.roles.files import atomic_write

@@ -10,7 +10,8 @@ from pyinfra.facts.rpm import RpmPackages
 from pyinfra.operations import apt, dnf, server
 
 from gpuhost.facts.files import FileDigest
-from gpuhost import docker_packages, packages, settings
+from gpuhost import packages, settings
+from gpuhost.runtime import docker_packages
 from gpuhost.roles.common import (GpuhostError, distro_tag, fetch_key, host_settings, host_state,
                           replace_conflicting)
 from gpuhost.roles.el_packaging import remove_container_tools

@@ -2,7 +2,7 @@
 
 ``mig_mode: enabled|disabled`` (null: leave as is) and ``mig_layout: [profiles]`` (null:
 leave as is) apply to every MIG-capable GPU of the host. Like NVIDIA's mig-parted, the
-desired state is validated before it is applied (``gpuhost.mig_tables.mig_layout_valid``) and
+desired state is validated before it is applied (``gpuhost.mig.tables.mig_layout_valid``) and
 compared with the actual state (``gpuhost.facts.mig.MigState``) at execute time: a converged host
 gets no command. On Ampere a mode change stays *pending* until a GPU reset or a reboot;
 gpuhost reboots for it only when ``reboot_policy`` is ``when_needed``. GPU instances never
@@ -11,7 +11,7 @@ clients start.
 
 ``mig_config_file`` + ``mig_config`` (the other form, never both on one host): a named
 configuration in NVIDIA mig-parted's file format, a mode and a layout per GPU
-(``gpuhost.mig_config``, docs/mig.md). After any change the CDI spec is refreshed.
+(``gpuhost.mig.config``, docs/mig.md). After any change the CDI spec is refreshed.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from pyinfra.operations import files, server, systemd
 from gpuhost.facts.mig import MigState
 from gpuhost.facts.nvidia import NvidiaGpus
 from gpuhost.facts.pyinfra_api import any_changed
-from gpuhost import mig_driver, mig_tables
+from gpuhost.mig import driver as mig_driver
+from gpuhost.mig import tables as mig_tables
 from gpuhost.roles.common import GpuhostError, fail_command, host_settings, host_state
 from gpuhost.roles.files import config_file
 
@@ -250,7 +251,7 @@ def creation_order(names: list[str]) -> list[str]:
 
 
 def layout_names(gpu: dict, profiles: list) -> list[str]:
-    """The layout as the profile names this GPU lists (``gpuhost.mig_tables.mig_profile_names``
+    """The layout as the profile names this GPU lists (``gpuhost.mig.tables.mig_profile_names``
     with the GPU's model; an id unknown to the table is named from the GPU's own
     instances when one of them has it)."""
     names = mig_tables.mig_profile_names(gpu.get("name"), profiles)
@@ -303,10 +304,11 @@ def configure() -> None:
 
 def configure_named(config) -> None:
     """``mig_config``: each GPU gets the layout of the last entry of the named configuration
-    that matches it (``gpuhost.mig_config``). The file and the name were checked with the
+    that matches it (``gpuhost.mig.config``). The file and the name were checked with the
     inventory; here every GPU of this host is checked against its entry while pyinfra
     prepares, so a layout that does not fit stops the run before any host is changed."""
-    from gpuhost import mig_config, mig_plan
+    from gpuhost.mig import config as mig_config
+    from gpuhost.mig import plan as mig_plan
 
     state = host_state()
     entries = mig_config.select(config.mig_config_file, config.mig_config)

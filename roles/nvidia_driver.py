@@ -21,7 +21,7 @@ from gpuhost.facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
 from gpuhost.facts.pyinfra_api import joined
 from gpuhost.facts.services import ServiceInstalled
 from gpuhost import el_packages, fabric, packages
-from gpuhost.reboot import needs_reboot
+from gpuhost.upgrade.reboot import needs_reboot
 from gpuhost.settings import Settings
 from gpuhost.roles import boot_safety, debian_archive, el_packaging, kernel_headers
 from gpuhost.roles import fabric as fabric_role
@@ -147,7 +147,7 @@ def install_local_repo(config: Settings, tag: str, version: str) -> None:
 
 
 def reboot_needed(target: str) -> bool:
-    """Read at execute time (a ``server.reboot`` ``_if``): ``gpuhost.reboot.needs_reboot``,
+    """Read at execute time (a ``server.reboot`` ``_if``): ``gpuhost.upgrade.reboot.needs_reboot``,
     the one meaning install and upgrade share."""
     return needs_reboot(host.get_fact(NvidiaDriver), target)
 

@@ -1,11 +1,11 @@
 """Reset one GPU of a host without rebooting it (``gpuhost recover``, docs/recover.md).
 
-Prepare (facts only): ``gpuhost.recover.assess`` picks the GPU and refuses, with one line
+Prepare (facts only): ``gpuhost.health.recover.assess`` picks the GPU and refuses, with one line
 naming what to do instead, when no finding of it asks for a reset (NVIDIA's Xid catalog,
 docs/health.md), when one asks for a reboot or a replacement, or while processes or
 containers use that GPU (without ``--force``). Execute, in this order:
 
-1. the resume point on the host (``gpuhost.recover.MARKER``: what ran before)
+1. the resume point on the host (``gpuhost.health.recover.MARKER``: what ran before)
 2. drain hook (``upgrade_drain_command`` on the controller); the GPU still unused
 3. stop the GPU clients that block a reset (DCGM, nvsm, display managers, IMEX), as the
    driver upgrade does (``roles.upgrade.ops``); with ``--force`` the GPU's containers
@@ -14,7 +14,7 @@ containers use that GPU (without ``--force``). Execute, in this order:
 5. persistence mode, MIG instances, clients and containers back as they were (also when
    the reset failed); a reboot instead only with ``--reboot-fallback`` and
    ``reboot_policy: when_needed``; the CDI spec refreshed if it went stale
-6. verify with the health checks (``gpuhost.recover.verify``): a failed reset or a finding
+6. verify with the health checks (``gpuhost.health.recover.verify``): a failed reset or a finding
    that did not clear fails the host here, with nothing left changed
 7. uncordon hook (``upgrade_uncordon_command``), record
 
@@ -38,7 +38,7 @@ from gpuhost.facts.host import GpuHostState
 from gpuhost.facts.nvidia import NvidiaGpus
 from gpuhost.facts.recover import RecoverProbe
 from gpuhost.facts.upgrade import UpgradeProbe
-from gpuhost import recover
+from gpuhost.health import recover
 from gpuhost.upgrade import CLIENT_SERVICES
 from gpuhost import slurm as gpuslurm
 from gpuhost.roles import cdi, mig, slurm
@@ -119,7 +119,7 @@ def persistence(index: int, wanted: str | None):
 @operation()
 def reset(index: int, run: str):
     """
-    ``nvidia-smi -r -i N``; its exit status and words go to ``gpuhost.recover.RESULT`` on the
+    ``nvidia-smi -r -i N``; its exit status and words go to ``gpuhost.health.recover.RESULT`` on the
     host, and this step never fails the run (the clients are put back first; the
     verification says what happened). A rerun skips a reset this run already did.
 
@@ -144,7 +144,7 @@ def reset_failed(run: str) -> bool:
 @operation()
 def check(plan: dict[str, Any], run: str, reboot: bool, slurm_on: bool = False):
     """
-    Judge the GPU with the health checks (``gpuhost.recover.verify``); fail the host when the
+    Judge the GPU with the health checks (``gpuhost.health.recover.verify``); fail the host when the
     reset failed or what it was for did not clear.
 
     + plan: the recovery's plan (GPU, findings, what was true before)

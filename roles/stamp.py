@@ -14,7 +14,9 @@ from importlib import metadata
 from pyinfra import host, logger
 from pyinfra.api import QuoteString, StringCommand, operation
 
-from gpuhost import audit, cdi, converged, fabric, stamp
+from gpuhost import converged, fabric, stamp
+from gpuhost.reports import audit
+from gpuhost.runtime import cdi
 from gpuhost.facts.base import SectionFact
 from gpuhost.facts.script import SECTIONS
 from gpuhost.roles.common import executing, host_data, host_settings, host_state

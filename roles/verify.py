@@ -9,7 +9,8 @@ from pyinfra.api import FileUploadCommand, QuoteString, StringCommand, deploy, o
 
 from gpuhost.facts.container import DockerImagePresent, NvidiaContainerRun
 from gpuhost.facts.host import GpuHostState
-from gpuhost import cdi, converged, fabric
+from gpuhost import converged, fabric
+from gpuhost.runtime import cdi
 from gpuhost.roles.cdi import runtime_mode
 from gpuhost.roles.common import REMOTE_CACHE, executing, fail_command, host_settings, host_state
 

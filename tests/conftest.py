@@ -6,7 +6,7 @@ hand-written section outputs, and what the audit makes of them (factories as fix
     make_state   make_state(driver="570.172.08", packages=None, gpus=None, toolkit=..., docker=True,
                  daemon_json=..., running_default=None, lgi=None, lspci=None, os_release=DEBIAN,
                  smi_list=None, cdi_specs=None)
-    desired      desired(**settings) -> gpuhost.audit.desired_settings of a 570/1.17.8 inventory
+    desired      desired(**settings) -> gpuhost.reports.audit.desired_settings of a 570/1.17.8 inventory
     items        items(state, **settings) -> {drift item: entry} against desired(**settings)
     lgi_table    lgi_table([(gpu, profile name, profile id), ...]) -> `nvidia-smi mig -lgi`
     smi_xml      smi_xml([(product, current MIG, pending MIG), ...], driver) -> `nvidia-smi -q -x`
@@ -25,7 +25,7 @@ import pytest
 
 from gpuhost.facts import assemble
 from gpuhost.facts.script import ALL_SECTIONS
-from gpuhost import audit
+from gpuhost.reports import audit
 
 DEBIAN = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'
 MODULE = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {v}  Release Build  "

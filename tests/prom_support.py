@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuhost import alerts
+from gpuhost.reports import alerts
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "alerts/gpuhost.rules.yml"

@@ -1,4 +1,4 @@
-"""The controller-side event file of a driver upgrade (its format: ``gpuhost.rollout``).
+"""The controller-side event file of a driver upgrade (its format: ``gpuhost.upgrade.rollout``).
 
 The wrapper (``gpuhost upgrade``) passes ``--data gpuhost_upgrade_record=PATH``
 and ``--data gpuhost_upgrade_run=LABEL``; without them nothing is written. Events are
@@ -20,7 +20,7 @@ from pyinfra.api import BaseStateCallback
 
 from gpuhost.facts import pyinfra_api
 
-from gpuhost.report import strip_ansi
+from gpuhost.reports.text import strip_ansi
 
 RECORD_KEY = "gpuhost_upgrade_record"
 RUN_KEY = "gpuhost_upgrade_run"

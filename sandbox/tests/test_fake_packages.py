@@ -379,8 +379,8 @@ def test_nvidia_ctk_cdi_generate_names_devices_and_the_loaded_drivers_libraries(
         toolkit_root, tmp_path, monkeypatch, capsys):
     """`nvidia-ctk cdi generate --output FILE`: kind nvidia.com/gpu, a device per GPU index and
     UUID, per MIG device `<gpu>:<mig>` and MIG UUID, `all`; the libraries of the loaded
-    driver (found by their versioned names) mounted; what gpuhost.cdi reads back as fresh."""
-    from gpuhost import cdi
+    driver (found by their versioned names) mounted; what gpuhost.runtime.cdi reads back as fresh."""
+    from gpuhost.runtime import cdi
 
     ctk = _load_ctk(toolkit_root)
     libdir = tmp_path / "lib"

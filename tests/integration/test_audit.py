@@ -154,7 +154,7 @@ def rendered_dom(page: Path, profile: Path) -> str:
 @pytest.mark.integration
 def test_html_report_renders_in_headless_chromium(tmp_path, audit_fleet):
     browser = chromium()
-    from gpuhost import report
+    from gpuhost.reports import text as report
 
     document = audit_fleet()
     page = tmp_path / "audit.html"
@@ -175,7 +175,8 @@ def test_a_50_host_report_shows_the_critical_first_and_one_row_per_warning(
         tmp_path, make_state, with_health, desired):
     """Issue 26 item 5: 50 hosts on R570 (end of life: the same warning everywhere), one of
     them with an Xid 79 (critical); no sandbox: the hosts are built by the fact code."""
-    from gpuhost import audit, report
+    from gpuhost.reports import audit
+    from gpuhost.reports import text as report
 
     xid79 = {"pci_bus_id": "0000:07:00", "xid": 79, "gpu_instance_id": None,
              "text": "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."}

@@ -106,7 +106,7 @@ def test_docker_run_gpus_all_lists_the_hosts_gpus(converged, ssh):
 
 
 def test_toolkit_118_keeps_a_fresh_spec_and_117_writes_none(converged, ssh):
-    from gpuhost import cdi
+    from gpuhost.runtime import cdi
 
     assert ssh("gpu-01", "systemctl is-enabled nvidia-cdi-refresh.path "
                          "nvidia-cdi-refresh.service").split() == ["enabled", "enabled"]
@@ -146,7 +146,7 @@ def test_cdi_mode_is_refused_on_a_docker_without_cdi(converged, ssh, pyinfra):
 def test_cdi_mode_on_docker_ce_26_runs_cdi_devices(converged, ssh):
     """gpu-03: Docker's packages from Docker's (stand-in) repository, dockerd 26 with CDI
     enabled in daemon.json, the spec fresh, and the CDI device run lists the GPU."""
-    from gpuhost import cdi
+    from gpuhost.runtime import cdi
 
     versions = dict(line.split() for line in ssh("gpu-03", (
         "dpkg-query -W -f '${Package} ${Version}\\n' docker-ce docker-ce-cli containerd.io"
@@ -168,7 +168,7 @@ def test_cdi_mode_writes_the_spec_at_boot_before_docker_starts(converged, ssh, s
                                                               fleet):
     """gpu-03 after a reboot: /var/run is empty at boot, gpuhost-cdi-spec.service wrote a
     fresh spec before docker.service started, and the CDI device run works right away."""
-    from gpuhost import cdi
+    from gpuhost.runtime import cdi
 
     assert ssh("gpu-03", "systemctl is-enabled gpuhost-cdi-spec.service").strip() == "enabled"
     boots = sandbox_tools.boots("gpu-03")
@@ -192,7 +192,7 @@ def test_a_driver_upgrade_regenerates_the_spec_and_a_stale_one_is_flagged_and_fi
     gpuhost's driver change (the default -> 550, by reloading the modules) regenerates it before
     the GPU clients start. A spec left from the old driver (as after a driver changed by
     other means) is flagged by the audit and fixed by the next deploy."""
-    from gpuhost import cdi
+    from gpuhost.runtime import cdi
     from tests.support import default_driver
 
     converged_driver = default_driver()

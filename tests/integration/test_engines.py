@@ -137,7 +137,7 @@ def test_docker_28_hands_gpus_to_the_prestart_hook_as_the_release_table_says(con
     request (NVIDIA_VISIBLE_DEVICES=all; CDI injection would set void, moby/moby#52704)."""
     from gpuhost.facts import assemble, parsers
     from gpuhost.facts.script import ALL_SECTIONS, build_script
-    from gpuhost import cdi
+    from gpuhost.runtime import cdi
 
     state = assemble.host_state(parsers.split_sections(sh(build_script(ALL_SECTIONS))))
     assert cdi.state_gpus_route(state)["via"] == "runtime-hook"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost import prom
+from gpuhost.reports import prom
 from tests import prom_support as support
 
 pytestmark = [pytest.mark.integration, pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1,

@@ -47,7 +47,8 @@ def test_a_second_run_changes_nothing(runs):
 
 
 def test_the_facts_show_the_topology_and_a_gpu_across_the_cpu(runs, ssh):
-    from gpuhost import health, rdma, xid
+    from gpuhost import health, rdma
+    from gpuhost.health import xid
 
     state = host_state(ssh)
     facts = state["rdma"]

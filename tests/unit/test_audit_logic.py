@@ -1,4 +1,4 @@
-"""Drift, CUDA answers and the audit document (gpuhost.audit), on host states assembled by
+"""Drift, CUDA answers and the audit document (gpuhost.reports.audit), on host states assembled by
 the real fact code (facts.assemble.host_state) from hand-written section outputs (the
 `make_state`, `desired`, `items` and `lgi_table` fixtures of tests/conftest.py)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhost import audit
+from gpuhost.reports import audit
 
 def test_a_converged_host_has_no_drift(make_state, desired):
     assert audit.host_drift(make_state(), desired()) == []

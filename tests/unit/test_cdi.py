@@ -1,4 +1,4 @@
-"""The NVIDIA CDI spec as a fact (gpuhost.cdi, facts cdi_specs) and container_runtime_mode
+"""The NVIDIA CDI spec as a fact (gpuhost.runtime.cdi, facts cdi_specs) and container_runtime_mode
 (issue 16): parsing, freshness, the audit's finding and drift, the mode rule, daemon.json."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost import audit, cdi, health
-from gpuhost import daemon_json as rules
+from gpuhost import health
+from gpuhost.reports import audit
+from gpuhost.runtime import cdi
+from gpuhost.runtime import daemon_json as rules
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cdi"
 SPEC = (FIXTURES / "nvidia__2x-a100__570.172.08__mig.yaml").read_text()
@@ -214,6 +216,6 @@ def test_the_boot_unit_is_read_and_its_absence_is_drift_in_cdi_mode(host):
     legacy = audit.desired_settings({"nvidia_driver_version": "570.172.08",
                                      "container_toolkit_version": "1.18.2"})
     assert [i for i in audit.host_drift(absent, legacy) if i["item"].startswith("cdi")] == []
-    # the section's path is gpuhost.cdi's
+    # the section's path is gpuhost.runtime.cdi's
     from gpuhost.facts.script import SECTIONS
     assert SECTIONS["cdi_boot_unit"].count(cdi.BOOT_UNIT_PATH) == 2

@@ -16,7 +16,10 @@ import pytest
 
 from gpuhost.facts.host import GpuHostState
 from gpuhost.facts.script import ALL_SECTIONS, MARKER
-from gpuhost import cli, cli_audit, cli_upgrade, rollout
+from gpuhost import cli
+from gpuhost.cli import audit as cli_audit
+from gpuhost.cli import upgrade as cli_upgrade
+from gpuhost.upgrade import rollout
 from gpuhost.roles import audit as audit_role
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost import audit, cdi, health
-from gpuhost import containerd_config as rules
+from gpuhost import health
+from gpuhost.reports import audit
+from gpuhost.runtime import cdi
+from gpuhost.runtime import containerd as rules
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cdi"
 SPEC = (FIXTURES / "nvidia__2x-a100__570.172.08__mig.yaml").read_text()

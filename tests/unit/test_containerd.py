@@ -1,4 +1,4 @@
-"""gpuhost.containerd_config (the drop-in's rules), facts.containerd's parser and the two
+"""gpuhost.runtime.containerd (the drop-in's rules), facts.containerd's parser and the two
 containerd settings: hand-written configs shaped like the ones hosts carry (Debian 12's
 containerd package, Docker's containerd.io, a kubeadm node's `containerd config default`
 with SystemdCgroup, containerd 2.x's version 3)."""
@@ -10,7 +10,7 @@ import tomllib
 import pytest
 
 from gpuhost.facts.containerd import MARK, ContainerdView, config_flag
-from gpuhost import containerd_config as C
+from gpuhost.runtime import containerd as C
 from gpuhost import settings as S
 
 # the shape of Debian 12's /etc/containerd/config.toml (containerd 1.6.20~ds1-1+deb12u3)

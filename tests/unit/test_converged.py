@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost import audit, converged
+from gpuhost import converged
+from gpuhost.reports import audit
 
 ROOT = Path(__file__).resolve().parents[2]
 WANT = {"nvidia_driver_version": "570.172.08", "container_toolkit_version": "1.17.8"}
@@ -55,7 +56,7 @@ def test_only_keeps_the_asked_items(make_state):
     assert [r["item"] for r in verdict.only(converged.DRIVER).reasons] == ["driver"]
 
 
-@pytest.mark.parametrize("path", ["gpuhost/audit.py", "roles/verify.py", "roles/upgrade/ops.py",
+@pytest.mark.parametrize("path", ["gpuhost/reports/audit.py", "roles/verify.py", "roles/upgrade/ops.py",
                                   "vagrant/run_pyinfra.py"])
 def test_the_four_callers_ask_the_one_judgement(path):
     assert "converged.judge(" in (ROOT / path).read_text()

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from gpuhost import daemon_json, packages
+from gpuhost import packages
+from gpuhost.runtime import daemon_json
 
 USER = {
     "log-driver": "json-file",
@@ -107,7 +108,7 @@ def test_local_repo_names_are_nvidias():
 # --- issue 14 item 4: option types, keys gpuhost wrote, flag clashes -----------------------
 
 def test_docker_daemon_settings_are_checked_against_dockers_option_types():
-    from gpuhost.daemon_json import option_problems
+    from gpuhost.runtime.daemon_json import option_problems
 
     assert option_problems({"log-driver": 5}) == [
         "'log-driver' must be a string (Docker's dockerd reference), got 5"]
@@ -133,7 +134,7 @@ def test_the_settings_refuse_log_driver_5_and_unknown_keys_unless_allowed():
 
 
 def test_a_setting_removed_from_the_inventory_is_removed_but_hand_written_keys_stay():
-    from gpuhost.daemon_json import apply_settings
+    from gpuhost.runtime.daemon_json import apply_settings
 
     first, managed = apply_settings({"debug": False}, default_runtime=True,
                                     extra={"log-opts": {"max-size": "10m"}, "mtu": 1400},
@@ -150,7 +151,7 @@ def test_a_setting_removed_from_the_inventory_is_removed_but_hand_written_keys_s
 
 
 def test_a_hand_written_key_that_the_unit_passes_as_a_flag_is_found():
-    from gpuhost.daemon_json import clash_message, dockerd_flags, flag_clashes
+    from gpuhost.runtime.daemon_json import clash_message, dockerd_flags, flag_clashes
 
     argv = dockerd_flags("/usr/sbin/dockerd -H fd:// --containerd=/run/c.sock $DOCKER_OPTS",
                          {"DOCKER_OPTS": "--iptables=false --bridge=none"})

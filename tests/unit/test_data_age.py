@@ -4,7 +4,8 @@ from __future__ import annotations
 import datetime as dt
 import io
 
-from gpuhost import cli, data_age
+from gpuhost import cli
+from gpuhost.reports import data_age
 
 
 def test_every_vendor_data_file_has_a_source_and_a_date():

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuhost import audit, fabric, settings
+from gpuhost import fabric, settings
+from gpuhost.reports import audit
 
 BASE = {"nvidia_driver_version": "580.95.05", "container_toolkit_version": "1.18.2",
         "nvidia_local_repo": {"debian12": {"path": "/x.deb", "sha256": "a" * 64}}}

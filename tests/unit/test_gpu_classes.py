@@ -124,7 +124,7 @@ def test_lspci_names_join_sysfs_ids_and_lspci_alone_still_works():
 
 
 def test_the_audit_shows_an_unknown_gpu_instead_of_dropping_it():
-    from gpuhost import audit
+    from gpuhost.reports import audit
 
     state = assemble.host_state(sections(
         os_release=(0, 'ID=debian\nVERSION_ID="12"\n'), kernel=(0, "6.1.0-56-amd64 x86_64\n"),

@@ -1,4 +1,4 @@
-"""Health findings (gpuhost.health, gpuhost.xid, gpuhost.lifecycle): every finding firing and
+"""Health findings (gpuhost.health, gpuhost.health.xid, gpuhost.health.lifecycle): every finding firing and
 not firing, on host states in the shape of the health interface (state schema 2: per-GPU
 ``health`` dicts of parse_smi_xml, ``state["health"]`` with the kernel log's Xid events).
 The states come from the real fact code (tests/conftest.py's make_state) with the health
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost import boot, health, lifecycle, xid
+from gpuhost import boot, health
+from gpuhost.health import lifecycle
+from gpuhost.health import xid
 
 TODAY = datetime.date(2026, 11, 24)
 GPU = "0000:07:00.0"  # the first GPU of make_state's nvidia-smi XML (00000000:07:00.0)
@@ -235,7 +237,7 @@ def test_xids_group_by_number_and_gpu_and_ignore_the_log_source(state):
 
 
 def test_the_xid_catalog_is_dated_and_sourced():
-    data = json.loads((Path(xid.__file__).parent / "data/nvidia_xid_catalog.json").read_text())
+    data = json.loads((Path(xid.__file__).parents[1] / "data/nvidia_xid_catalog.json").read_text())
     assert data["_source"].startswith("NVIDIA, Analyzing Xid Errors with the Xid Catalog")
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", data["_date"])
     for number in (48, 63, 64, 74, 79, 92, 94, 95, 119, 120):

@@ -1,4 +1,4 @@
-"""Named MIG configurations (gpuhost.mig_config): parse, validate, per-GPU wants and diff;
+"""Named MIG configurations (gpuhost.mig.config): parse, validate, per-GPU wants and diff;
 the settings that pick one; the boot script run against a stand-in nvidia-smi; and
 `gpuhost mig plan`'s per-host view on facts assembled from nvidia-smi outputs."""
 
@@ -16,7 +16,10 @@ import yaml
 
 from gpuhost.facts.host import GpuHostState
 from gpuhost.facts.script import ALL_SECTIONS, MARKER
-from gpuhost import cli, cli_mig, mig_config, mig_plan, settings
+from gpuhost import cli, settings
+from gpuhost.cli import mig as cli_mig
+from gpuhost.mig import config as mig_config
+from gpuhost.mig import plan as mig_plan
 from gpuhost.roles import mig as mig_role
 
 # The shape of NVIDIA mig-parted's examples/config.yaml (custom-config and all-balanced),
@@ -488,7 +491,7 @@ def test_mig_plan_stops_on_invalid_settings_before_reading_any_host(monkeypatch,
 
 def test_the_audit_reports_named_config_drift_per_gpu(tmp_path):
     """gpuhost audit: a host on mig_config drifts where `gpuhost mig plan` shows a change."""
-    from gpuhost import audit
+    from gpuhost.reports import audit
 
     path = tmp_path / "mig.yaml"
     path.write_text("version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      mig-enabled: true\n"

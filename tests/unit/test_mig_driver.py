@@ -1,7 +1,7 @@
-"""The first MIG driver per GPU model (gpuhost.mig_driver): MIG on an older driver is refused
+"""The first MIG driver per GPU model (gpuhost.mig.driver): MIG on an older driver is refused
 with the model, the driver it needs and what to do."""
 
-from gpuhost import mig_driver
+from gpuhost.mig import driver as mig_driver
 
 
 def test_first_mig_driver_comes_from_nvidias_deployment_considerations_table():

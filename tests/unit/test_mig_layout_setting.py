@@ -1,11 +1,11 @@
 """Issue 22: mig_mode/mig_layout are judged by the same grammar and per-GPU tables as a named
-configuration (gpuhost.mig_tables): one judgement, not two."""
+configuration (gpuhost.mig.tables): one judgement, not two."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpuhost import mig_tables
+from gpuhost.mig import tables as mig_tables
 from gpuhost.checks import check_mig_layout
 
 

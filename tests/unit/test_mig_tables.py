@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost import mig_config, mig_plan, mig_tables
-from gpuhost.mig_config import MigConfigError, parse
-from gpuhost.mig_grammar import parse_profile
-from gpuhost.mig_tables import gpu_table, table_problems
+from gpuhost.mig import config as mig_config
+from gpuhost.mig import plan as mig_plan
+from gpuhost.mig import tables as mig_tables
+from gpuhost.mig.config import MigConfigError, parse
+from gpuhost.mig.grammar import parse_profile
+from gpuhost.mig.tables import gpu_table, table_problems
 
-DATA = json.loads((Path(mig_config.__file__).parent / "data" / "mig_profiles.json").read_text())
+DATA = json.loads((Path(mig_config.__file__).parents[1] / "data" / "mig_profiles.json").read_text())
 
 
 def _config(devices: dict) -> dict:
@@ -202,7 +204,7 @@ def test_a_pci_id_picks_the_product_where_one_model_key_holds_two_tables():
 
 
 def test_the_model_table_gives_rtx_pro_6000_its_four_compute_slices():
-    # mig_mode/mig_layout's check (gpuhost.mig_tables) reads gpu_models.json, which said 7
+    # mig_mode/mig_layout's check (gpuhost.mig.tables) reads gpu_models.json, which said 7
     assert mig_tables.mig_layout_valid("RTX-PRO-6000-BLACKWELL", ["1g.24gb"] * 4) == []
     problems = mig_tables.mig_layout_valid("RTX-PRO-6000-BLACKWELL", ["1g.24gb"] * 5)
     assert problems == ["1g.24gb x5: RTX-PRO-6000-BLACKWELL allows at most 4",

@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from gpuhost import docker_packages, el_packages, packages, settings
+from gpuhost import el_packages, packages, settings
+from gpuhost.runtime import docker_packages
 from gpuhost.roles import common
 
 NVIDIA_TOOLKIT_KEY_URL = "https://nvidia.github.io/libnvidia-container/gpgkey"

@@ -56,6 +56,8 @@ def test_the_wheel_maps_every_subpackage_to_its_folder():
     assert mapped["gpuhost.deploys"] == "deploys"
     folders = {f"gpuhost.{init.parent.relative_to(ROOT).as_posix().replace('/', '.')}"
                for top in ("facts", "roles", "deploys") for init in (ROOT / top).rglob("__init__.py")}
+    folders |= {"gpuhost." + init.parent.relative_to(ROOT / "gpuhost").as_posix().replace("/", ".")
+                for init in (ROOT / "gpuhost").glob("*/__init__.py")}
     assert folders | {"gpuhost"} == set(tool["packages"])  # a new subfolder is not forgotten
 
 

@@ -8,11 +8,12 @@ import re
 import pytest
 from packaging.version import Version
 
-from gpuhost import cuda_drivers, distro, driver_rules, gpu_models, mig_tables
+from gpuhost import cuda_drivers, distro, driver_rules, gpu_models
+from gpuhost.mig import tables as mig_tables
 from gpuhost.cuda_drivers import CUDA_MIN_DRIVER, cuda_compat, min_driver_for_cuda, newest_cuda
 from gpuhost.driver_rules import choose_flavor, driver_branch, is_downgrade
 from gpuhost.gpu_models import GPU_MODELS, lookup_model
-from gpuhost.mig_tables import mig_layout_valid
+from gpuhost.mig.tables import mig_layout_valid
 
 # --- CUDA ---------------------------------------------------------------------------------
 

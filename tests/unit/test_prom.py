@@ -1,4 +1,4 @@
-"""`gpuhost audit --prom` (gpuhost.prom) and the shipped alert rules (gpuhost.alerts,
+"""`gpuhost audit --prom` (gpuhost.reports.prom) and the shipped alert rules (gpuhost.reports.alerts,
 alerts/gpuhost.rules.yml), checked by Prometheus' own promtool (Debian's prometheus package,
 `make deps`, mk/metrics.mk): `check metrics` on the output, `check rules`, and `test rules`
 on series gpuhost itself wrote. The hosts are states built by the real fact code
@@ -17,7 +17,12 @@ import pytest
 import yaml
 
 from gpuhost.facts import parsers
-from gpuhost import alerts, audit, cli, health, lifecycle, prom, xid
+from gpuhost import cli, health
+from gpuhost.reports import alerts
+from gpuhost.reports import audit
+from gpuhost.health import lifecycle
+from gpuhost.reports import prom
+from gpuhost.health import xid
 from tests import prom_support as support
 from tests.prom_support import RULES, check_metrics, promtool, series
 
@@ -108,10 +113,10 @@ def health_doc_ids() -> set[str]:
 def test_every_finding_id_of_docs_health_has_its_series(audit_fleet):
     documented = health_doc_ids()
     assert documented == set(prom.FINDING_IDS), (
-        "docs/health.md and gpuhost.prom.FINDING_IDS differ: add the new id to both")
-    # ... and every id the code can write (a literal id in gpuhost/health_*.py, lifecycle.py)
+        "docs/health.md and gpuhost.reports.prom.FINDING_IDS differ: add the new id to both")
+    # ... and every id the code can write (a literal id in gpuhost/health/)
     source = "".join((ROOT / "gpuhost" / f).read_text()
-                     for f in ("health_gpu.py", "health_host.py", "lifecycle.py"))
+                     for f in ("health/gpu.py", "health/host.py", "health/lifecycle.py"))
     written = set(re.findall(r'(?:_finding|make)\(\s*"([a-z0-9-]+)"', source))
     assert written and written <= documented, written - documented
     text = prom.render(audit_fleet()["hosts"], STAMP)
@@ -185,8 +190,8 @@ def test_the_alerts_say_what_the_audit_says(with_health, make_state):
                                 ("lifecycle-eol-soon", "570.172.08", "2026-01-01")):
         found = lifecycle.finding(version, dt.date.fromisoformat(day))
         assert found["id"] == ident and alerts.ADVICE[ident] in found["message"], ident
-    # messages built from kernel and CDI facts: the advice is in gpuhost/health_host.py's text
-    source = (ROOT / "gpuhost/health_host.py").read_text()
+    # messages built from kernel and CDI facts: the advice is in gpuhost/health/host.py's text
+    source = (ROOT / "gpuhost/health/host.py").read_text()
     flat = re.sub(r'"\s+f?"', "", source)
     for ident in ("next-boot-module-missing", "secure-boot-signer-not-enrolled",
                   "cdi-spec-stale"):

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from gpuhost.facts import assemble_rdma, script
-from gpuhost import audit, health, prom, rdma, settings
+from gpuhost import health, rdma, settings
+from gpuhost.reports import audit
+from gpuhost.reports import prom
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rdma"
 TOPO = (FIXTURES / "topo_4x-h100__nic-legend.txt").read_text()

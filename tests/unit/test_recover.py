@@ -1,4 +1,4 @@
-"""gpuhost recover's decisions (gpuhost.recover) and its fact's parser (facts.recover), on
+"""gpuhost recover's decisions (gpuhost.health.recover) and its fact's parser (facts.recover), on
 host states from the real fact code (tests/conftest.py make_state) with health fields set
 here. The sandbox run is tests/integration/test_recover.py."""
 
@@ -10,7 +10,8 @@ import json
 import pytest
 
 from gpuhost.facts import recover as recover_fact
-from gpuhost import recover, xid
+from gpuhost.health import recover
+from gpuhost.health import xid
 
 TODAY = datetime.date(2026, 11, 24)
 A100 = ("NVIDIA A100-SXM4-40GB", "Disabled", "Disabled")
@@ -223,7 +224,7 @@ def test_the_probe_reads_the_handled_record():
 
 
 def test_the_cli_exit_status_comes_from_the_deploys_last_event():
-    from gpuhost import cli_recover
+    from gpuhost.cli import recover as cli_recover
 
     ev = [{"host": "gpu-01", "event": "plan"}]
     assert cli_recover.outcome(ev + [{"host": "gpu-01", "event": "done", "reason": "ok"}], 0,

@@ -1,4 +1,4 @@
-"""Batch planning, the event file, per-host outcomes and the summary (gpuhost.rollout), and
+"""Batch planning, the event file, per-host outcomes and the summary (gpuhost.upgrade.rollout), and
 the per-host pre-checks of a driver upgrade (gpuhost.upgrade, pure)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from gpuhost import packages, rollout, upgrade
+from gpuhost import packages, upgrade
+from gpuhost.upgrade import rollout
 
 HOSTS = [f"gpu-{n:02d}" for n in range(1, 7)]
 

@@ -1,11 +1,11 @@
-"""The upgrade's pure decisions shared with the install role (gpuhost.reboot, gpuhost.upgrade)."""
+"""The upgrade's pure decisions shared with the install role (gpuhost.upgrade.reboot, gpuhost.upgrade)."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpuhost import upgrade
-from gpuhost.reboot import needs_reboot
+from gpuhost.upgrade.reboot import needs_reboot
 
 TARGET = "570.172.08"
 

@@ -122,7 +122,7 @@ FM_DEB_SCRIPTS = {"prerm": f"#!/bin/sh\nset -e\n{FM_STOP}\n"}
 # libnvidia-ml.so.<version> and libcuda.so.<version>: Ubuntu's libnvidia-compute-<branch>,
 # the EL nvidia-driver-cuda-libs / nvidia-driver-libs; here in the utils package). Placeholders,
 # no library inside: nvidia-ctk cdi generate finds them by the loaded driver's version and
-# the CDI spec mounts them (gpuhost.cdi reads the version back from those names).
+# the CDI spec mounts them (gpuhost.runtime.cdi reads the version back from those names).
 DRIVER_LIBS = ("libnvidia-ml.so", "libcuda.so")
 
 

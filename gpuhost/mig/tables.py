@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from gpuhost.gpu_models import GPU_MODELS, load_data, lookup_model
-from gpuhost.mig_grammar import parse_profile, profile_name
+from gpuhost.mig.grammar import parse_profile, profile_name
 
 NVIDIA_VENDOR = 0x10DE
 

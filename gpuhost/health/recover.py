@@ -1,7 +1,7 @@
 """The decisions of ``gpuhost recover``: reset one GPU of a host without rebooting it (pure).
 
 Which findings a GPU reset is for comes from what gpuhost already knows: Xids by NVIDIA's
-catalogued immediate action (``gpuhost.prom.xid_action``: the bucket RESET_GPU, the Xid 48
+catalogued immediate action (``gpuhost.reports.prom.xid_action``: the bucket RESET_GPU, the Xid 48
 and NVLink workflows, Xid 154's "GPU Reset Required"), the other findings by the action
 their advice names (``FINDING_ACTIONS``). ``assess`` turns one host's facts into a plan or
 the reasons to refuse; ``verify`` judges the host after the reset. The operations are in
@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuhost import health, prom, xid
+from gpuhost import health
+from gpuhost.reports import prom
+from gpuhost.health import xid
 from gpuhost.upgrade import CLIENT_SERVICES
 
 # What a non-Xid finding asks for (docs/health.md's advice). A pending row remap takes

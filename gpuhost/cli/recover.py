@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m gpuhost.cli_recover ARGS`` = ``gpuhost recover ARGS``."""
+    """``python -m gpuhost.cli.recover ARGS`` = ``gpuhost recover ARGS``."""
     from gpuhost import cli
 
     return cli.main(["recover", *(sys.argv[1:] if argv is None else argv)])

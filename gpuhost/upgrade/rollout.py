@@ -1,6 +1,6 @@
 """Rolling driver upgrades, the pure half: batch planning, the event log, the summary.
 
-No pyinfra here. ``gpuhost upgrade`` (``gpuhost.cli_upgrade``) runs pyinfra once per batch;
+No pyinfra here. ``gpuhost upgrade`` (``gpuhost.cli.upgrade``) runs pyinfra once per batch;
 the upgrade deploy (inside pyinfra) appends one JSON object per line to an *event file* on
 the controller; this module plans the batches and turns those events, pyinfra's exit status
 and the failed hosts of its ``--json`` results into per-host results, a table and a JSON

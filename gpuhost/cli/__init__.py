@@ -255,7 +255,7 @@ def parser() -> argparse.ArgumentParser:
                     "hook. Exit 0 recovered or nothing to do, 1 the reset failed or did "
                     "not help (clients as before), 2 refused, 130 interrupted.")
     _common(recover)
-    from gpuhost import cli_recover as _cli_recover
+    from gpuhost.cli import recover as _cli_recover
 
     _cli_recover.add_arguments(recover)
     report = commands.add_parser(
@@ -287,7 +287,7 @@ def parser() -> argparse.ArgumentParser:
         description="List gpuhost's vendor data files (gpuhost/data/*.json) with the date each "
                     "was last read from its source (_date), oldest first; exit 1 when one is "
                     "older than six months.")
-    from gpuhost import data_age as _data_age
+    from gpuhost.reports import data_age as _data_age
 
     _data_age.add_arguments(data_age)
     return main_parser
@@ -296,29 +296,26 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "audit":
-        from gpuhost import cli_audit
+        from gpuhost.cli import audit as cli_audit
 
         return cli_audit.run(args)
     if args.command == "mig":
-        from gpuhost import cli_mig
+        from gpuhost.cli import mig as cli_mig
 
         return cli_mig.run(args)
     if args.command == "data-age":
-        from gpuhost import data_age
+        from gpuhost.reports import data_age
 
         return data_age.run(args.today, args.max_age_days)
     if args.command == "recover":
-        from gpuhost import cli_recover
+        from gpuhost.cli import recover as cli_recover
 
         return cli_recover.run(args)
     if args.command == "report":
-        from gpuhost import cli_audit
+        from gpuhost.cli import audit as cli_audit
 
         return cli_audit.merge(args)
-    from gpuhost import cli_upgrade
+    from gpuhost.cli import upgrade as cli_upgrade
 
     return cli_upgrade.run(args)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

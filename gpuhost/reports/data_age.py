@@ -1,7 +1,7 @@
 """How old is each vendor data file in ``gpuhost/data/``?
 
 Every vendor data file there names its source and the date gpuhost last read it (``_date``,
-YYYY-MM-DD). ``gpuhost data-age`` (or ``python -m gpuhost.data_age``) lists them, oldest first,
+YYYY-MM-DD). ``gpuhost data-age`` (or ``python -m gpuhost.reports.data_age``) lists them, oldest first,
 and marks those older than six months (183 days): their vendor facts (NVIDIA's device table,
 CUDA minimum drivers, driver lifecycle, Xid catalog, GPU models, MIG profiles) are due for a
 re-check. Exit 0 when every file is fresh, 1 when one is stale or has no date.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuhost import audit
+from gpuhost.reports import audit
 
 
 class MergeError(ValueError):

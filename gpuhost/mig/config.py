@@ -17,9 +17,9 @@ are applied in order, so a GPU that several entries match gets the last one; a G
 entry matches is left alone. docs/mig.md is the user's description.
 
 Pure: no pyinfra, no I/O except reading the file (``load``). ``check(path, name)`` is the
-controller-side check (no host facts). The profile grammar is ``gpuhost.mig_grammar``, the
-per-GPU tables and placements ``gpuhost.mig_tables``, and what a configuration wants of one
-host's GPUs (``wanted``, ``host_problems``, ``diff``) ``gpuhost.mig_plan``.
+controller-side check (no host facts). The profile grammar is ``gpuhost.mig.grammar``, the
+per-GPU tables and placements ``gpuhost.mig.tables``, and what a configuration wants of one
+host's GPUs (``wanted``, ``host_problems``, ``diff``) ``gpuhost.mig.plan``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuhost.gpu_models import lookup_model
-from gpuhost.mig_grammar import compact, parse_profile
-from gpuhost.mig_tables import (
+from gpuhost.mig.grammar import compact, parse_profile
+from gpuhost.mig.tables import (
     distinct_tables,
     gpu_table,
     layout_problems,

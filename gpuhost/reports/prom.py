@@ -1,6 +1,6 @@
 """The audit document as Prometheus metrics: node_exporter's textfile format (docs/metrics.md).
 
-Pure apart from ``write()``: the series come from the same document ``gpuhost.audit.build``
+Pure apart from ``write()``: the series come from the same document ``gpuhost.reports.audit.build``
 makes from the one remote command per host (its ``observed``, ``drift``, ``health`` and the
 kept ``facts``); nothing is read from any host again.
 
@@ -22,7 +22,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuhost import audit, cdi, lifecycle, xid
+from gpuhost.reports import audit
+from gpuhost.runtime import cdi
+from gpuhost.health import lifecycle
+from gpuhost.health import xid
 
 # Every finding id of docs/health.md (a unit test holds the two equal): each host read gets
 # a gpuhost_health_findings series per id, 0 when it does not have it. Xid and SXid

@@ -11,8 +11,8 @@ A state without the health fields (read by a gpuhost before them, or a GPU seen 
 PCI bus) gives no finding for what it lacks. Also used by the upgrade's health gate:
 ``new_findings(before, after)`` is what appeared between two reads of a host.
 
-The findings live by subject: ``gpuhost.health_gpu`` (per GPU), ``gpuhost.health_host``
-(host-wide: missing GPUs, Xids, CDI, RDMA, next boot), ``gpuhost.health_finding`` (a
+The findings live by subject: ``gpuhost.health.gpu`` (per GPU), ``gpuhost.health.host``
+(host-wide: missing GPUs, Xids, CDI, RDMA, next boot), ``gpuhost.health.finding`` (a
 finding's shape and order); this module joins them and judges hosts and fleets.
 """
 
@@ -23,10 +23,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuhost import lifecycle, slurm
-from gpuhost.health_finding import HEALTH_STATUSES, SEVERITIES, sort_key
-from gpuhost.health_gpu import THROTTLE, THROTTLE_ADVICE, gpu_findings
-from gpuhost.health_host import cdi_findings, host_findings, next_boot_findings, rdma_findings
+from gpuhost import slurm
+from gpuhost.health import lifecycle
+from gpuhost.health.finding import HEALTH_STATUSES, SEVERITIES, sort_key
+from gpuhost.health.gpu import THROTTLE, THROTTLE_ADVICE, gpu_findings
+from gpuhost.health.host import cdi_findings, host_findings, next_boot_findings, rdma_findings
 
 __all__ = ["HEALTH_STATUSES", "SEVERITIES", "THROTTLE", "THROTTLE_ADVICE", "block",
            "cdi_findings", "findings", "fleet_summary", "gpu_findings", "host_findings", "key",
@@ -77,7 +78,7 @@ def new_findings(before: Iterable[Mapping[str, Any]], after: Iterable[Mapping[st
     return [dict(f) for f in after if f["severity"] in wanted and key(f) not in seen]
 
 
-# --- the audit document's health blocks (gpuhost.audit) --------------------------------------
+# --- the audit document's health blocks (gpuhost.reports.audit) --------------------------------------
 
 def block(found: list[dict[str, Any]] | None) -> dict[str, Any]:
     """A host's ``health`` block: its findings, their counts and its status (None: the host

@@ -1,6 +1,6 @@
-"""The audit report in three forms of one document (``gpuhost.audit.build``): a terminal
+"""The audit report in three forms of one document (``gpuhost.reports.audit.build``): a terminal
 table, JSON (schema ``gpuhost.audit/2``, docs/audit-schema.md) and a self-contained HTML page
-(``gpuhost.report_html``). Pure: the caller decides where the text goes."""
+(``gpuhost.reports.html``). Pure: the caller decides where the text goes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gpuhost import audit
+from gpuhost.reports import audit
 
 _ANSI = {"green": "32", "yellow": "33", "red": "31", "bold": "1", "dim": "2"}
 STATUS_COLOUR = {"ok": "green", "drift": "yellow", "failed": "red", "unreachable": "red"}
@@ -331,6 +331,6 @@ def render_json(document: Mapping[str, Any]) -> str:
 
 def render_html(document: Mapping[str, Any]) -> str:
     """A self-contained HTML page (inline CSS and SVG, no script, no network)."""
-    from gpuhost import report_html
+    from gpuhost.reports import html as report_html
 
     return report_html.render(document)

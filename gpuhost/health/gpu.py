@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuhost import fabric, policy, xid
-from gpuhost.health_finding import finding as _finding
+from gpuhost import fabric, policy
+from gpuhost.health import xid
+from gpuhost.health.finding import finding as _finding
 
 
 # Clock throttle / event reasons: which are findings, under which id and severity.

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from gpuhost import report
+from gpuhost.reports import text as report
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d2330}

@@ -4,7 +4,7 @@ answers, the document.
 Pure (no pyinfra; the only I/O is reading a module signing certificate named in the
 inventory). ``deploys/audit.py`` gathers one ``gpuhost.facts.host.GpuHostState`` per host and hands
 {host name: state or ``HostError``} plus each host's inventory data to ``build()``;
-``gpuhost.report`` renders the resulting document (schema ``gpuhost.audit/2``,
+``gpuhost.reports.text`` renders the resulting document (schema ``gpuhost.audit/2``,
 docs/audit-schema.md) as a terminal table, JSON or HTML. Drift (is the stack as wanted) and
 health (``gpuhost.health``: is the host sound, will it survive its next boot, is its driver
 branch supported) are kept apart per host.
@@ -76,7 +76,7 @@ def desired_settings(data: Mapping[str, Any], host_name: str | None = None) -> d
     if desired["mig_layout"] is not None and desired["mig_mode"] != "enabled":
         problems.append('mig_layout: set, but mig_mode is not "enabled" (set mig_mode: enabled)')
     if desired["mig_config"] is not None:
-        from gpuhost import mig_config
+        from gpuhost.mig import config as mig_config
 
         if desired["mig_mode"] is not None or desired["mig_layout"] is not None:
             problems.append("mig_config: set together with mig_mode/mig_layout (choose one form)")
@@ -286,7 +286,7 @@ def build(results: Mapping[str, Mapping[str, Any] | HostError],
 def document(hosts: list[dict[str, Any]], cuda: str | None, generated_at: str,
              fail_on: str = "critical", shards: list[dict[str, Any]] | None = None,
              ) -> dict[str, Any]:
-    """The document around already built host entries (``build`` and ``gpuhost.merge``)."""
+    """The document around already built host entries (``build`` and ``gpuhost.reports.merge``)."""
     return {"schema": SCHEMA, "generated_at": generated_at, "cuda": cuda,
             "summary": summarise(hosts, cuda, fail_on), "hosts": hosts, "baseline": None,
             "shards": shards}

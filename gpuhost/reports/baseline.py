@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuhost import health
-from gpuhost.audit import SCHEMAS_READ, AuditError
+from gpuhost.reports.audit import SCHEMAS_READ, AuditError
 
 
 def check(previous: Any, source: str = "the baseline") -> Mapping[str, Any]:

@@ -4,7 +4,7 @@ the first failure (docs/upgrades.md).
     gpuhost upgrade INVENTORY [--canary 1] [--batch 2 | --batch 25%] [--limit PATTERN]...
                               [--data KEY=VALUE]... [--report PATH]
 
-(``python -m gpuhost.cli_upgrade INVENTORY ...`` is the same command.) pyinfra is run through
+(``python -m gpuhost.cli.upgrade INVENTORY ...`` is the same command.) pyinfra is run through
 its command line, and only its machine-readable output is read:
 
 1. the hosts, in inventory order: ``pyinfra INVENTORY debug-inventory --json``
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpuhost import rollout
+from gpuhost.upgrade import rollout
 from gpuhost.cli import (
     CliError,
     data_args,
@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m gpuhost.cli_upgrade ARGS`` = ``gpuhost upgrade ARGS``."""
+    """``python -m gpuhost.cli.upgrade ARGS`` = ``gpuhost upgrade ARGS``."""
     from gpuhost import cli
 
     return cli.main(["upgrade", *(sys.argv[1:] if argv is None else argv)])

@@ -10,9 +10,9 @@
    writes ``DIR/<id>.json`` (its ``gpuhost.facts.host.GpuHostState``, one remote command, or
    why it could not be read; only its name if the run stopped before); a host with no file
    was never reached
-3. ``gpuhost.audit.build`` -> (``--baseline``: ``gpuhost.baseline.compare``) -> table on
-   stdout, ``--json`` / ``--html`` files, ``--prom`` metrics (``gpuhost.prom``), exit
-   status ``gpuhost.audit.exit_code`` (0 ok,
+3. ``gpuhost.reports.audit.build`` -> (``--baseline``: ``gpuhost.reports.baseline.compare``) -> table on
+   stdout, ``--json`` / ``--html`` files, ``--prom`` metrics (``gpuhost.reports.prom``), exit
+   status ``gpuhost.reports.audit.exit_code`` (0 ok,
    2 drift, 4 unhealthy, 3 failed or unreachable; 1 unusable input, or pyinfra failed before
    any host was audited: a deploy that does not import, an exception on the controller)
 
@@ -28,7 +28,7 @@ failed first): then there is no ``fleet.json``, and that read names the hosts, t
 addresses and settings, so those reports and exit statuses are as before.
 
 ``gpuhost report merge SHARD.json...`` (``merge()``) reads shards' documents instead of
-running pyinfra, then does step 3 the same way (``gpuhost.merge``).
+running pyinfra, then does step 3 the same way (``gpuhost.reports.merge``).
 
 pyinfra's own output (connection errors included) goes to stderr as it comes; it is also
 read for its connection errors ("[HOST] Could not connect (...)"): only those make a host
@@ -47,8 +47,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpuhost import audit, baseline, prom, report
-from gpuhost import merge as merging
+from gpuhost.reports import audit
+from gpuhost.reports import baseline
+from gpuhost.reports import prom
+from gpuhost.reports import text as report
+from gpuhost.reports import merge as merging
 from gpuhost.cli import (
     CliError,
     data_args,

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gpuhost.mig_config import Entry
-from gpuhost.mig_grammar import compact
-from gpuhost.mig_tables import layout_problems, mig_profile_names
+from gpuhost.mig.config import Entry
+from gpuhost.mig.grammar import compact
+from gpuhost.mig.tables import layout_problems, mig_profile_names
 
 
 @dataclass(frozen=True)

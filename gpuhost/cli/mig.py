@@ -22,7 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpuhost import mig_config, mig_plan, settings
+from gpuhost import settings
+from gpuhost.mig import config as mig_config
+from gpuhost.mig import plan as mig_plan
 from gpuhost.cli import (
     CliError,
     data_args,
@@ -35,7 +37,7 @@ from gpuhost.cli import (
     say,
     select_hosts,
 )
-from gpuhost.cli_audit import DEPLOY, DIR_KEY, read_results
+from gpuhost.cli.audit import DEPLOY, DIR_KEY, read_results
 
 EXIT_OK, EXIT_INVALID, EXIT_PENDING = 0, 1, 2
 

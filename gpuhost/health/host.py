@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuhost import boot, xid
-from gpuhost.health_finding import finding as _finding
+from gpuhost import boot
+from gpuhost.health import xid
+from gpuhost.health.finding import finding as _finding
 
 
 def host_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -48,8 +49,8 @@ def _recovered(finding: dict[str, Any], health: Mapping[str, Any]) -> dict[str, 
 
 
 def cdi_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """An NVIDIA CDI spec that no longer matches the host (gpuhost.cdi.judge; issue 16)."""
-    from gpuhost import cdi
+    """An NVIDIA CDI spec that no longer matches the host (gpuhost.runtime.cdi.judge; issue 16)."""
+    from gpuhost.runtime import cdi
 
     judged = cdi.judge(state)
     if judged["status"] != "stale":

@@ -1,0 +1,1 @@
+"""gpuhost.mig: see docs/architecture.md, "The house in one table"."""

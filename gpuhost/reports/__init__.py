@@ -1,0 +1,1 @@
+"""gpuhost.reports: see docs/architecture.md, "The house in one table"."""

@@ -1,0 +1,1 @@
+"""gpuhost.runtime: see docs/architecture.md, "The house in one table"."""
