@@ -36,7 +36,7 @@ from typing import Any
 
 PATH = "/var/lib/gpuhost/converged"
 FORMAT = "gpuhost-converged 1"
-NOW = "== now =="  # between the stamp and the witness of now, in the section's output
+CHANGED = "== changed =="  # between the stamp's header and what changed, in the section
 
 # Every file gpuhost writes on a host, and the package manager files beside them (a
 # repository someone adds next to gpuhost's can change what an install resolves to).
@@ -76,51 +76,65 @@ WITNESS = (
     "END {if (i != \"\") print \"unit\", i, e, a}'; fi; true )"
 )
 
-# The composite fact's section: the stamp, then the witness of now (exit 3: no stamp).
-SECTION = f"test -f {PATH} || exit 3; cat {PATH}; echo '{NOW}'; {WITNESS}"
+# The composite fact's section (exit 3: no stamp): the stamp's header, then only what differs
+# between the stamp's witness and the witness of now, compared on the host (so no digest of
+# a file, some of which hold credentials such as a proxy URL, leaves it): "- LINE" as the
+# stamp has it, "+ LINE" as it is now, a file line without its sha256; last, how many things
+# the witness watches. $_d is the composite script's own temporary directory.
+SECTION = (
+    f"test -f {PATH} || exit 3; sed -n '/^--$/q;p' {PATH}; echo '{CHANGED}'; "
+    '_w="$_d/stamp-witness"; '
+    f"{WITNESS} | LC_ALL=C sort -u > \"$_w.now\"; "
+    f"sed '1,/^--$/d' {PATH} | LC_ALL=C sort -u > \"$_w.then\"; "
+    "_t=$(printf '\\t'); LC_ALL=C comm -3 \"$_w.then\" \"$_w.now\" | "
+    "sed -e \"s/^$_t/+ /\" -e t -e 's/^/- /' | "
+    "sed 's/^\\([-+] file [^ ]*\\) [0-9a-f]\\{64\\}$/\\1/'; "
+    "awk '{n[$1]++} END {printf \"watched %d %d %d\\n\", n[\"file\"], n[\"pkg\"], n[\"unit\"]}' "
+    '"$_w.now"; rm -f "$_w.now" "$_w.then"'
+)
 
 
 def parse(rc: int | None, out: str) -> dict[str, Any] | None:
-    """The ``stamp`` section: ``{"format", "digest", "version", "written", "then", "now"}``
-    (``then``/``now``: witness lines), or None when the host has no stamp. A stamp gpuhost
-    cannot read (another format, cut short) is ``{"format": ...}`` with no lines: stale."""
+    """The ``stamp`` section: ``{"format", "digest", "version", "written", "changes",
+    "watched"}`` (``changes``: ``[("-" | "+", witness line)]``, a file line without its
+    digest; ``watched``: ``{"file", "pkg", "unit"}`` counts of now), or None when the host
+    has no stamp. A stamp gpuhost cannot read (another format, cut short) is stale."""
     if rc != 0 or not out.strip():
         return None
-    stamp, _, now = out.partition(f"\n{NOW}\n")
-    head, _, body = stamp.partition("\n--\n")
-    fields: dict[str, Any] = {"format": None, "digest": None, "version": None, "written": None}
+    head, _, rest = out.partition(f"\n{CHANGED}\n")
+    fields: dict[str, Any] = {"format": None, "digest": None, "version": None, "written": None,
+                              "changes": [], "watched": {}}
     lines = head.splitlines()
     fields["format"] = lines[0].strip() if lines else None
     for line in lines[1:]:
         key, _, value = line.partition(" ")
-        if key in fields:
+        if key in ("digest", "version", "written"):
             fields[key] = value.strip()
-    fields["then"] = _lines(body)
-    fields["now"] = _lines(now)
+    for line in rest.splitlines():
+        if line[:2] in ("- ", "+ ") and line[2:].strip():
+            fields["changes"].append((line[0], " ".join(line[2:].split())))
+        elif line.startswith("watched "):
+            counts = line.split()[1:]
+            if len(counts) == 3 and all(c.isdigit() for c in counts):
+                fields["watched"] = dict(zip(("file", "pkg", "unit"), map(int, counts), strict=True))
     return fields
 
 
-def _lines(text: str) -> list[str]:
-    return sorted({" ".join(line.split()) for line in text.splitlines() if line.strip()})
-
-
 def _split(line: str) -> tuple[str, str]:
-    """(what a witness line is about, its value): ``("file /etc/docker/daemon.json", SHA)``,
+    """(what a witness line is about, its value): ``("file /etc/docker/daemon.json", "")``,
     ``("pkg docker-ce", "VERSION STATUS")``, ``("kernel", RELEASE)``."""
     parts = line.split()
     width = 1 if parts[0] == "kernel" else 2
     return " ".join(parts[:width]), " ".join(parts[width:])
 
 
-def differences(then: list[str], now: list[str]) -> list[str]:
-    """What changed between two witnesses, one phrase per thing."""
-    before = dict(_split(line) for line in then)
-    after = dict(_split(line) for line in now)
+def differences(changes: list[tuple[str, str]]) -> list[str]:
+    """What changed, one phrase per thing, from the section's ``- OLD`` / ``+ NEW`` lines."""
+    before = dict(_split(line) for sign, line in changes if sign == "-")
+    after = dict(_split(line) for sign, line in changes if sign == "+")
     found = []
     for key in sorted(set(before) | set(after)):
         old, new = before.get(key), after.get(key)
-        if old == new:
-            continue
         kind, _, name = key.partition(" ")
         if kind == "file":
             found.append(f"new file {name}" if old is None else
@@ -142,7 +156,9 @@ def stale(stamp: Mapping[str, Any] | None, digest: str) -> list[str]:
         return [f"a stamp gpuhost cannot read ({stamp.get('format')!r})"]
     if stamp.get("digest") != digest:
         return ["settings or gpuhost's code changed since the last run"]
-    return differences(stamp.get("then") or [], stamp.get("now") or [])
+    if not stamp.get("watched"):
+        return ["the stamp's witness was not read (the section was cut short)"]
+    return differences(stamp.get("changes") or [])
 
 
 @cache
@@ -208,9 +224,7 @@ def run_digest(settings: Any) -> str:
 
 def summary(stamp: Mapping[str, Any]) -> str:
     """One line for a host found as wanted: what the witness covers and when it was made."""
-    now = stamp.get("now") or []
-    counts = {kind: sum(1 for line in now if line.startswith(kind + " "))
-              for kind in ("file", "pkg", "unit")}
+    counts = {"file": 0, "pkg": 0, "unit": 0, **(stamp.get("watched") or {})}
     written = stamp.get("written")
     when = ""
     if written and str(written).isdigit():

@@ -241,10 +241,8 @@ def _stamp_section(data: dict, state: str) -> str:
     from gpuhost import settings, stamp
 
     digest = stamp.run_digest(settings.resolve(data))
-    then = ["kernel " + SCENARIOS[data["plan_scenario"]]["kernel"],
-            "file /etc/docker/daemon.json " + "a" * 64, "unit docker.service enabled active"]
-    now = then if state == "valid" else [then[0], "file /etc/docker/daemon.json " + "b" * 64,
-                                         then[2]]
-    body = (f"{stamp.FORMAT}\ndigest {digest}\nversion 0.1.0\nwritten 1795811723\n--\n"
-            + "\n".join(then) + f"\n{stamp.NOW}\n" + "\n".join(now))
+    changes = "" if state == "valid" else ("- file /etc/docker/daemon.json\n"
+                                             "+ file /etc/docker/daemon.json\n")
+    body = (f"{stamp.FORMAT}\ndigest {digest}\nversion 0.1.0\nwritten 1795811723\n"
+            f"{stamp.CHANGED}\n{changes}watched 21 17 7")
     return _section("stamp", 0, body)

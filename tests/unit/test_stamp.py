@@ -22,11 +22,12 @@ import scenarios  # noqa: E402
 
 THEN = ["file /etc/docker/daemon.json " + "a" * 64, "kernel 6.1.0-56-amd64",
         "pkg docker-ce 5:28.5.1-1~debian.12~bookworm ii", "unit docker.service enabled active"]
+HEADER = "gpuhost-converged 1\ndigest " + "d" * 64 + "\nversion 0.1.0\nwritten 1795811723\n"
 
 
-def _stamp(then: list[str], now: list[str], digest: str = "d" * 64) -> str:
-    return ("gpuhost-converged 1\ndigest " + digest + "\nversion 0.1.0\nwritten 1795811723\n--\n"
-            + "\n".join(then) + f"\n{stamp.NOW}\n" + "\n".join(now) + "\n")
+def _section(changes: list[str], watched: str = "watched 1 1 1") -> str:
+    """The stamp section's output: the header, what differs, the counts."""
+    return HEADER + f"{stamp.CHANGED}\n" + "".join(line + "\n" for line in changes) + watched + "\n"
 
 
 def test_a_host_without_a_stamp_has_none_and_is_stale():
@@ -36,23 +37,25 @@ def test_a_host_without_a_stamp_has_none_and_is_stale():
 
 
 def test_an_unchanged_host_with_the_same_digest_is_not_stale():
-    parsed = stamp.parse(0, _stamp(THEN, list(reversed(THEN))))
+    parsed = stamp.parse(0, _section([], "watched 21 17 7"))
     assert parsed["format"] == stamp.FORMAT and parsed["version"] == "0.1.0"
-    assert parsed["then"] == parsed["now"] == sorted(THEN)
+    assert parsed["changes"] == [] and parsed["watched"] == {"file": 21, "pkg": 17, "unit": 7}
     assert stamp.stale(parsed, "d" * 64) == []
     assert stamp.summary(parsed) == ("as wanted, unchanged since gpuhost's run of 2026-11-27 "
-                                     "20:35 UTC: 1 files, 1 packages, 1 units")
+                                     "20:35 UTC: 21 files, 17 packages, 7 units")
 
 
 def test_another_digest_is_stale_whatever_the_witness():
-    parsed = stamp.parse(0, _stamp(THEN, THEN))
+    parsed = stamp.parse(0, _section([]))
     assert stamp.stale(parsed, "e" * 64) == ["settings or gpuhost's code changed since the last run"]
 
 
 def test_every_kind_of_difference_is_named():
-    now = ["file /etc/docker/daemon.json " + "b" * 64, "file /etc/apt/sources.list.d/x.list "
-           + "c" * 64, "kernel 6.1.0-57-amd64", "unit docker.service enabled inactive"]
-    found = stamp.stale(stamp.parse(0, _stamp(THEN, now)), "d" * 64)
+    changes = ["- file /etc/docker/daemon.json", "+ file /etc/docker/daemon.json",
+               "+ file /etc/apt/sources.list.d/x.list", "- kernel 6.1.0-56-amd64",
+               "+ kernel 6.1.0-57-amd64", "- pkg docker-ce 5:28.5.1-1~debian.12~bookworm ii",
+               "- unit docker.service enabled active", "+ unit docker.service enabled inactive"]
+    found = stamp.stale(stamp.parse(0, _section(changes)), "d" * 64)
     assert found == ["new file /etc/apt/sources.list.d/x.list", "/etc/docker/daemon.json changed",
                      "kernel: 6.1.0-56-amd64 -> 6.1.0-57-amd64", "pkg docker-ce is gone",
                      "unit docker.service: enabled active -> enabled inactive"]
@@ -61,8 +64,9 @@ def test_every_kind_of_difference_is_named():
 def test_a_stamp_of_another_format_or_cut_short_is_stale():
     assert stamp.stale(stamp.parse(0, "gpuhost-converged 9\ndigest x\n"), "x") == [
         "a stamp gpuhost cannot read ('gpuhost-converged 9')"]
-    cut = stamp.parse(0, "gpuhost-converged 1\ndigest " + "d" * 64 + "\n")
-    assert cut["then"] == [] and cut["now"] == []
+    cut = stamp.parse(0, HEADER)  # the section stopped before its counts
+    assert stamp.stale(cut, "d" * 64) == [
+        "the stamp's witness was not read (the section was cut short)"]
 
 
 def _settings(**extra):
@@ -116,18 +120,36 @@ def test_the_witness_script_runs_in_a_posix_shell_and_prints_only_witness_lines(
             assert path.startswith("/") and len(digest) == 64
 
 
-def test_the_section_of_a_host_with_a_stamp_reads_back_through_build_script(tmp_path):
+def test_the_section_compares_on_the_host_and_sends_no_digest(tmp_path):
     """The stamp section as the composite fact runs it, with the stamp's path moved to a
-    temporary file: the stamp, the marker, the witness of now."""
+    temporary file holding THEN: the header, then only what differs (a file line without its
+    sha256), then the counts of now."""
     fake = tmp_path / "converged"
-    fake.write_text(_stamp(THEN, []).split(f"{stamp.NOW}")[0])
+    fake.write_text(HEADER + "--\n" + "\n".join(THEN) + "\n")
     script = build_script(("dpkg", "rpm", "stamp")).replace(stamp.PATH, str(fake))
-    parsed = stamp.parse(*_section(_sh(script), "stamp"))
-    assert parsed["then"] == sorted(THEN)
-    assert parsed["now"] and parsed["now"][0].startswith(("cache", "file", "kernel"))
+    out = _sh(script)
+    rc, text = _section_of(out, "stamp")
+    parsed = stamp.parse(rc, text)
+    assert parsed["digest"] == "d" * 64 and parsed["written"] == "1795811723"
+    assert ("-", "file /etc/docker/daemon.json") in parsed["changes"] or \
+        ("+", "file /etc/docker/daemon.json") in parsed["changes"], parsed["changes"]
+    assert ("-", "pkg docker-ce 5:28.5.1-1~debian.12~bookworm ii") in parsed["changes"]
+    changed = text.partition(stamp.CHANGED)[2]
+    assert "a" * 64 not in out and not any(len(word) == 64 for word in changed.split())
+    assert set(parsed["watched"]) == {"file", "pkg", "unit"}
 
 
-def _section(out: str, name: str) -> tuple[int, str]:
+def test_an_unchanged_witness_gives_no_change(tmp_path):
+    now = _sh(f"_gh_dpkg=$( ({SECTIONS['dpkg']}) 2>&1); _gh_rpm=$( ({SECTIONS['rpm']}) 2>&1); "
+              + stamp.WITNESS)
+    fake = tmp_path / "converged"
+    fake.write_text(HEADER + "--\n" + now)
+    script = build_script(("dpkg", "rpm", "stamp")).replace(stamp.PATH, str(fake))
+    parsed = stamp.parse(*_section_of(_sh(script), "stamp"))
+    assert parsed["changes"] == [] and stamp.stale(parsed, "d" * 64) == []
+
+
+def _section_of(out: str, name: str) -> tuple[int, str]:
     entry = parsers.split_sections(out)[name]
     return entry["rc"], entry["out"]
 
@@ -136,8 +158,8 @@ def _section(out: str, name: str) -> tuple[int, str]:
 def test_a_line_that_appears_or_goes_is_a_difference(kind):
     line = {"file": "file /x " + "0" * 64, "pkg": "pkg a 1 ii", "unit": "unit a.service x y",
             "kernel": "kernel 1"}[kind]
-    assert stamp.differences([], [line]) and stamp.differences([line], [])
-    assert stamp.differences([line], [line]) == []
+    assert stamp.differences([("+", line)]) and stamp.differences([("-", line)])
+    assert stamp.differences([]) == []
 
 
 GOLDEN = Path(__file__).resolve().parents[1] / "plans" / "golden"
