@@ -17,24 +17,9 @@ from pyinfra.api import QuoteString, StringCommand, operation
 from gpuhost import converged, fabric, stamp
 from gpuhost.reports import audit
 from gpuhost.runtime import cdi
-from gpuhost.facts.base import SectionFact
 from gpuhost.facts.script import SECTIONS
+from gpuhost.facts.stamp import ConvergedStamp
 from gpuhost.roles.common import executing, host_data, host_settings, host_state
-
-
-class ConvergedStamp(SectionFact):
-    """
-    gpuhost's converged stamp and the witness of now (``gpuhost.stamp.parse``), None without
-    a stamp. The same sections as in the composite fact: one command.
-    """
-
-    sections = ("dpkg", "rpm", "stamp")
-
-    @staticmethod
-    def assemble(sections):
-        from gpuhost.facts.sections import section
-
-        return stamp.parse(*section(sections, "stamp"))
 
 
 def _version() -> str:
