@@ -61,8 +61,11 @@ def killed(fleet, ssh):
         cwd=support.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYINFRA_PROGRESS": "off"}, start_new_session=True)
     try:  # on the host itself, so that dpkg is caught in the middle of apt-get's install
-        # (apt runs `dpkg --status-fd N --unpack|--configure ...`; `[-]`: not this shell)
-        ssh(deb, "until pkill -KILL -f 'bin/dpkg [-]-status-fd'; do sleep 0.05; done; "
+        # (apt runs `dpkg --status-fd N --unpack|--configure ...`; `[-]`: not this shell),
+        # once dpkg has recorded a package as not yet whole (`dpkg --audit` names it): a
+        # dpkg killed before that leaves nothing to finish (seen in CI under load, 2026-11-27)
+        ssh(deb, "until [ -n \"$(dpkg --audit 2>/dev/null)\" ] && "
+                 "pkill -KILL -f 'bin/dpkg [-]-status-fd'; do sleep 0.05; done; "
                  "pkill -KILL -x apt-get; true", timeout=900)
     finally:
         os.killpg(controller.pid, signal.SIGKILL)  # pyinfra and its ssh children at once
