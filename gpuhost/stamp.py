@@ -15,9 +15,10 @@ as it was right then: one line per thing gpuhost put there or relies on
   and dkms packages (the composite fact's own ``dpkg``/``rpm`` sections; a hold is a status);
 - ``unit NAME ENABLED ACTIVE``: the daemons gpuhost installs, enables or configures.
 
-The composite fact's section ``stamp`` prints the stamp and the witness again (nothing when
-there is no stamp). ``gpu_host`` then walks no role at all when ``stale(...)`` finds no
-difference and ``converged.judge`` finds the host as wanted with the driver loaded: the
+The composite fact's section ``stamp`` (``SECTION``) computes the witness again on the host,
+compares it there with the stamp's, and prints only the stamp's header and what differs
+(nothing when there is no stamp). ``gpu_host`` then walks no role at all when ``stale(...)``
+finds no difference and ``converged.judge`` finds the host as wanted with the driver loaded: the
 host is exactly as a successful run left it, and that run wanted what this one wants. Any
 difference (a setting, gpuhost's code, a hand-edited file, a package moved, a unit stopped,
 a new kernel) or ``full_check: true`` walks every role as before, and the run's last
@@ -29,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -228,8 +230,6 @@ def summary(stamp: Mapping[str, Any]) -> str:
     written = stamp.get("written")
     when = ""
     if written and str(written).isdigit():
-        import time
-
         when = " of " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(int(written)))
     return (f"as wanted, unchanged since gpuhost's run{when}: {counts['file']} files, "
             f"{counts['pkg']} packages, {counts['unit']} units")

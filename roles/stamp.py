@@ -19,7 +19,7 @@ from gpuhost.reports import audit
 from gpuhost.runtime import cdi
 from gpuhost.facts.script import SECTIONS
 from gpuhost.facts.stamp import ConvergedStamp
-from gpuhost.roles.common import executing, host_data, host_settings, host_state
+from gpuhost.roles.common import executing, host_data, host_settings, host_state, run_cache
 
 
 def _version() -> str:
@@ -27,6 +27,15 @@ def _version() -> str:
         return metadata.version("gpuhost")
     except metadata.PackageNotFoundError:
         return "checkout"
+
+
+def host_digest() -> str:
+    """This run's ``gpuhost.stamp.run_digest`` for the current host, computed once (the fast
+    path and the record both need it)."""
+    cache = run_cache("stamp_digest")
+    if host.name not in cache:
+        cache[host.name] = stamp.run_digest(host_settings())
+    return cache[host.name]
 
 
 def why_not(digest: str) -> list[str]:
@@ -69,7 +78,7 @@ def as_wanted() -> bool:
     config = host_settings()
     if config.full_check:
         return False
-    reasons = why_not(stamp.run_digest(config))
+    reasons = why_not(host_digest())
     if reasons:
         if host_state().get("stamp") is not None:
             shown = "; ".join(reasons[:5]) + (f" (+{len(reasons) - 5} more)" if len(reasons) > 5 else "")
@@ -118,6 +127,5 @@ def record(digest: str, version: str):
 
 def configure_record() -> None:
     """The last operation of ``gpu_host``."""
-    config = host_settings()
     record(name="Record the host as converged (/var/lib/gpuhost/converged)",
-           digest=stamp.run_digest(config), version=_version())
+           digest=host_digest(), version=_version())

@@ -24,7 +24,7 @@ _run = SSHConnector.run_shell_command
 _put = SSHConnector.put_file
 
 
-SLOW: list = []
+COMMANDS: list = []  # (seconds, host, first 120 characters), in the order sent
 
 
 def _counted_run(self, *args, **kwargs):
@@ -35,7 +35,7 @@ def _counted_run(self, *args, **kwargs):
     finally:
         command = args[0] if args else kwargs.get("command")
         text = command if isinstance(command, str) else command.get_masked_value()
-        SLOW.append((round(time.monotonic() - started, 3), self.host.name, text[:120]))
+        COMMANDS.append((round(time.monotonic() - started, 3), self.host.name, text[:120]))
 
 
 def _counted_put(self, *args, **kwargs):
@@ -52,9 +52,9 @@ def main() -> None:
     separator = sys.argv.index("--")
     sys.argv = ["pyinfra", *sys.argv[separator + 1:]]
     def write() -> None:
-        slowest = sorted(SLOW, reverse=True)[:15]
+        slowest = sorted(COMMANDS, reverse=True)[:15]
         with open(out, "w") as handle:
-            json.dump({"hosts": COUNTS, "slowest": slowest, "commands": SLOW}, handle, indent=1,
+            json.dump({"hosts": COUNTS, "slowest": slowest, "commands": COMMANDS}, handle, indent=1,
                       sort_keys=True)
 
     atexit.register(write)

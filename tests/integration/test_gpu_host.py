@@ -106,22 +106,23 @@ def test_second_run_changes_nothing(converged):
     assert output.count("gpuhost: as wanted, unchanged since gpuhost's run") == len(ran), output[-3000:]
 
 
-def _count(tmp_path, *args: str) -> tuple[dict, subprocess.CompletedProcess]:
+def _count(tmp_path, *args: str, timeout: float = 900) -> dict:
+    """Run pyinfra with ``args`` through count_commands.py: its counts per host."""
     out = tmp_path / "counts.json"
     run = subprocess.run(
-        [sys.executable, str(ROOT / "tests/integration/count_commands.py"), str(out), "--",
-         "-y", INVENTORY, "deploys/gpu_host.py", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        [sys.executable, str(ROOT / "tests/integration/count_commands.py"), str(out), "--", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
     )
-    return json.loads(out.read_text())["hosts"], run
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(out.read_text())["hosts"]
 
 
 def test_a_converged_rerun_sends_one_command_per_host(converged, fleet, tmp_path):
     """Issue 27 item 7, "done when": at most 5 remote commands per converged host (it is 1:
     the composite fact, whose stamp section shows the host unchanged)."""
     oracle = next(h["name"] for h in fleet["hosts"] if h["os"].startswith("ol"))
-    counts, run = _count(tmp_path, "--limit", "gpu-01", "--limit", oracle)
-    assert run.returncode == 0, run.stderr[-3000:]
+    counts = _count(tmp_path, "-y", INVENTORY, "deploys/gpu_host.py", "--limit", "gpu-01",
+                    "--limit", oracle)
     assert set(counts) == {"gpu-01", oracle}, counts
     assert all(c["commands"] <= 5 and c["uploads"] == 0 for c in counts.values()), counts
     assert all(c["commands"] == 1 for c in counts.values()), counts
@@ -211,13 +212,7 @@ def test_oracle_hosts_go_through_the_rpm_path(converged, ssh, fleet):
 
 
 def test_the_composite_fact_is_one_remote_command_per_host(fleet, tmp_path):
-    out = tmp_path / "counts.json"
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "tests/integration/count_commands.py"), str(out), "--",
-         INVENTORY, "fact", "gpuhost.facts.host.GpuHostState", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    counts = json.loads(out.read_text())["hosts"]
+    counts = _count(tmp_path, INVENTORY, "fact", "gpuhost.facts.host.GpuHostState", "--json",
+                    timeout=300)
     assert set(counts) == {h["name"] for h in fleet["hosts"]}
     assert all(c["commands"] == 1 and c["uploads"] == 0 for c in counts.values()), counts

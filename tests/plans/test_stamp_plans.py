@@ -4,25 +4,11 @@ changed by hand is walked role by role, and the run ends by recording a new stam
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests.plans import plan_runner
+from tests.plans.test_plans import run_plan
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 RECORD = "record the converged stamp /var/lib/gpuhost/converged (roles/stamp.py)"
-
-
-def run_plan(scenario: str, extra: dict) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, GPUHOST_PLAN_DATA=json.dumps(extra), PYINFRA_PROGRESS="off")
-    return plan_runner.run([sys.executable, str(HERE / "harness.py"), scenario,
-                            "deploys/gpu_host.py"], cwd=ROOT, env=env, timeout=120)
 
 
 @pytest.mark.parametrize("scenario", ["debian12", "ol9-uek8"])
