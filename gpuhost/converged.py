@@ -170,8 +170,7 @@ def _containerd_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> l
     what gpuhost writes now (enable_cdi in cdi mode); without it, gpuhost's drop-in must be
     gone (one nvidia-ctk or the user wrote is theirs). Not judged on a state without the
     ``containerd`` section (a gpuhost before issue 24) or a host without containerd."""
-    from gpuhost.runtime import cdi
-    from gpuhost.runtime import containerd as containerd_config
+    from gpuhost.runtime import cdi, containerd as containerd_config
 
     view = state.get("containerd")
     if not isinstance(view, Mapping) or not view.get("installed"):
@@ -195,8 +194,7 @@ def _containerd_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> l
 def _mig_config_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
     """mig_config: per GPU that an entry of the named configuration matches, its MIG mode and
     GPU instances against the entry (gpuhost.mig.plan, as ``gpuhost mig plan`` shows)."""
-    from gpuhost.mig import config as mig_config
-    from gpuhost.mig import plan as mig_plan
+    from gpuhost.mig import config as mig_config, plan as mig_plan
 
     name = desired.get("mig_config")
     entries = mig_config.select(desired.get("mig_config_file"), name)

@@ -21,8 +21,7 @@ from pyinfra.api.exceptions import FactProcessError, PyinfraError
 from pyinfra.facts.server import Command
 from pyinfra.operations import python
 
-from gpuhost.reports import audit
-from gpuhost.reports import text as report
+from gpuhost.reports import audit, text as report
 from gpuhost.facts import pyinfra_api
 from gpuhost.facts.host import GpuHostState
 

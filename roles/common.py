@@ -23,8 +23,7 @@ from pyinfra.operations import server
 from gpuhost.facts import pyinfra_api
 from gpuhost.facts.host import GpuHostState
 from gpuhost import artifacts, el_packages, fabric, packages, policy, settings
-from gpuhost.runtime import docker_packages
-from gpuhost.runtime import daemon_json as daemon_json_rules
+from gpuhost.runtime import docker_packages, daemon_json as daemon_json_rules
 
 REMOTE_CACHE = "/var/cache/gpuhost"
 

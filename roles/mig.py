@@ -23,8 +23,7 @@ from pyinfra.operations import files, server, systemd
 from gpuhost.facts.mig import MigState
 from gpuhost.facts.nvidia import NvidiaGpus
 from gpuhost.facts.pyinfra_api import any_changed
-from gpuhost.mig import driver as mig_driver
-from gpuhost.mig import tables as mig_tables
+from gpuhost.mig import driver as mig_driver, tables as mig_tables
 from gpuhost.roles.common import GpuhostError, fail_command, host_settings, host_state
 from gpuhost.roles.files import config_file
 
@@ -307,8 +306,7 @@ def configure_named(config) -> None:
     that matches it (``gpuhost.mig.config``). The file and the name were checked with the
     inventory; here every GPU of this host is checked against its entry while pyinfra
     prepares, so a layout that does not fit stops the run before any host is changed."""
-    from gpuhost.mig import config as mig_config
-    from gpuhost.mig import plan as mig_plan
+    from gpuhost.mig import config as mig_config, plan as mig_plan
 
     state = host_state()
     entries = mig_config.select(config.mig_config_file, config.mig_config)

@@ -47,11 +47,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpuhost.reports import audit
-from gpuhost.reports import baseline
-from gpuhost.reports import prom
-from gpuhost.reports import text as report
-from gpuhost.reports import merge as merging
+from gpuhost.reports import audit, baseline, prom, text as report, merge as merging
 from gpuhost.cli import (
     CliError,
     data_args,

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpuhost import settings
-from gpuhost.mig import config as mig_config
-from gpuhost.mig import plan as mig_plan
+from gpuhost.mig import config as mig_config, plan as mig_plan
 from gpuhost.cli import (
     CliError,
     data_args,

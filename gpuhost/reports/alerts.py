@@ -17,8 +17,7 @@ from typing import Any
 
 import yaml
 
-from gpuhost.health import lifecycle
-from gpuhost.health import xid
+from gpuhost.health import lifecycle, xid
 
 # What the audit's message of each critical finding family says to do (a part of it).
 ADVICE = {

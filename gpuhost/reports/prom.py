@@ -24,8 +24,7 @@ from typing import Any
 
 from gpuhost.reports import audit
 from gpuhost.runtime import cdi
-from gpuhost.health import lifecycle
-from gpuhost.health import xid
+from gpuhost.health import lifecycle, xid
 
 # Every finding id of docs/health.md (a unit test holds the two equal): each host read gets
 # a gpuhost_health_findings series per id, 0 when it does not have it. Xid and SXid

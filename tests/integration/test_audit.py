@@ -175,8 +175,7 @@ def test_a_50_host_report_shows_the_critical_first_and_one_row_per_warning(
         tmp_path, make_state, with_health, desired):
     """Issue 26 item 5: 50 hosts on R570 (end of life: the same warning everywhere), one of
     them with an Xid 79 (critical); no sandbox: the hosts are built by the fact code."""
-    from gpuhost.reports import audit
-    from gpuhost.reports import text as report
+    from gpuhost.reports import audit, text as report
 
     xid79 = {"pci_bus_id": "0000:07:00", "xid": 79, "gpu_instance_id": None,
              "text": "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."}

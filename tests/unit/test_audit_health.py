@@ -13,11 +13,7 @@ import jsonschema
 import pytest
 
 from gpuhost import cli
-from gpuhost.reports import audit
-from gpuhost.reports import baseline
-from gpuhost.reports import merge
-from gpuhost.reports import text as report
-from gpuhost.reports import html as report_html
+from gpuhost.reports import audit, baseline, merge, text as report, html as report_html
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs/audit.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

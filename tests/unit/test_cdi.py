@@ -11,8 +11,7 @@ import pytest
 
 from gpuhost import health
 from gpuhost.reports import audit
-from gpuhost.runtime import cdi
-from gpuhost.runtime import daemon_json as rules
+from gpuhost.runtime import cdi, daemon_json as rules
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cdi"
 SPEC = (FIXTURES / "nvidia__2x-a100__570.172.08__mig.yaml").read_text()

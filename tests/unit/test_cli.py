@@ -17,8 +17,7 @@ import pytest
 from gpuhost.facts.host import GpuHostState
 from gpuhost.facts.script import ALL_SECTIONS, MARKER
 from gpuhost import cli
-from gpuhost.cli import audit as cli_audit
-from gpuhost.cli import upgrade as cli_upgrade
+from gpuhost.cli import audit as cli_audit, upgrade as cli_upgrade
 from gpuhost.upgrade import rollout
 from gpuhost.roles import audit as audit_role
 

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuhost import boot, health
-from gpuhost.health import lifecycle
-from gpuhost.health import xid
+from gpuhost.health import lifecycle, xid
 
 TODAY = datetime.date(2026, 11, 24)
 GPU = "0000:07:00.0"  # the first GPU of make_state's nvidia-smi XML (00000000:07:00.0)

@@ -18,8 +18,7 @@ from gpuhost.facts.host import GpuHostState
 from gpuhost.facts.script import ALL_SECTIONS, MARKER
 from gpuhost import cli, settings
 from gpuhost.cli import mig as cli_mig
-from gpuhost.mig import config as mig_config
-from gpuhost.mig import plan as mig_plan
+from gpuhost.mig import config as mig_config, plan as mig_plan
 from gpuhost.roles import mig as mig_role
 
 # The shape of NVIDIA mig-parted's examples/config.yaml (custom-config and all-balanced),

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost.mig import config as mig_config
-from gpuhost.mig import plan as mig_plan
+from gpuhost.mig import config as mig_config, plan as mig_plan
 from gpuhost.mig.tables import gpu_table, table_problems
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "mig"

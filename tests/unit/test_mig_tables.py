@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost.mig import config as mig_config
-from gpuhost.mig import plan as mig_plan
-from gpuhost.mig import tables as mig_tables
+from gpuhost.mig import config as mig_config, plan as mig_plan, tables as mig_tables
 from gpuhost.mig.config import MigConfigError, parse
 from gpuhost.mig.grammar import parse_profile
 from gpuhost.mig.tables import gpu_table, table_problems

@@ -18,8 +18,7 @@ import yaml
 
 from gpuhost.facts import parsers
 from gpuhost import cli, health
-from gpuhost.reports import alerts
-from gpuhost.reports import audit
+from gpuhost.reports import alerts, audit
 from gpuhost.health import lifecycle
 from gpuhost.reports import prom
 from gpuhost.health import xid

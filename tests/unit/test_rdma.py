@@ -9,8 +9,7 @@ import pytest
 
 from gpuhost.facts import assemble_rdma, script
 from gpuhost import health, rdma, settings
-from gpuhost.reports import audit
-from gpuhost.reports import prom
+from gpuhost.reports import audit, prom
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rdma"
 TOPO = (FIXTURES / "topo_4x-h100__nic-legend.txt").read_text()

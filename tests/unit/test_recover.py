@@ -10,8 +10,7 @@ import json
 import pytest
 
 from gpuhost.facts import recover as recover_fact
-from gpuhost.health import recover
-from gpuhost.health import xid
+from gpuhost.health import recover, xid
 
 TODAY = datetime.date(2026, 11, 24)
 A100 = ("NVIDIA A100-SXM4-40GB", "Disabled", "Disabled")

@@ -9,9 +9,7 @@ import json
 
 from gpuhost.facts.assemble_recover import recovered_state
 from gpuhost import health
-from gpuhost.reports import alerts
-from gpuhost.reports import audit
-from gpuhost.reports import prom
+from gpuhost.reports import alerts, audit, prom
 
 TODAY = datetime.date(2026, 11, 24)
 SLOT = "0000:07:00.0"

@@ -11,9 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpuhost.reports import audit
-from gpuhost.reports import text as report
-from gpuhost.reports import html as report_html
+from gpuhost.reports import audit, text as report, html as report_html
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs/audit.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
