@@ -61,16 +61,18 @@ UNITS = ("docker", "containerd", "nvidia-persistenced", "nvidia-fabricmanager", 
          "nvlsm", "gpuhost-cdi-spec")
 
 # The witness, as POSIX shell: it reads the package lists the composite fact's ``dpkg`` and
-# ``rpm`` sections left in $_gh_dpkg and $_gh_rpm (roles/stamp.py sets them itself before
-# it writes a stamp). A subshell: ``set --`` must not touch the caller's arguments.
+# ``rpm`` sections left in $_gh_dpkg and $_gh_rpm, and the release its ``kernel`` section left
+# in $_gh_kernel (roles/stamp.py sets the package lists itself before it writes a stamp, and
+# uname answers there). A subshell: ``set --`` must not touch the caller's arguments.
 WITNESS = (
-    "( echo \"kernel $(uname -r)\"; set --; "
+    '( r=${_gh_kernel%% *}; [ -n "$r" ] || r=$(uname -r); echo "kernel $r"; set --; '
     f"for f in {' '.join(WITNESS_FILES)}; do "
     'test -f "$f" && set -- "$@" "$f"; done; '
     'if [ $# -gt 0 ]; then sha256sum -- "$@" 2>/dev/null | '
-    "sed -n 's/^\\([0-9a-f]\\{64\\}\\)  \\(.*\\)$/file \\2 \\1/p'; fi; "
-    f"for f in {CACHE_FILES}; do test -f \"$f\" && stat -c 'cache %n %s %Y' -- \"$f\"; done; "
-    'printf "%s\\n" "$_gh_dpkg" "$_gh_rpm" | grep -v "^$" | sed "s/^/pkg /"; '
+    "sed -n 's/^\\([0-9a-f]\\{64\\}\\)  \\(.*\\)$/file \\2 \\1/p'; fi; set --; "
+    f'for f in {CACHE_FILES}; do test -f "$f" && set -- "$@" "$f"; done; '
+    "if [ $# -gt 0 ]; then stat -c 'cache %n %s %Y' -- \"$@\"; fi; "
+    'printf "%s\\n" "$_gh_dpkg" "$_gh_rpm" | sed -n "/./s/^/pkg /p"; '
     "if command -v systemctl >/dev/null 2>&1; then systemctl show -p Id -p UnitFileState "
     f"-p ActiveState {' '.join(unit + '.service' for unit in UNITS)} 2>/dev/null | "
     "awk -F= '/^Id=/ {i=$2} /^UnitFileState=/ {e=$2} /^ActiveState=/ {a=$2} "
@@ -79,21 +81,22 @@ WITNESS = (
 )
 
 # The composite fact's section (exit 3: no stamp): the stamp's header, then only what differs
-# between the stamp's witness and the witness of now, compared on the host (so no digest of
-# a file, some of which hold credentials such as a proxy URL, leaves it): "- LINE" as the
-# stamp has it, "+ LINE" as it is now, a file line without its sha256; last, how many things
-# the witness watches. $_d is the composite script's own temporary directory.
-SECTION = (
-    f"test -f {PATH} || exit 3; sed -n '/^--$/q;p' {PATH}; echo '{CHANGED}'; "
-    '_w="$_d/stamp-witness"; '
-    f"{WITNESS} | LC_ALL=C sort -u > \"$_w.now\"; "
-    f"sed '1,/^--$/d' {PATH} | LC_ALL=C sort -u > \"$_w.then\"; "
-    "_t=$(printf '\\t'); LC_ALL=C comm -3 \"$_w.then\" \"$_w.now\" | "
-    "sed -e \"s/^$_t/+ /\" -e t -e 's/^/- /' | "
-    "sed 's/^\\([-+] file [^ ]*\\) [0-9a-f]\\{64\\}$/\\1/'; "
-    "awk '{n[$1]++} END {printf \"watched %d %d %d\\n\", n[\"file\"], n[\"pkg\"], n[\"unit\"]}' "
-    '"$_w.now"; rm -f "$_w.now" "$_w.then"'
+# between the stamp's witness and the witness of now, compared on the host by one awk (so no
+# digest of a file, some of which hold credentials such as a proxy URL, leaves it): "- LINE"
+# as the stamp has it, "+ LINE" as it is now, a file line without its sha256; last, how many
+# things the witness watches. Each side is a set: a line twice counts once.
+_COMPARE = (
+    "awk -v s=" + PATH + " -v c='" + CHANGED + "' "
+    "'function bare(l) {if (l ~ /^file / && l ~ / [0-9a-f]+$/) {t = l; sub(/ [0-9a-f]+$/, \"\", t); "
+    "if (length(l) - length(t) == 65) return t} return l} "
+    "FILENAME == s {if (h) old[$0] = 1; else if ($0 == \"--\") h = 1; else print; next} "
+    "!($0 in now) {now[$0] = 1; n[$1]++; if (!($0 in old)) add[++a] = $0} "
+    "END {print c; for (l in old) if (!(l in now)) print \"- \" bare(l); "
+    "for (i = 1; i <= a; i++) print \"+ \" bare(add[i]); "
+    "printf \"watched %d %d %d\\n\", n[\"file\"], n[\"pkg\"], n[\"unit\"]}' "
+    + PATH + " -"
 )
+SECTION = f"test -f {PATH} || exit 3; {WITNESS} | {_COMPARE}"
 
 
 def parse(rc: int | None, out: str) -> dict[str, Any] | None:

@@ -13,6 +13,8 @@ import re
 
 import pytest
 
+from tests.integration.dkms_read import assert_host_read_matches_dkms
+
 # One fleet shape for the boot traits' tests (sandbox/tests/test_traits_boot.py and
 # tests/integration/test_boot_safety.py use the same): every boot trait on a host of its own.
 BOOT_SPEC = {"hosts": 4, "ol": 1, "docker_hosts": 0, "overrides": {
@@ -83,6 +85,8 @@ def test_next_kernel_and_enrolled_key_converge_and_boot_the_new_kernel(fleet, ss
     version = re.search(r"NVIDIA UNIX .*?Kernel Module(?: for x86_64)?\s+(\S+)",
                         ssh(h["name"], "cat /proc/driver/nvidia/version").stdout).group(1)
     assert f"nvidia/{version}, {new}, x86_64: installed" in ssh(h["name"], "dkms status").stdout
+    # two kernels, real dkms 3.0.10: the composite fact's tree read says what dkms says
+    assert len(assert_host_read_matches_dkms(ssh, h["name"])) >= 2
     key = ssh(h["name"], "stat -c '%a %U' /etc/gpuhost/mok/gpuhost-module-signing.key").stdout
     assert key.strip() == "600 root"
     second = pyinfra("-y", "deploys/gpu_host.py", "--limit", h["name"], *NO_VERIFY_IMAGE, "--data", "full_check=true", check=False, timeout=900)

@@ -15,6 +15,8 @@ import re
 
 import pytest
 
+from tests.integration.dkms_read import assert_host_read_matches_dkms
+
 UEK7 = "5.15.0-307.178.5.el8uek.x86_64"
 RHCK9 = "5.14.0-503.11.1.el9_5.x86_64"
 SPEC = {"hosts": 4, "ol": 4, "docker_hosts": 0, "overrides": {
@@ -52,6 +54,7 @@ def test_each_module_is_built_by_the_compiler_that_built_its_kernel(converged, f
         name, release = h["name"], h["kernel_release"]
         assert ssh(name, "uname -r").stdout.strip() == release
         assert f", {release}, x86_64: installed" in ssh(name, "dkms status").stdout, name
+        assert_host_read_matches_dkms(ssh, name)   # real dkms 3.2.2, real module builds
         built_by = ssh(name, f"sed -n 's/^CONFIG_CC_VERSION_TEXT=//p' "
                              f"/lib/modules/{release}/build/.config").stdout
         module = ssh(name, f"find /lib/modules/{release} -name nvidia.ko | xargs head -n 1").stdout

@@ -384,26 +384,24 @@ def test_kernel_xid_section(section, events, source):
 
 
 def _fake_tools(tmp_path, journal: str | None, dmesg: str | None) -> dict:
-    """PATH with a journalctl printing ``journal`` (its last line for -n 1; None: not
-    installed) and a dmesg printing ``dmesg`` (None: refused, as under dmesg_restrict)."""
+    """PATH with a journalctl printing ``journal`` (None: not installed) and a dmesg printing
+    ``dmesg`` (None: refused, as under dmesg_restrict)."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     for name in ("journalctl", "dmesg"):
         (tmp_path / name).write_text({"journalctl": journal, "dmesg": dmesg}[name] or "")
     if journal is not None:
-        (bindir / "journalctl").write_text(
-            "#!/bin/sh\ncase \" $* \" in *' -n 1 '*) tail -n 1 " + str(tmp_path / "journalctl")
-            + ";; *) cat " + str(tmp_path / "journalctl") + ";; esac\n")
+        (bindir / "journalctl").write_text(f"#!/bin/sh\ncat {tmp_path / 'journalctl'}\n")
     (bindir / "dmesg").write_text(
         "#!/bin/sh\n" + (f"cat {tmp_path / 'dmesg'}\n" if dmesg is not None else
                          "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2\n"
                          "exit 1\n"))
     for tool in bindir.iterdir():
         tool.chmod(0o755)
-    # the system's tools (sh, grep, tail, timeout) but not its journalctl/dmesg
+    # the system's tools (sh, awk, timeout, ...) but not its journalctl/dmesg
     system = tmp_path / "system"
     system.mkdir()
-    for name in ("sh", "grep", "tail", "timeout", "cat", "mktemp", "rm", "printf", "echo"):
+    for name in ("sh", "grep", "tail", "timeout", "cat", "mktemp", "rm", "printf", "echo", "awk"):
         found = subprocess.run(["sh", "-c", f"command -v {name}"], capture_output=True, text=True)
         if found.stdout.startswith("/"):
             (system / name).symlink_to(found.stdout.strip())
