@@ -152,7 +152,8 @@ def test_package_payloads(deb12, tmp_path):
     assert "blacklist nouveau" in (common / "etc/modprobe.d/nvidia-blacklists-nouveau.conf").read_text()
     utils = extract_deb(repo / f"nvidia-smi_{VER}-1_amd64.deb", tmp_path / "u")
     launcher = (utils / "usr/bin/nvidia-smi").read_text()
-    assert "python3 -m gpusim.smi" in launcher and "/usr/lib/gpusim" in launcher
+    assert "python3 -S -c" in launcher and "from gpusim.smi import main" in launcher
+    assert "/usr/lib/gpusim" in launcher
     assert (utils / "usr/lib/gpusim/gpusim/smi.py").is_file()
     for flavor, pkg in (("proprietary", "nvidia-kernel-dkms"), ("open", "nvidia-kernel-open-dkms")):
         d = extract_deb(repo / f"{pkg}_{VER}-1_amd64.deb", tmp_path / pkg)
@@ -368,7 +369,8 @@ def _load_ctk(toolkit_root: Path):
     import importlib.machinery
     import importlib.util
 
-    path = str(toolkit_root / "usr/bin/nvidia-ctk")
+    # the CLI /usr/bin/nvidia-ctk imports (templates/nvidia_ctk.py)
+    path = str(toolkit_root / "usr/lib/nvidia-container-toolkit/nvidia_ctk.py")
     loader = importlib.machinery.SourceFileLoader("sandbox_nvidia_ctk", path)
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
     loader.exec_module(module)

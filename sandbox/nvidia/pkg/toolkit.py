@@ -64,6 +64,9 @@ def payloads(version: str = TOOLKIT_VERSION) -> dict[str, dict[str, tuple[str, i
             "/usr/bin/nvidia-container-cli": (template("nvidia-container-cli", **sub), 0o755)},
         "nvidia-container-toolkit-base": {
             "/usr/bin/nvidia-ctk": (template("nvidia-ctk", **sub), 0o755),
+            # the CLI itself, imported by /usr/bin/nvidia-ctk: its bytecode is cached
+            "/usr/lib/nvidia-container-toolkit/nvidia_ctk.py":
+                (template("nvidia_ctk.py", **sub), 0o644),
             "/usr/bin/nvidia-container-runtime":
                 (template("nvidia-container-runtime", **sub), 0o755),
             CONF: (template("config.toml"), 0o644),

@@ -1,4 +1,5 @@
-"""`nvidia-smi`: run as `python3 -m gpusim.smi ARGS` by the driver utils package's launcher.
+"""`nvidia-smi`: its main() is what the driver utils package's launcher runs (`python3 -S -c`
+importing it: templates/nvidia-smi); `python3 -m gpusim.smi ARGS` does the same.
 
 Exit codes follow nvidia-smi's (NVML's) numbering: 0 ok, 2 invalid argument, 3 not
 supported, 6 not found / no devices, 9 driver not loaded, 12 NVML library missing,
@@ -9,7 +10,9 @@ supported, 6 not found / no devices, 9 driver not loaded, 12 NVML library missin
 import sys
 import time
 
-from . import health, host, mig_cli, models, nvlink, query, textout, topo, view, xmlout
+# what only some commands use is imported where they run (mig_cli, nvlink, query, textout,
+# topo, xmlout): each call pays for its own path only
+from . import health, host, models, view
 
 NOT_LOADED = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
               "Make sure that the latest NVIDIA driver is installed and running.\n\n")
@@ -169,15 +172,18 @@ def dispatch(s, opts, indexes, out, faults):
     if opts.get("topo_cmd"):  # only -m (gpusim/topo.py)
         if not opts.get("topo_m"):
             raise host.SimError(BAD_ARGS, 2)
+        from . import topo
         out.write(topo.render(machine, indexes))
         return 0
     if opts.get("nvlink_cmd"):
         if opts.get("nvlink_status") == opts.get("nvlink_errors"):  # none or both
             raise host.SimError(BAD_ARGS, 2)
+        from . import nvlink
         out.write(nvlink.render(view.all_views(machine, state, indexes, faults), machine,
                                 faults, errors=bool(opts.get("nvlink_errors"))))
         return 0
     if opts.get("version"):
+        from . import textout
         out.write(textout.version(version, cuda))
         return 0
     if opts.get("pm") is not None:
@@ -188,20 +194,26 @@ def dispatch(s, opts, indexes, out, faults):
         return gpu_reset(s, indexes, out)
     views = view.all_views(machine, state, indexes, faults)
     if opts.get("query_gpu") is not None:
+        from . import query
         out.write(query.render(opts["query_gpu"], opts.get("format"),
                                query.gpu_rows(views, version, attached),
                                query.GPU_FIELDS,
                                query.GPU_ALIASES))
     elif opts.get("query_apps") is not None:
+        from . import query
         out.write(query.render(opts["query_apps"], opts.get("format"), query.app_rows(views),
                                query.APP_FIELDS, query.APP_ALIASES))
     elif opts.get("L"):
+        from . import textout
         out.write(textout.list_gpus(views))
     elif opts.get("q") and opts.get("x"):
+        from . import xmlout
         out.write(xmlout.render(views, attached, version, cuda, view.timestamp()))
     elif opts.get("q"):
+        from . import textout
         out.write(textout.query(views, attached, version, cuda, view.timestamp()))
     elif len(opts) == 1 or set(opts) == {"mig_cmd", "id"}:
+        from . import textout
         out.write(textout.table(views, version, cuda, view.timestamp()))
     else:
         raise host.SimError(BAD_ARGS, 2)
@@ -311,6 +323,7 @@ def gpu_reset(s, indexes, out):
 
 
 def mig_command(s, opts, indexes, out):
+    from . import mig_cli
     info = models.model(s.machine["gpu_model"])
     if not (indexes and models.mig_supported(info, (s.state.get("driver") or {}).get("version"))):
         raise host.SimError("No MIG-supported devices found.\n", 6)
