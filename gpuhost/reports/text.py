@@ -136,7 +136,8 @@ def summary_line(document: Mapping[str, Any]) -> str:
     h = s["health"]
     health = [f"{h[k]} {k}" for k in ("healthy", "warning", "critical")]
     meaning = audit.EXIT_MEANING.get(s["exit_code"], "?")
-    return (f"{s['hosts']} hosts: {', '.join(parts)}; health: {', '.join(health)} "
+    hosts = f"{s['hosts']} host" + ("" if s["hosts"] == 1 else "s")
+    return (f"{hosts}: {', '.join(parts)}; health: {', '.join(health)} "
             f"-> exit {s['exit_code']} ({meaning})")
 
 

@@ -260,4 +260,4 @@ def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
     assert clean, f"expected a host without drift: {[(n, h['drift']) for n, h in status.items()]}"
     proc = run_audit(inventory, "--limit", clean[0])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 hosts: 1 ok" in proc.stdout
+    assert "1 host: 1 ok" in proc.stdout

@@ -441,7 +441,7 @@ def test_gpuhost_audit_on_fake_hosts(fake_fleet, tmp_path):
     done = subprocess.run([PYTHON, "-m", "gpuhost.cli", "audit", str(fake_fleet), "--limit",
                            "@fake/ok"], cwd=ROOT, env=ENV, text=True, capture_output=True,
                           timeout=300)
-    assert done.returncode == 0 and "1 hosts: 1 ok" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "1 host: 1 ok" in done.stdout, done.stdout + done.stderr
 
 
 def test_pyinfra_entry_point_fails_the_hosts_that_drift(fake_fleet):
