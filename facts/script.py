@@ -78,17 +78,17 @@ def dkms_status(tree: str = DKMS_TREE, etc: str = "/etc/dkms", modules: str = "/
 
 # Kernel log lines gpuhost reads (facts.parsers.parse_xid_lines), newest last: the driver's
 # Xid and NVSwitch SXid lines, the last _XID_LINES of them (a long-running host's kernel log
-# can be large), behind "source=SRC". One awk reads the whole log: with src=journal it
+# can be large), behind "source=SRC". One awk (_xid_awk) reads the whole log: with src=journal it
 # fails when the journal holds no kernel message at all (a container, journald without the
 # kernel transport; with -q journalctl prints no "-- " line of its own).
 _XID_LINES = 200
-_XID_AWK = ("awk -v src=%s '!/^-- / {n++} /NVRM: Xid|SXid/ {b[c++ %% %d] = $0} "
-            "END {if (!n && src == \"journal\") exit 1; print \"source=\" src; "
-            "for (i = (c > %d ? c - %d : 0); i < c; i++) print b[i %% %d]}'")
 
 
 def _xid_awk(source: str) -> str:
-    return _XID_AWK % (source, _XID_LINES, _XID_LINES, _XID_LINES, _XID_LINES)
+    return (f"awk -v src={source} -v max={_XID_LINES} '!/^-- / {{n++}} "
+            "/NVRM: Xid|SXid/ {b[c++ % max] = $0} "
+            "END {if (!n && src == \"journal\") exit 1; print \"source=\" src; "
+            "for (i = (c > max ? c - max : 0); i < c; i++) print b[i % max]}'")
 
 
 SECTIONS: dict[str, str] = {
@@ -115,7 +115,7 @@ SECTIONS: dict[str, str] = {
     'd=${v%/vendor}; printf %s "${d##*/}"; '
     "for f in device class subsystem_vendor subsystem_device revision; do "
     'x=$(cat "$d/$f" 2>/dev/null) || x=-; printf " %s" "${x:--}"; done; echo; done; true',
-    # The driver's Xid (and NVSwitch SXid) lines of this boot (_XID_AWK): systemd's journal
+    # The driver's Xid (and NVSwitch SXid) lines of this boot (_xid_awk): systemd's journal
     # first; when it has no kernel message this boot, the kernel ring buffer through dmesg.
     # Neither readable (dmesg_restrict as non-root): exit 3, no source line.
     "kernel_xid": "if command -v journalctl >/dev/null 2>&1 && _x=$(timeout 20 journalctl -k -b -q"
@@ -162,7 +162,7 @@ SECTIONS: dict[str, str] = {
     'for m in /lib/modules/*/; do test -d "$m" || continue; r=${m%/}; r=${r##*/}; '
     'if test -e "$m/build/Makefile"; then echo "modules: $r headers"; else echo "modules: $r"; fi; done; true',
     # DKMS's build logs of the NVIDIA module (a failed build leaves build/make.log)
-    "dkms_log": 'for f in /var/lib/dkms/nvidia/*/build/make.log; do test -e "$f" || continue; '
+    "dkms_log": f'for f in {DKMS_TREE}/nvidia/*/build/make.log; do test -e "$f" || continue; '
     'echo "== $f"; tail -n 25 "$f"; done; true',
     "daemon_json": _file("/etc/docker/daemon.json"),
     "docker_version": _tool("dockerd", "command -v dockerd"),

@@ -236,9 +236,8 @@ def test_where_dkms_versions_differ_the_section_asks_dkms(real_dkms, tmp_path, d
 def test_a_dkms_tree_set_in_framework_conf_or_a_weak_link_hands_over(real_dkms, tmp_path):
     tree = Tree(tmp_path)
     _installed(tree)
-    _run(real_dkms["3.0.10"], tree, tmp_path)  # makes etc-dkms and lib-modules
-    conf_d = tmp_path / "etc-dkms" / "framework.conf.d"
-    conf_d.mkdir()
+    conf_d = tmp_path / "etc-dkms" / "framework.conf.d"  # the section's etc (_run)
+    conf_d.mkdir(parents=True)
     (conf_d / "tree.conf").write_text('dkms_tree="/srv/dkms"\n')
     real, ours = _run(real_dkms["3.0.10"], tree, tmp_path)
     assert "# read from" not in ours and ours == real
