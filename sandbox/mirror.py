@@ -16,13 +16,14 @@ linux-headers-$(uname -r)` works on a host whatever it already has.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import time
 from pathlib import Path
 
-from . import paths
+from . import debian_kernel, paths
 from .util import SandboxError, need_commands, read_json, recipe_hash, run, say, step, write_file
 
 # What the deploys (and the sandbox tests) install on Debian hosts; all dependencies too.
@@ -50,7 +51,8 @@ CONTRIB_SOURCES = [
 KEY_UID = "gpuhost sandbox mirror <sandbox-mirror@gpuhost.invalid>"
 KEYRING_NAME = "gpuhost-sandbox-archive.gpg"
 LISTS_MAX_AGE = 7 * 24 * 3600      # re-run apt-get update on the controller after a week
-MIRROR_FORMAT = 2                  # bump when the layout below changes (2: contrib)
+MIRROR_FORMAT = 3                  # bump when the layout below changes (2: contrib,
+                                   # 3: the kernel chosen by sandbox/debian_kernel.py)
 
 APT_DIR = paths.MIRROR_CACHE / "apt"
 GNUPG_DIR = paths.MIRROR_CACHE / "gnupg"
@@ -104,32 +106,38 @@ def _touch_old(p: Path) -> None:
         p.unlink()
 
 
-def _update_lists(refresh: bool) -> None:
+def _update_lists(refresh: bool, max_age: float = LISTS_MAX_AGE) -> bool:
+    """apt-get update when asked, or when the lists are older than MAX_AGE; True if run."""
     stamp = APT_DIR / "state" / "updated"
-    fresh = stamp.exists() and time.time() - stamp.stat().st_mtime < LISTS_MAX_AGE
+    fresh = stamp.exists() and time.time() - stamp.stat().st_mtime < max_age
     if fresh and not refresh:
-        return
+        return False
     with step("mirror: apt-get update (controller-side, Debian archive only)"):
         run(["apt-get", *_apt_opts(), "update"], quiet=True, env=_apt_env())
         write_file(stamp, time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+    return True
 
 
-def newest_kernel_headers() -> str:
-    """Kernel release K of the newest linux-headers-6.1.0-*-amd64 the archive has."""
-    out = run(["apt-cache", *_apt_opts(), "search", "--names-only",
-               r"^linux-headers-6\.1\.0-[0-9]+-amd64$"], capture=True, env=_apt_env()).stdout
-    abis = [int(m.group(1)) for m in re.finditer(r"^linux-headers-6\.1\.0-(\d+)-amd64 ",
-                                                   out, re.M)]
-    if not abis:
-        raise SandboxError("apt knows no linux-headers-6.1.0-*-amd64 package: "
-                           "check the controller's access to deb.debian.org")
-    return f"6.1.0-{max(abis)}-amd64"
+def _apt_cache(args: list[str]) -> str:
+    """apt-cache with the mirror's own configuration; stdout ("" when apt knows none)."""
+    return run(["apt-cache", *_apt_opts(), *args], capture=True, check=False,
+               env=_apt_env()).stdout
 
 
-def _package_list(kernel: str) -> list[str]:
-    abi = kernel.removesuffix("-amd64")
-    pkgs = MIRROR_PACKAGES + [f"linux-headers-{kernel}", f"linux-headers-{abi}-common",
-                              "linux-kbuild-6.1", "linux-headers-amd64"]
+def kernel_choice() -> debian_kernel.KernelChoice:
+    """The kernel the hosts simulate and the VM boots: one the archive installs whole today
+    (sandbox/debian_kernel.py)."""
+    try:
+        return debian_kernel.choose(_apt_cache)
+    except debian_kernel.NoKernel as exc:
+        raise SandboxError(str(exc)) from None
+
+
+def _package_list(kernel: debian_kernel.KernelChoice) -> list[str]:
+    # exact versions: the headers of the chosen ABI and the meta that depends on them (its
+    # newest version may point at an ABI the archive cannot install yet); their -common and
+    # linux-kbuild come with them
+    pkgs = MIRROR_PACKAGES + [kernel.headers, kernel.meta]
     if paths.NVIDIA_MIRROR_PACKAGES.is_file():
         for line in paths.NVIDIA_MIRROR_PACKAGES.read_text().splitlines():
             line = line.split("#", 1)[0].strip()
@@ -241,9 +249,14 @@ def _index() -> None:
 
 def _inputs_hash() -> str:
     """Everything the mirror's content depends on, cheap to compute: when it is unchanged
-    the (slow, ~5 s) dependency resolution is skipped."""
-    lists = sorted((f.name, f.stat().st_size, int(f.stat().st_mtime))
-                   for f in (APT_DIR / "state" / "lists").glob("*Packages*"))
+    the (slow, ~5 s) dependency resolution is skipped. The lists count by their suites'
+    InRelease (it holds every index's SHA256: any change of the archive changes it), not by
+    size and time, which an archive's next state can share with the last."""
+    lists_dir = APT_DIR / "state" / "lists"
+    lists = sorted([(f.name, hashlib.sha256(f.read_bytes()).hexdigest())
+                    for f in lists_dir.glob("*InRelease")]
+                   + [(f.name, f.stat().st_size, int(f.stat().st_mtime))
+                      for f in lists_dir.glob("*Packages*")])
     extra = paths.NVIDIA_MIRROR_PACKAGES.read_text() if paths.NVIDIA_MIRROR_PACKAGES.is_file() else ""
     return recipe_hash({"format": MIRROR_FORMAT, "packages": MIRROR_PACKAGES, "extra": extra,
                         "sources": paths.DEBIAN_SOURCES + CONTRIB_SOURCES, "lists": lists})
@@ -254,32 +267,48 @@ def _complete(state: dict) -> bool:
             and all((POOL / f).is_file() for f in state["files"]))
 
 
-def build(refresh: bool = False) -> dict:
-    """Build or update the mirror; return its state (kernel release, package count)."""
+def build(refresh: bool = False, max_age: float | None = None) -> dict:
+    """Build or update the mirror; return its state (kernel, package count). REFRESH runs
+    apt-get update first; MAX_AGE (seconds) does when the lists are older than that (the
+    default: a week). A package the lists name but the archive no longer serves (an ABI bump
+    or a point release since the last update) refreshes the lists and resolves again, once."""
     need_commands("apt-get", "apt-ftparchive", "gpg", "gzip")
     _prepare_apt_dir()
-    _update_lists(refresh)
+    refreshed = _update_lists(refresh, LISTS_MAX_AGE if max_age is None else max_age)
     state = read_json(STATE_FILE) or {}
     inputs = _inputs_hash()
     if state.get("inputs") == inputs and _complete(state):
         say(f"mirror {paths.MIRROR_DEBIAN} is up to date ({state['count']} packages, "
             f"kernel {state['kernel_release']})")
         return state
-    with step("mirror: resolve dependencies against an empty system"):
-        kernel = newest_kernel_headers()
-        pkgs = _package_list(kernel)
-        closure = _resolve(pkgs)
-    files = sorted(deb_filename(*c) for c in closure)
-    if state.get("files") != files or not _complete(state):
+    while True:
+        with step("mirror: resolve dependencies against an empty system"):
+            kernel = kernel_choice()
+            pkgs = _package_list(kernel)
+            closure = _resolve(pkgs)
+        files = sorted(deb_filename(*c) for c in closure)
+        if state.get("files") == files and _complete(state):
+            break
         _ensure_key()
-        fetched = _download(closure)
+        try:
+            fetched = _download(closure)
+        except SandboxError:
+            if refreshed:
+                raise
+            say("mirror: the archive moved since the last apt-get update: updating the lists")
+            refreshed = _update_lists(True, 0)
+            inputs = _inputs_hash()
+            continue
         with step(f"mirror: index and sign {len(closure)} packages ({fetched} new)"):
             _index()
-    state = {"inputs": inputs, "kernel_release": kernel, "packages": pkgs,
+        break
+    if kernel.note:
+        say(f"mirror: kernel {kernel.release}: {kernel.note}")
+    state = {"inputs": inputs, **kernel.as_state(), "packages": pkgs,
              "count": len(closure), "files": files,
              "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_file(STATE_FILE, json.dumps(state, indent=1) + "\n")
-    say(f"mirror {paths.MIRROR_DEBIAN}: {len(closure)} packages, kernel {kernel}")
+    say(f"mirror {paths.MIRROR_DEBIAN}: {len(closure)} packages, kernel {kernel.release}")
     return state
 
 

@@ -75,10 +75,9 @@ def vm_run_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def vm_image(sandbox_caches):
-    """The cached image (built on first use, ~70 s; `make vm-image` builds it ahead). After
-    the sandbox mirror: the image's kernel is the one the mirror serves headers for
-    (vagrant/qemu/image.py). Built before the mirror (the VM tests first in a parallel run),
-    it took the controller's apt lists' kernel, and booting rebuilt it for the mirror's."""
+    """The cached image (built on first use, ~70 s; `make vm-image` builds it ahead). Its
+    kernel is the one the sandbox mirror serves headers for: vagrant/qemu/image.py builds or
+    updates the mirror first (sandbox/debian_kernel.py chooses the kernel)."""
     if os.geteuid() != 0:
         pytest.fail("the VM tests run as root (QEMU image in /var/cache, state in /run)")
     return vm_module.image.build()

@@ -6,7 +6,8 @@
     python vagrant/qemu/image.py --show     # print image.json
 
 Steps (no loop mounts, no root filesystem tricks): `mmdebstrap` a bookworm root with the
-Debian kernel (linux-image-6.1.0-<K>-amd64, the same ABI as the sandbox mirror's headers),
+Debian kernel (linux-image-6.1.0-<K>-amd64, or its -unsigned build while the signed one is not
+published: the ABI the sandbox mirror serves headers for, sandbox/debian_kernel.py),
 systemd as init, openssh-server and python3; customise it (networkd DHCP, fstab, a small
 initramfs with the virtio modules, an SSH host key and an authorized key we keep in the
 cache); `mkfs.ext4 -d ROOT` turns the directory into a filesystem image; `qemu-img convert`
@@ -31,6 +32,9 @@ import time
 from pathlib import Path
 
 CACHE = Path(os.environ.get("GPUHOST_VM_CACHE", "/var/cache/gpuhost/vm"))
+REPO = Path(__file__).resolve().parents[2]
+# A new image's kernel is chosen on the mirror's apt lists refreshed within this many seconds.
+LISTS_FRESH_FOR_BUILD = 600
 SUITE = "bookworm"
 DEBIAN_SOURCES = [
     "deb http://deb.debian.org/debian bookworm main",
@@ -96,28 +100,34 @@ def check_tools() -> None:
                          "preserve file ownership): run it as root")
 
 
-def kernel_abi() -> str:
-    """The 6.1.0-<K>-amd64 ABI: $GPUHOST_VM_KERNEL, else the one the sandbox mirror serves
-    headers for, else what linux-image-amd64 points to in this machine's apt lists (the same
-    rule the mirror uses)."""
+def _mirror():
+    """The sandbox's mirror module (the VM installs its packages from the mirror too)."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from sandbox import fleet, mirror
+    return mirror, fleet.cache_lock
+
+
+def kernel(max_age: float | None = None) -> tuple[str, str]:
+    """(ABI, image package) of the VM's kernel: $GPUHOST_VM_KERNEL's ABI, else the kernel the
+    sandbox mirror serves headers for, chosen by sandbox/debian_kernel.py so that the archive
+    installs it today (the signed image, or the unsigned one while the signed one is not
+    published). The mirror is built or updated first; MAX_AGE (seconds) refreshes its apt
+    lists when older, so a VM built now does not ask for a kernel the archive has dropped."""
     forced = os.environ.get("GPUHOST_VM_KERNEL", "").strip()
-    if forced:
-        if not re.fullmatch(r"6\.1\.0-\d+-amd64", forced):
-            raise ImageError(f"GPUHOST_VM_KERNEL={forced!r} is not a Debian 12 kernel ABI "
-                             "like 6.1.0-56-amd64")
-        return forced
-    # The sandbox mirror records the ABI whose headers it serves (sandbox/mirror.py).
-    mirror_state = Path("/var/cache/gpuhost/mirror/state.json")
-    if mirror_state.is_file():
-        abi = json.loads(mirror_state.read_text()).get("kernel_release", "")
-        if re.fullmatch(r"6\.1\.0-\d+-amd64", abi):
-            return abi
-    out = run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True).stdout
-    m = re.search(r"Depends: linux-image-(6\.1\.0-\d+-amd64)\b", out)
-    if not m:
-        raise ImageError("cannot tell which Debian kernel to install: apt-cache knows no "
-                         "linux-image-amd64 (run apt-get update) or set GPUHOST_VM_KERNEL")
-    return m.group(1)
+    if forced and not re.fullmatch(r"6\.1\.0-\d+-amd64", forced):
+        raise ImageError(f"GPUHOST_VM_KERNEL={forced!r} is not a Debian 12 kernel ABI "
+                         "like 6.1.0-56-amd64")
+    mirror, cache_lock = _mirror()
+    try:
+        with cache_lock():
+            state = mirror.build(max_age=max_age)
+    except mirror.SandboxError as exc:
+        raise ImageError(f"the sandbox mirror (which chooses the VM's kernel): {exc}") from None
+    if forced and forced != state["kernel_release"]:
+        return forced, f"linux-image-{forced}"
+    return state["kernel_release"], state.get("kernel_image") or \
+        f"linux-image-{state['kernel_release']}"
 
 
 def preseed_layers() -> list[str]:
@@ -130,12 +140,13 @@ def preseed_layers() -> list[str]:
     return sorted(set(layers))
 
 
-def recipe(abi: str, layers: list[str] | None = None) -> dict:
+def recipe(abi: str, image: str | None = None, layers: list[str] | None = None) -> dict:
     layers = preseed_layers() if layers is None else layers
     extra = [p.format(abi=abi) for layer in layers for p in PRESEED[layer]]
+    image = image or f"linux-image-{abi}"
     return {"version": RECIPE_VERSION, "suite": SUITE, "kernel_release": abi,
-            "preseed": layers,
-            "packages": sorted(set(BASE_PACKAGES + [f"linux-image-{abi}"] + extra)),
+            "kernel_image": image, "preseed": layers,
+            "packages": sorted(set(BASE_PACKAGES + [image] + extra)),
             "sources": DEBIAN_SOURCES, "size": IMAGE_SIZE}
 
 
@@ -221,13 +232,15 @@ def build(force: bool = False, cache: Path = CACHE) -> dict:
 
 
 def _build_locked(force: bool, cache: Path) -> dict:
-    abi = kernel_abi()
-    rec = recipe(abi)
-    rid = recipe_id(rec)
+    rec = recipe(*kernel())
     current = cached_image(cache)
-    if current and current.get("recipe_id") == rid and not force:
-        log(f"cached image {cache}/base.qcow2 is current (kernel {abi})")
+    if current and current.get("recipe_id") == recipe_id(rec) and not force:
+        log(f"cached image {cache}/base.qcow2 is current (kernel {rec['kernel_release']})")
         return current
+    # Building: mmdebstrap asks the live archive for the kernel, so the mirror's choice is
+    # made on lists at most 10 minutes old (an ABI bump since then would be asked for in vain).
+    rec = recipe(*kernel(max_age=LISTS_FRESH_FOR_BUILD))
+    rid = recipe_id(rec)
     stage = cache / f"build.{os.getpid()}"
     shutil.rmtree(stage, ignore_errors=True)
     root = stage / "root"
@@ -241,7 +254,7 @@ def _build_locked(force: bool, cache: Path) -> dict:
 def _build_in(stage: Path, root: Path, rec: dict, rid: str, cache: Path) -> dict:
     abi = rec["kernel_release"]
     t0 = time.monotonic()
-    log(f"mmdebstrap {SUITE} with linux-image-{abi} (+{', '.join(rec['preseed']) or 'nothing'})"
+    log(f"mmdebstrap {SUITE} with {rec['kernel_image']} (+{', '.join(rec['preseed']) or 'nothing'})"
         f" into {root} (1-3 minutes)")
     run(["mmdebstrap", "--variant=minbase", "--include=" + ",".join(rec["packages"]),
          SUITE, str(root), *DEBIAN_SOURCES], capture_output=True)
