@@ -115,7 +115,8 @@ def test_fake_hosts_one_command_each_no_operation(tmp_path):
     assert status["@fake/broken"]["status"] == "failed"
     assert "XML is malformed" in status["@fake/broken"]["error"]
     assert document["cuda"] == "12.4"
-    assert "@fake/broken  failed" in proc.stdout and "-> exit 3" in proc.stdout
+    assert re.search(r"^  failed +1 host: @fake/broken$", proc.stdout, re.M), proc.stdout
+    assert "-> exit 3" in proc.stdout
     assert document["schema"] == "gpuhost.audit/2"
     assert status["@fake/broken"]["health"]["status"] is None  # nothing read, nothing judged
     # R570: its lifecycle finding is the only one (the fake host has no health fields)
