@@ -28,6 +28,7 @@ td.health.healthy,.sev-info{color:#57606a}td.health.warning,.sev-warning{color:#
 td.health.critical,.sev-critical{color:#cf222e;font-weight:600}td.health{font-weight:600}
 td.health.not_read,.card.health-not_read b{color:#57606a}
 td:first-child{white-space:nowrap}summary{margin:8px 0;cursor:pointer}td.count{text-align:right}
+td code{white-space:nowrap}td.hosts{min-width:14em}
 """
 BAR_COLOURS = {"match": "#2da44e", "other": "#d4a72c", "none": "#8c959f", "down": "#cf222e"}
 HEALTH_COLOURS = {"healthy": "#2da44e", "warning": "#d4a72c", "critical": "#cf222e",

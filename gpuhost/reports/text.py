@@ -162,7 +162,8 @@ def grouped_finding_lines(document: Mapping[str, Any], colour: bool = False) -> 
         tag = _paint(group["severity"].upper().ljust(8), SEVERITY_COLOUR[group["severity"]],
                      colour)
         count = len({n for n, _ in group["hosts"]})
-        example = "e.g. " if group["severity"] == "info" and count > 1 else ""
+        example = "e.g. " if (group["severity"] == "info" and group["id"] != NOT_READ
+                              and count > 1) else ""
         lines.append(f"  {tag} [{group['id']}] {count} host{'s' if count > 1 else ''}: "
                      f"{hosts_text(group['hosts'])}")
         lines.append(f"           {example}{group['message']}")

@@ -145,6 +145,9 @@ def test_a_host_whose_gpus_could_not_be_read_is_not_read(bare_fleet, bare, make_
     assert re.search(r"^gpu-1 .* not read +drift: driver$", table, re.M)
     assert " ok " not in table.split("\n\n")[0]
     assert "health: 0 healthy, 0 warning, 0 critical, 250 not read -> exit 2" in table
+    # why: one entry, its own message (grouped by it: no "e.g.")
+    assert re.search(r"^  INFO +\[gpus-not-read\] 250 hosts: gpu-\[1-250\]\n +NVIDIA GPUs on "
+                     r"the PCI bus that nvidia-smi could not read \(no NVIDIA driver", table, re.M)
     page = report.render_html(bare_fleet)
     assert page.count('<td class="health not_read">not read</td>') == 250
     assert '<div class="card health-not_read"><b>250</b>not read</div>' in page
