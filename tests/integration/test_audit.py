@@ -6,7 +6,8 @@
   with its chart and every host.
 * the sandbox fleet (marker ``integration``): one host wants another driver, one inventory
   entry points at 127.77.9.9 where nothing listens; exit status 3 and the report names both.
-  The sandbox hosts have no fault: no health finding but the driver branch's lifecycle.
+  The sandbox hosts have no fault and no driver yet: their GPUs cannot be read, so their one
+  finding is gpus-not-read and their health "not read", never "healthy" (issue 40).
 """
 
 from __future__ import annotations
@@ -231,10 +232,13 @@ def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
     status = {h["name"]: h for h in document["hosts"]}
     assert status["gpu-down"]["status"] == "unreachable" and DEAD in status["gpu-down"]["error"]
     assert status["gpu-down"]["health"]["status"] is None
-    for h in fleet["hosts"]:  # no fault in the sandbox: at most the driver branch's lifecycle
+    for h in fleet["hosts"]:  # no fault in the sandbox, and no driver: GPUs not read
         found = status[h["name"]]["health"]["findings"]
-        assert [f for f in found if not f["id"].startswith("lifecycle-")] == [], h["name"]
-        assert status[h["name"]]["health"]["status"] in ("healthy", "warning"), h["name"]
+        assert [(f["id"], f["severity"]) for f in found] == [("gpus-not-read", "info")], found
+        assert "no NVIDIA driver is installed" in found[0]["message"], h["name"]
+        assert status[h["name"]]["health"]["status"] == "not_read", h["name"]
+    assert document["summary"]["health"]["healthy"] == 0
+    assert re.search(rf"^{re.escape(drift_host)} .* not read +drift: \S*driver", proc.stdout, re.M)
     assert re.search(r"^HOST .* HEALTH +SETTINGS$", proc.stdout, re.M)
     assert status[drift_host]["status"] == "drift"
     assert any(i["item"] == "driver" and i["want"] == "525.60.13"
