@@ -8,11 +8,13 @@ Pure: ``findings(state)`` reads one host's ``gpuhost.facts.host.GpuHostState`` v
 
 sorted critical first. Every id, its severity and what it reads are in docs/health.md.
 A state without the health fields (read by a gpuhost before them, or a GPU seen only on the
-PCI bus) gives no finding for what it lacks. Also used by the upgrade's health gate:
+PCI bus) gives no finding for what it lacks; a host whose GPUs nvidia-smi could not read at
+all gets ``gpus-not-read`` and the status ``not_read``, never ``healthy`` (``gpus_read``,
+``status``). Also used by the upgrade's health gate:
 ``new_findings(before, after)`` is what appeared between two reads of a host.
 
 The findings live by subject: ``gpuhost.health.gpu`` (per GPU), ``gpuhost.health.host``
-(host-wide: missing GPUs, Xids, CDI, RDMA, next boot), ``gpuhost.health.finding`` (a
+(host-wide: missing or unread GPUs, Xids, CDI, RDMA, next boot), ``gpuhost.health.finding`` (a
 finding's shape and order); this module joins them and judges hosts and fleets.
 """
 
