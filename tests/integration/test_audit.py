@@ -266,3 +266,34 @@ def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
     proc = run_audit(inventory, "--limit", clean[0])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 host: 1 ok" in proc.stdout
+
+
+@pytest.mark.integration
+def test_a_250_host_report_without_drivers_reads_in_one_screen(tmp_path, make_state, desired):
+    """Issue 40: 250 hosts without a driver (an A100 on the PCI bus each), handed over in
+    random order, as headless Chromium builds the page: one drift row with the hostlist,
+    one CUDA row, hosts in natural order, not one host called healthy."""
+    import random
+
+    from gpuhost.reports import audit, text as report
+
+    lspci = ('07:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" "GA100 [A100 SXM4 '
+             '40GB] [20b0]" -ra1 "NVIDIA Corporation [10de]" "Device [134f]"\n')
+    names = [f"gpu-{n}" for n in range(1, 251)]
+    random.Random(40).shuffle(names)
+    document = audit.build({n: make_state(driver=None, packages="", lspci=lspci) for n in names},
+                           {n: desired() for n in names}, cuda="12.4",
+                           generated_at="2026-11-22T10:00:00Z")
+    page = tmp_path / "fleet.html"
+    page.write_text(report.render_html(document))
+    dom = rendered_dom(page, tmp_path / "profile")
+    drift = re.search(r'<section id="drift">.*?</section>', dom, re.S).group(0)
+    assert re.findall(r'<tr class="group drift" data-item="(\w+)" data-hosts="(\d+)">', drift) \
+        == [("driver", "250")]
+    assert ">gpu-[1-250]</td>" in drift
+    cuda = re.search(r'<section id="cuda">.*?</section>', dom, re.S).group(0)
+    assert cuda.count('<tr class="group"') == 1
+    assert re.findall(r'<tr class="drift" data-host="([^"]+)"', dom) == sorted(
+        names, key=lambda n: int(n.split("-")[1]))
+    assert dom.count('<td class="health not_read">not read</td>') == 250
+    assert 'class="health healthy"' not in dom and 'data-health="healthy"' not in dom
