@@ -205,8 +205,8 @@ def _report_options(parser: argparse.ArgumentParser) -> None:
                              "gets one gpuhost-HOST.prom per host, a file the fleet "
                              "(docs/metrics.md)")
     parser.add_argument("--details", action="store_true",
-                        help="the table lists every finding per host instead of one row per "
-                             "finding across hosts")
+                        help="the table lists every drift item and finding per host instead "
+                             "of one entry per identical one across hosts")
     parser.add_argument("--baseline", default=None, metavar="PREVIOUS.json",
                         help="show what changed since that audit's JSON (gpuhost.audit/1 or /2): "
                              "hosts new and gone, new and resolved drift and findings, new Xids")

@@ -8,11 +8,13 @@ Pure: ``findings(state)`` reads one host's ``gpuhost.facts.host.GpuHostState`` v
 
 sorted critical first. Every id, its severity and what it reads are in docs/health.md.
 A state without the health fields (read by a gpuhost before them, or a GPU seen only on the
-PCI bus) gives no finding for what it lacks. Also used by the upgrade's health gate:
+PCI bus) gives no finding for what it lacks; a host whose GPUs nvidia-smi could not read at
+all gets ``gpus-not-read`` and the status ``not_read``, never ``healthy`` (``gpus_read``,
+``status``). Also used by the upgrade's health gate:
 ``new_findings(before, after)`` is what appeared between two reads of a host.
 
 The findings live by subject: ``gpuhost.health.gpu`` (per GPU), ``gpuhost.health.host``
-(host-wide: missing GPUs, Xids, CDI, RDMA, next boot), ``gpuhost.health.finding`` (a
+(host-wide: missing or unread GPUs, Xids, CDI, RDMA, next boot), ``gpuhost.health.finding`` (a
 finding's shape and order); this module joins them and judges hosts and fleets.
 """
 
@@ -27,12 +29,13 @@ from gpuhost import slurm
 from gpuhost.health import lifecycle
 from gpuhost.health.finding import HEALTH_STATUSES, SEVERITIES, sort_key
 from gpuhost.health.gpu import THROTTLE, THROTTLE_ADVICE, gpu_findings
-from gpuhost.health.host import cdi_findings, host_findings, next_boot_findings, rdma_findings
+from gpuhost.health.host import (NOT_READ, cdi_findings, gpus_not_read, gpus_read, host_findings,
+                                  next_boot_findings, rdma_findings)
 
-__all__ = ["HEALTH_STATUSES", "SEVERITIES", "THROTTLE", "THROTTLE_ADVICE", "block",
-           "cdi_findings", "findings", "fleet_summary", "gpu_findings", "host_findings", "key",
-           "new_findings", "next_boot_findings", "rdma_findings", "sort_key", "status",
-           "unhealthy"]
+__all__ = ["HEALTH_STATUSES", "NOT_READ", "SEVERITIES", "THROTTLE", "THROTTLE_ADVICE",
+           "block", "cdi_findings", "findings", "fleet_summary", "gpu_findings", "gpus_not_read",
+           "gpus_read", "host_findings", "key", "new_findings", "next_boot_findings",
+           "rdma_findings", "sort_key", "status", "unhealthy"]
 
 
 def findings(state: Mapping[str, Any], *, today: _dt.date | None = None,
@@ -46,7 +49,8 @@ def findings(state: Mapping[str, Any], *, today: _dt.date | None = None,
     """
     today = today or _dt.datetime.now(_dt.timezone.utc).date()
     driver = state.get("driver") or {}
-    found = gpu_findings(state) + host_findings(state) + cdi_findings(state)
+    found = gpu_findings(state) + host_findings(state) + gpus_not_read(state)
+    found += cdi_findings(state)
     found += rdma_findings(state)
     found += next_boot_findings(state, module_signing_cert)
     found += slurm.findings(state)  # issue 26 item 4 (gpuhost/slurm.py)
@@ -58,10 +62,18 @@ def findings(state: Mapping[str, Any], *, today: _dt.date | None = None,
 
 
 def status(found: Iterable[Mapping[str, Any]]) -> str:
-    """'critical', 'warning' or 'healthy' (info findings do not count)."""
+    """'critical', 'not_read', 'warning' or 'healthy' (info findings do not count).
+
+    'not_read': no critical finding, and the host's GPUs could not be read (the finding
+    ``gpus-not-read``, ``gpus_read``): whatever their health is, it is unknown, so it ranks
+    above a known warning and never reads as healthy."""
+    found = list(found)
     severities = {f["severity"] for f in found}
-    return "critical" if "critical" in severities else (
-        "warning" if "warning" in severities else "healthy")
+    if "critical" in severities:
+        return "critical"
+    if any(f["id"] == NOT_READ for f in found):
+        return "not_read"
+    return "warning" if "warning" in severities else "healthy"
 
 
 def key(finding: Mapping[str, Any]) -> tuple[str, str]:
@@ -93,19 +105,19 @@ def block(found: list[dict[str, Any]] | None) -> dict[str, Any]:
 def unhealthy(host: Mapping[str, Any], fail_on: str) -> bool:
     """Whether an audit document's ``host`` counts as unhealthy for the exit status
     (``fail_on``: critical, warning or never)."""
-    worst = host["health"]["status"]
-    if fail_on == "never" or worst is None:
+    counts = host["health"]["counts"]
+    if fail_on == "never" or host["health"]["status"] is None:
         return False
-    return worst == "critical" or (fail_on == "warning" and worst == "warning")
+    return bool(counts["critical"] or (fail_on == "warning" and counts["warning"]))
 
 
 def fleet_summary(hosts: list[Mapping[str, Any]], fail_on: str) -> dict[str, Any]:
-    """Hosts per health status (``not_read``: failed or unreachable) and, per finding id, on
-    how many hosts it was found."""
+    """Hosts per health status (``not_read``: failed or unreachable, or its GPUs could not be
+    read) and, per finding id, on how many hosts it was found."""
     statuses = Counter(h["health"]["status"] or "not_read" for h in hosts)
     ids = Counter(i for h in hosts for i in {f["id"] for f in h["health"]["findings"]})
     severities = Counter(f["severity"] for h in hosts for f in h["health"]["findings"])
-    return {**{s: statuses.get(s, 0) for s in (*HEALTH_STATUSES, "not_read")},
+    return {**{s: statuses.get(s, 0) for s in HEALTH_STATUSES},
             "fail_on": fail_on, "unhealthy": sum(unhealthy(h, fail_on) for h in hosts),
             "findings": {s: severities.get(s, 0) for s in SEVERITIES},
             "finding_ids": dict(sorted(ids.items()))}

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 SEVERITIES = ("critical", "warning", "info")
-HEALTH_STATUSES = ("healthy", "warning", "critical")
+HEALTH_STATUSES = ("healthy", "warning", "critical", "not_read")  # not_read: docs/health.md
 _ORDER = {name: index for index, name in enumerate(SEVERITIES)}
 
 

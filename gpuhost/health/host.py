@@ -1,5 +1,5 @@
 """The host-wide health findings: GPUs missing from nvidia-smi and the kernel log's Xid/SXid
-events (``host_findings``), a stale CDI spec, GPUDirect RDMA readiness, whether the NVIDIA
+events (``host_findings``), GPUs nvidia-smi could not read (``gpus_not_read``), a stale CDI spec, GPUDirect RDMA readiness, whether the NVIDIA
 module loads after the next boot. Ids and severities: docs/health.md."""
 
 from __future__ import annotations
@@ -29,6 +29,59 @@ def host_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
             "dmesg refused): Xid errors are not checked on this host")))
     found += [_recovered(f, health) for f in xid.findings(health.get("xid_events") or [])]
     return found
+
+
+NOT_READ = "gpus-not-read"  # the finding that makes a host's health status "not_read"
+
+
+def gpus_read(state: Mapping[str, Any]) -> bool | None:
+    """Could the host's GPUs be read? None: the host has no NVIDIA GPU (nothing to read).
+    False: it has NVIDIA GPUs (nvidia-smi's list, else the PCI bus) and nvidia-smi gave no
+    answer about any of them: no driver installed or loaded, a driver/library mismatch,
+    nvidia-smi timed out, failed or is missing. True otherwise. An nvidia-smi that answers
+    without some GPU is ``gpu-missing``, not this."""
+    gpus = state.get("gpus") or []
+    if not gpus:
+        return None
+    if any(gpu.get("source") == "nvidia-smi" for gpu in gpus):
+        return True
+    return bool((state.get("health") or {}).get("gpus_missing"))
+
+
+def _why_not_read(driver: Mapping[str, Any]) -> tuple[str, str]:
+    """(why nvidia-smi did not answer, what to do) from the driver fact."""
+    state, error = driver.get("state"), driver.get("smi_error")
+    installed = driver.get("installed_version")
+    if state == "not_installed":
+        return "no NVIDIA driver is installed", "install it (gpuhost's deploy), then audit again"
+    if state == "installed_not_loaded":
+        return (f"driver {installed or '?'} is installed but not loaded",
+                "reboot the host or load the module (modprobe nvidia), then audit again")
+    if state == "library_mismatch":
+        return ("the loaded NVIDIA module is not the installed driver (nvidia-smi: "
+                "driver/library version mismatch)", "reboot the host to load the installed one")
+    fix = ("run nvidia-smi on the host; if it hangs or fails, drain the host, read the kernel "
+           "log for Xid errors and reboot it")
+    if error == "timed_out":
+        return "the driver is loaded but nvidia-smi timed out", fix
+    if error:
+        return f"the driver is loaded but nvidia-smi failed ({error})", fix
+    return ("the driver is loaded but nvidia-smi did not run (is it installed?)",
+            "install the driver's utilities (gpuhost's deploy does)")
+
+
+def gpus_not_read(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``gpus-not-read`` when ``gpus_read`` is False: info when no driver is loaded (the
+    drift items say what to do), warning when one is loaded and nvidia-smi still does not
+    answer."""
+    if gpus_read(state) is not False:
+        return []
+    driver = state.get("driver") or {}
+    why, fix = _why_not_read(driver)
+    severity = "warning" if driver.get("state") == "loaded" else "info"
+    return [_finding(NOT_READ, severity, None, (
+        f"NVIDIA GPUs on the PCI bus that nvidia-smi could not read ({why}): their health "
+        f"(memory, PCIe, throttling, NVLink, missing GPUs) is not checked; {fix}"))]
 
 
 def _recovered(finding: dict[str, Any], health: Mapping[str, Any]) -> dict[str, Any]:

@@ -39,6 +39,8 @@ ADVICE = {
                   "reboot); if it comes back, contact NVIDIA support",
     "lifecycle-eol-soon": "plan the move to a supported branch",
     "lifecycle-eol": "no more bug or security fixes; move to a supported branch",
+    "gpus-not-read": "run nvidia-smi on the host; if it hangs or fails, drain the host, read "
+                     "the kernel log for Xid errors and reboot it",
 }
 DRIFT_FOR = "6h"  # drift that lasts: an upgrade in progress does not page
 AUDIT_STALE_SECONDS = 3 * 3600  # the timer runs every 15 minutes (docs/metrics.md)
@@ -63,7 +65,8 @@ def _finding(name: str, ident: str, summary: str, action: str) -> dict[str, Any]
 
 def rules() -> list[dict[str, Any]]:
     """Every alert rule: one per critical finding family and per Xid action (reboot, reset,
-    replace), drift that lasts, the driver branch's end of life, an audit gone quiet."""
+    replace), drift that lasts, the driver branch's end of life, a host or its GPUs not read,
+    an audit gone quiet."""
     eol = "gpuhost_driver_branch_end_of_life_timestamp_seconds"
     return [
         _rule("GpuHostXidRebootRequired", 'gpuhost_xid_events{action="reboot"} > 0', "critical",
@@ -116,6 +119,11 @@ def rules() -> list[dict[str, Any]]:
               f"gpuhost audit could not read {HOST} (failed or unreachable)",
               "the audit's error names the cause: check SSH to the host and run gpuhost audit "
               "INVENTORY --limit HOST", "30m"),
+        # a warning only with the driver loaded (without one the drift items say what to do)
+        _rule("GpuHostGpusNotRead",
+              'gpuhost_health_finding{id="gpus-not-read",severity="warning"} == 1', "warning",
+              f"{HOST}: the NVIDIA driver is loaded but nvidia-smi could not read the GPUs",
+              f"gpuhost audit [gpus-not-read]: {ADVICE['gpus-not-read']}", "30m"),
         _rule("GpuHostAuditStale",
               f"time() - gpuhost_audit_timestamp_seconds > {AUDIT_STALE_SECONDS}", "warning",
               f"{HOST} has not been audited for 3 hours",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuhost import converged, health, policy, settings
+from gpuhost.reports.hostlist import natural_key
 
 SCHEMA = "gpuhost.audit/2"
 SCHEMAS_READ = ("gpuhost.audit/1", SCHEMA)  # what --baseline accepts
@@ -266,7 +267,8 @@ def now() -> str:
 def build(results: Mapping[str, Mapping[str, Any] | HostError],
           desired: Mapping[str, Mapping[str, Any]], cuda: str | None = None,
           generated_at: str | None = None, fail_on: str = "critical") -> dict[str, Any]:
-    """The audit document (schema ``gpuhost.audit/2``) of a fleet; hosts sorted by name.
+    """The audit document (schema ``gpuhost.audit/2``) of a fleet; hosts in natural order
+    (gpu-2 before gpu-10, ``gpuhost.reports.hostlist``).
 
     + results: host name -> GpuHostState (the fact's value) or HostError
     + desired: host name -> ``desired_settings()`` of that host
@@ -279,7 +281,7 @@ def build(results: Mapping[str, Mapping[str, Any] | HostError],
     stamp = generated_at or now()
     today = _dt.date.fromisoformat(stamp[:10])
     hosts = [host_entry(name, results[name], desired[name], cuda, today)
-             for name in sorted(results)]
+             for name in sorted(results, key=natural_key)]
     return document(hosts, cuda, stamp, fail_on)
 
 

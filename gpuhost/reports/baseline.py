@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuhost import health
 from gpuhost.reports.audit import SCHEMAS_READ, AuditError
+from gpuhost.reports.hostlist import natural_sorted
 
 
 def check(previous: Any, source: str = "the baseline") -> Mapping[str, Any]:
@@ -76,7 +77,10 @@ def host_changes(was: Mapping[str, Any], now: Mapping[str, Any], health_compared
             change["health_status"] = {"was": was_health["status"], "now": now_health["status"]}
         before, after = was_health.get("findings") or [], now_health["findings"]
         change["findings_new"] = health.new_findings(before, after)
-        change["findings_resolved"] = health.new_findings(after, before)
+        resolved = health.new_findings(after, before)
+        if now_health["status"] == "not_read":  # a GPU not read now: its findings are unknown
+            resolved = [f for f in resolved if not f["gpu"]]
+        change["findings_resolved"] = resolved
         change["xids_new"] = _new_events(xid_events(was), xid_events(now))
     if any(value for key, value in change.items() if key != "name"):
         return change
@@ -89,9 +93,10 @@ def compare(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str
     health_compared = previous["schema"] != "gpuhost.audit/1"
     was = {h["name"]: h for h in previous["hosts"]}
     now = {h["name"]: h for h in current["hosts"]}
-    hosts = [c for name in sorted(now) if name in was
+    hosts = [c for name in natural_sorted(now) if name in was
              for c in [host_changes(was[name], now[name], health_compared)] if c]
     return {"schema": previous["schema"], "generated_at": previous.get("generated_at"),
             "health_compared": health_compared,
-            "hosts_new": sorted(set(now) - set(was)), "hosts_gone": sorted(set(was) - set(now)),
+            "hosts_new": natural_sorted(set(now) - set(was)),
+            "hosts_gone": natural_sorted(set(was) - set(now)),
             "hosts": hosts}

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from gpuhost.reports import text as report
+from gpuhost.health import NOT_READ
+from gpuhost.reports import groups as grouping, text as report
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d2330}
@@ -25,14 +26,17 @@ td.status{font-weight:600}ul{margin:4px 0 0 18px;padding:0}code{font-size:12px}
 .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
 td.health.healthy,.sev-info{color:#57606a}td.health.warning,.sev-warning{color:#9a6700}
 td.health.critical,.sev-critical{color:#cf222e;font-weight:600}td.health{font-weight:600}
-td:first-child{white-space:nowrap}summary{margin:8px 0;cursor:pointer}
+td.health.not_read,.card.health-not_read b{color:#57606a}
+td:first-child{white-space:nowrap}summary{margin:8px 0;cursor:pointer}td.count{text-align:right}
+td code{white-space:nowrap}td.hosts{min-width:14em}
 """
 BAR_COLOURS = {"match": "#2da44e", "other": "#d4a72c", "none": "#8c959f", "down": "#cf222e"}
 HEALTH_COLOURS = {"healthy": "#2da44e", "warning": "#d4a72c", "critical": "#cf222e",
                   "not_read": "#8c959f"}
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
 HEALTH_LABELS = {"healthy": "healthy", "warning": "warning", "critical": "critical",
-                 "not_read": "not read (failed / unreachable)"}
+                 "not_read": "not read (GPUs not readable, or host failed / unreachable)"}
+HOSTS_SHOWN = 24  # ranges of a group's hostlist in a cell; every name is in its title
 
 
 def _e(value: Any) -> str:
@@ -105,15 +109,27 @@ def _legend() -> str:
         f'<span style="background:{BAR_COLOURS[k]}"></span>{v}' for k, v in names.items()) + "</p>"
 
 
+def _hosts_cell(hosts: list) -> str:
+    """A group's hosts: by name, or for many their hostlist; every name in the title."""
+    return (f'<td class="hosts" title="{_e(grouping.hosts_text(hosts, None))}">'
+            f"{_e(grouping.hosts_text(hosts, HOSTS_SHOWN))}</td>")
+
+
 def _drift_section(document: Mapping[str, Any]) -> str:
+    """Identical drift items (and errors of hosts not read) as one row each; the per-host
+    list one click away."""
     summary = document["summary"]
-    hosts = document["hosts"]
     if not summary["drift"] and not summary["failed"] and not summary["unreachable"]:
         return '<section id="drift"><h2>Drift</h2><p>Every host matches its settings.</p></section>'
-    items = "".join(f"<li><code>{_e(k)}</code>: {v} host(s)</li>"
-                    for k, v in summary["drift_items"].items())
+    body = []
+    for group in grouping.drift_groups(document):
+        body.append(f'<tr class="group {_e(group["status"])}" data-item="{_e(group["item"])}" '
+                    f'data-hosts="{len(group["hosts"])}"><td class="status">'
+                    f'{_e(group["status"])}</td><td><code>{_e(group["item"])}</code></td>'
+                    f'<td class="count">{len(group["hosts"])}</td>{_hosts_cell(group["hosts"])}'
+                    f'<td>{_e(group["message"])}</td></tr>')
     rows = []
-    for host in hosts:
+    for host in document["hosts"]:
         messages = [item["message"] for item in host["drift"]]
         if host["error"]:
             messages.append(host["error"])
@@ -121,27 +137,27 @@ def _drift_section(document: Mapping[str, Any]) -> str:
             rows.append(f'<tr class="{_e(host["status"])}"><td>{_e(host["name"])}</td>'
                         f'<td class="status">{_e(host["status"])}</td><td><ul>'
                         + "".join(f"<li>{_e(m)}</li>" for m in messages) + "</ul></td></tr>")
-    return ('<section id="drift"><h2>Drift</h2>'
-            + (f"<ul>{items}</ul>" if items else "")
-            + '<table><thead><tr><th>host</th><th>status</th><th>what is, what is wanted</th>'
-            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>")
+    return ('<section id="drift"><h2>Drift</h2><table class="grouped"><thead><tr>'
+            "<th>status</th><th>item</th><th>hosts</th><th>which</th>"
+            "<th>what is, what is wanted</th></tr></thead><tbody>" + "".join(body)
+            + f'</tbody></table><details id="drift-by-host"><summary>every drift item and '
+            f"error per host ({len(rows)} host(s))</summary><table><thead><tr><th>host</th>"
+            "<th>status</th><th>what is, what is wanted</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table></details></section>")
 
 
 def _cuda_section(document: Mapping[str, Any]) -> str:
     cuda = document["summary"].get("cuda")
     if not cuda:
         return ""
-    rows = []
-    for host in document["hosts"]:
-        answer = host["cuda"]
-        if answer is None:
-            rows.append(f"<tr><td>{_e(host['name'])}</td><td>not audited</td><td></td></tr>")
-        else:
-            rows.append(f"<tr><td>{_e(host['name'])}</td><td>{_e(answer['verdict'])}</td>"
-                        f"<td>{_e(answer['message'])}</td></tr>")
+    rows = [f'<tr class="group" data-verdict="{_e(g["verdict"])}" data-hosts="{len(g["hosts"])}">'
+            f'<td>{_e(g["verdict"])}</td><td class="count">{len(g["hosts"])}</td>'
+            f'{_hosts_cell(g["hosts"])}<td>{_e(g["message"])}</td></tr>'
+            for g in grouping.cuda_groups(document)]
     return (f'<section id="cuda"><h2>CUDA {_e(cuda["version"])}: native needs driver &gt;= '
-            f'{_e(cuda["driver_needed"])}</h2><table><thead><tr><th>host</th><th>verdict</th>'
-            "<th>why</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>")
+            f'{_e(cuda["driver_needed"])}</h2><table class="grouped"><thead><tr><th>verdict</th>'
+            "<th>hosts</th><th>which</th><th>why</th></tr></thead><tbody>" + "".join(rows)
+            + "</tbody></table></section>")
 
 
 def health_chart(document: Mapping[str, Any]) -> str:
@@ -206,7 +222,7 @@ def _grouped_table(groups: list[dict[str, Any]]) -> str:
         body.append(f'<tr class="group" data-finding="{_e(group["id"])}" data-hosts="{count}">'
                     f'<td class="sev-{_e(group["severity"])}">{_e(group["severity"])}</td>'
                     f'<td><code>{_e(group["id"])}</code></td><td class="count">{count}</td>'
-                    f'<td class="hosts">{_e(report.hosts_text(group["hosts"], None))}</td>'
+                    f'{_hosts_cell(group["hosts"])}'
                     f'<td>{_e(group["message"])}</td></tr>')
     return ('<table class="grouped"><thead><tr><th>severity</th><th>id</th><th>hosts</th>'
             '<th>which</th><th>what is wrong, what to do</th></tr></thead><tbody>'
@@ -214,11 +230,12 @@ def _grouped_table(groups: list[dict[str, Any]]) -> str:
 
 
 def _health_section(document: Mapping[str, Any]) -> str:
-    """Identical findings across hosts as one row, criticals first; info findings and the
-    per-host list one click away (``<details>``)."""
-    groups = report.finding_groups(document)
-    main = [g for g in groups if g["severity"] != "info"]
-    infos = [g for g in groups if g["severity"] == "info"]
+    """Identical findings across hosts as one row, criticals first, and why hosts were not
+    read (``gpus-not-read``, even as info: it decides their status); the other info findings
+    and the per-host list one click away (``<details>``)."""
+    groups = grouping.finding_groups(document)
+    main = [g for g in groups if g["severity"] != "info" or g["id"] == NOT_READ]
+    infos = [g for g in groups if g not in main]
     rows: list[str] = []
     for host in document["hosts"]:
         for f in host["health"]["findings"]:
@@ -227,7 +244,9 @@ def _health_section(document: Mapping[str, Any]) -> str:
                 f'<td class="sev-{_e(f["severity"])}">{_e(f["severity"])}</td>'
                 f'<td><code>{_e(f["id"])}</code></td><td>{_e(f["gpu"])}</td>'
                 f'<td>{_e(f["message"])}</td></tr>')
-    text = _grouped_table(main) if main else "<p>No critical or warning finding.</p>"
+    text = "" if any(g["severity"] != "info" for g in main) else (
+        "<p>No critical or warning finding.</p>")
+    text += _grouped_table(main) if main else ""
     if infos:
         count = sum(len(g["hosts"]) for g in infos)
         text += (f'<details id="info-findings"><summary>{count} info finding(s)</summary>'
@@ -275,8 +294,9 @@ def render(document: Mapping[str, Any]) -> str:
     summary = document["summary"]
     cards = "".join(f'<div class="card {k}"><b>{summary[k]}</b>{k}</div>'
                     for k in ("hosts", "ok", "drift", "failed", "unreachable"))
-    cards += "".join(f'<div class="card health-{k}"><b>{summary["health"][k]}</b>{k}</div>'
-                     for k in ("healthy", "warning", "critical"))
+    cards += "".join(f'<div class="card health-{k}"><b>{summary["health"][k]}</b>'
+                     f'{k.replace("_", " ")}</div>'
+                     for k in ("healthy", "warning", "critical", "not_read"))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

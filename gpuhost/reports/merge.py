@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuhost.reports import audit
+from gpuhost.reports.hostlist import natural_key
 
 
 class MergeError(ValueError):
@@ -53,5 +54,5 @@ def merge(shards: Sequence[tuple[str, Mapping[str, Any]]], fail_on: str = "criti
         raise MergeError(f"the shards answered different CUDA versions ({answered}): audit "
                          "every shard with the same --cuda")
     cuda = next(iter(cudas.values()), None)
-    hosts.sort(key=lambda h: h["name"])
+    hosts.sort(key=lambda h: natural_key(h["name"]))
     return audit.document(hosts, cuda, max(stamps), fail_on, shards=records)

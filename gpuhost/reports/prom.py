@@ -39,7 +39,7 @@ FINDING_IDS = (
     "secure-boot-cert-unreadable", "cdi-spec-stale", "lifecycle-eol", "lifecycle-eol-soon",
     "lifecycle-new-feature-branch", "lifecycle-supported", "lifecycle-unknown",
     "rdma-peermem-missing", "rdma-acs-redirect", "rdma-nic-across-cpu",
-    "slurm-gres-mismatch", "slurm-drained-by-gpuhost",
+    "slurm-gres-mismatch", "slurm-drained-by-gpuhost", "gpus-not-read",
 )
 NEXT_BOOT_BLOCKERS = ("next-boot-module-missing", "secure-boot-signer-not-enrolled")
 
@@ -86,7 +86,8 @@ FAMILIES = (
     ("gpuhost_drift", "gauge", "1 per drift item of the host (what differs from the inventory)."),
     ("gpuhost_drift_items", "gauge", "How many drift items the host has (0: as wanted)."),
     ("gpuhost_health_status", "gauge",
-     "The host's health: 1 for the current one of healthy, warning, critical."),
+     "The host's health: 1 for the current one of healthy, warning, critical, not_read (its "
+     "GPUs could not be read)."),
     ("gpuhost_health_findings", "gauge",
      "How many findings of this id the host has now (per GPU or host-wide); 0 when none."),
     ("gpuhost_health_finding", "gauge",
@@ -203,7 +204,8 @@ def host_samples(host: Mapping[str, Any], when: float, today: _dt.date) -> list[
     samples.append(("gpuhost_drift_items", {"host": name}, float(len(host["drift"]))))
     found = host["health"]["findings"]
     samples += [("gpuhost_health_status", {"host": name, "status": s},
-                 float(host["health"]["status"] == s)) for s in ("healthy", "warning", "critical")]
+                 float(host["health"]["status"] == s))
+                for s in ("healthy", "warning", "critical", "not_read")]
     counts = {ident: 0 for ident in FINDING_IDS}
     for f in found:
         counts[f["id"]] = counts.get(f["id"], 0) + 1

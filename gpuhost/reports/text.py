@@ -10,11 +10,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from gpuhost.health import NOT_READ
 from gpuhost.reports import audit
+from gpuhost.reports.groups import cuda_groups, drift_groups, finding_groups, hosts_text
 
 _ANSI = {"green": "32", "yellow": "33", "red": "31", "bold": "1", "dim": "2"}
 STATUS_COLOUR = {"ok": "green", "drift": "yellow", "failed": "red", "unreachable": "red"}
-HEALTH_COLOUR = {"healthy": "green", "warning": "yellow", "critical": "red", None: "red"}
+HEALTH_COLOUR = {"healthy": "green", "warning": "yellow", "critical": "red",
+                 "not_read": "yellow", None: "red"}
 SEVERITY_COLOUR = {"critical": "red", "warning": "yellow", "info": "dim"}
 # SETTINGS: does the host match its inventory settings (drift), or could it not be read;
 # HEALTH: its worst finding. Two judgements, two columns (issue 26 item 5: a column called
@@ -104,18 +107,26 @@ def status_label(host: Mapping[str, Any]) -> str:
     return "as wanted" if host["status"] == "ok" else host["status"]
 
 
+def _ids(block: Mapping[str, Any], severity: str) -> str:
+    ids = list(dict.fromkeys(f["id"] for f in block["findings"] if f["severity"] == severity
+                             and f["id"] != NOT_READ))
+    return ",".join(ids[:3]) + (f",+{len(ids) - 3}" if len(ids) > 3 else "")
+
+
 def health_label(host: Mapping[str, Any]) -> str:
     """'ok', 'warning: lifecycle-eol' or 'CRITICAL: xid-79,gpu-missing' (the ids of the worst
-    severity, three at most); '?' when nothing was read."""
+    severity, three at most); 'not read' (its GPUs could not be read; '; warning: ...' when
+    it has warnings too); '?' when nothing was read."""
     block = host["health"]
     if block["status"] is None:
         return "?"
     if block["status"] == "healthy":
         return "ok"
-    ids = list(dict.fromkeys(f["id"] for f in block["findings"]
-                             if f["severity"] == block["status"]))
-    shown = ",".join(ids[:3]) + (f",+{len(ids) - 3}" if len(ids) > 3 else "")
-    return f"{'CRITICAL' if block['status'] == 'critical' else 'warning'}: {shown}"
+    if block["status"] == "not_read":
+        warnings = _ids(block, "warning")
+        return "not read" + (f"; warning: {warnings}" if warnings else "")
+    label = "CRITICAL" if block["status"] == "critical" else "warning"
+    return f"{label}: {_ids(block, block['status'])}"
 
 
 def row(host: Mapping[str, Any]) -> list[str]:
@@ -135,44 +146,12 @@ def summary_line(document: Mapping[str, Any]) -> str:
     parts = [f"{s[k]} {k}" for k in ("ok", "drift", "failed", "unreachable")]
     h = s["health"]
     health = [f"{h[k]} {k}" for k in ("healthy", "warning", "critical")]
+    if h["not_read"]:
+        health.append(f"{h['not_read']} not read")
     meaning = audit.EXIT_MEANING.get(s["exit_code"], "?")
     hosts = f"{s['hosts']} host" + ("" if s["hosts"] == 1 else "s")
     return (f"{hosts}: {', '.join(parts)}; health: {', '.join(health)} "
             f"-> exit {s['exit_code']} ({meaning})")
-
-
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-HOSTS_SHOWN = 6  # host names a grouped row lists before "+N more"
-
-
-def finding_groups(document: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Identical findings across hosts as one group each: ``{"severity", "id", "message",
-    "hosts": [(host, GPU or None), ...]}``, criticals first, then the most hosts. Findings
-    are identical when id, severity and message are; info findings group by id alone (their
-    message is an example)."""
-    groups: dict[tuple, dict[str, Any]] = {}
-    for h in document["hosts"]:
-        for f in h["health"]["findings"]:
-            key = (f["severity"], f["id"], None if f["severity"] == "info" else f["message"])
-            group = groups.setdefault(key, {"severity": f["severity"], "id": f["id"],
-                                            "message": f["message"], "hosts": []})
-            group["hosts"].append((h["name"], f["gpu"]))
-    return sorted(groups.values(), key=lambda g: (SEVERITY_ORDER[g["severity"]],
-                                                  -len({n for n, _ in g["hosts"]}), g["id"],
-                                                  g["message"]))
-
-
-def hosts_text(pairs: list[tuple[str, str | None]], limit: int | None = HOSTS_SHOWN) -> str:
-    """'a, b (GPU 0000:07:00.0), +3 more': the hosts of a group (a host once, its GPUs)."""
-    by_host: dict[str, list[str]] = {}
-    for name, gpu in pairs:
-        by_host.setdefault(name, [])
-        if gpu:
-            by_host[name].append(gpu)
-    names = [f"{n} (GPU {', '.join(g)})" if g else n for n, g in by_host.items()]
-    if limit is None or len(names) <= limit:
-        return ", ".join(names)
-    return ", ".join(names[:limit]) + f", +{len(names) - limit} more"
 
 
 def grouped_finding_lines(document: Mapping[str, Any], colour: bool = False) -> list[str]:
@@ -183,7 +162,8 @@ def grouped_finding_lines(document: Mapping[str, Any], colour: bool = False) -> 
         tag = _paint(group["severity"].upper().ljust(8), SEVERITY_COLOUR[group["severity"]],
                      colour)
         count = len({n for n, _ in group["hosts"]})
-        example = "e.g. " if group["severity"] == "info" and count > 1 else ""
+        example = "e.g. " if (group["severity"] == "info" and group["id"] != NOT_READ
+                              and count > 1) else ""
         lines.append(f"  {tag} [{group['id']}] {count} host{'s' if count > 1 else ''}: "
                      f"{hosts_text(group['hosts'])}")
         lines.append(f"           {example}{group['message']}")
@@ -219,6 +199,35 @@ def finding_lines(document: Mapping[str, Any], colour: bool = False) -> list[str
             hosts = len({n for n, _ in found})
             lines.append(f"  {f'({hosts} hosts)'.ljust(width)}  {tag} [{ident}] e.g. {name}: "
                          f"{gpu}{f['message']}")
+    return lines
+
+
+def problem_lines(document: Mapping[str, Any], colour: bool = False) -> list[str]:
+    """(``--details``) One line per host and drift item, and per host not read (its error)."""
+    hosts = document["hosts"]
+    problems = [(h, item["message"]) for h in hosts for item in h["drift"]]
+    problems += [(h, h["error"]) for h in hosts if h["status"] in ("failed", "unreachable")]
+    if not problems:
+        return []
+    width = max(len(h["name"]) for h, _ in problems)
+    lines = []
+    for h, message in problems:
+        tag = _paint(h["status"].ljust(11), STATUS_COLOUR[h["status"]], colour)
+        lines.append(f"  {h['name'].ljust(width)}  {tag} {message}")
+    return lines
+
+
+def grouped_problem_lines(document: Mapping[str, Any], colour: bool = False) -> list[str]:
+    """One entry per group of identical drift items or errors (``groups.drift_groups``):
+    status, item, how many hosts, which, then the message."""
+    lines = []
+    for group in drift_groups(document):
+        tag = _paint(group["status"].ljust(11), STATUS_COLOUR[group["status"]], colour)
+        count = len(group["hosts"])
+        item = f"[{group['item']}] " if group["item"] else ""
+        lines.append(f"  {tag} {item}{count} host{'s' if count > 1 else ''}: "
+                     f"{hosts_text(group['hosts'])}")
+        lines.append(f"              {group['message']}")
     return lines
 
 
@@ -277,14 +286,10 @@ def render_table(document: Mapping[str, Any], colour: bool = False,
                 text = _paint(text, HEALTH_COLOUR[hosts[index - 1]["health"]["status"]], colour)
             painted.append(text)
         lines.append("  ".join(painted).rstrip())
-    problems = [(h, item["message"]) for h in hosts for item in h["drift"]]
-    problems += [(h, h["error"]) for h in hosts if h["status"] in ("failed", "unreachable")]
+    problems = (problem_lines if details else grouped_problem_lines)(document, colour)
     if problems:
-        lines += ["", _paint("Problems:", "bold", colour)]
-        width = max(len(h["name"]) for h, _ in problems)
-        for h, message in problems:
-            tag = _paint(h["status"].ljust(11), STATUS_COLOUR[h["status"]], colour)
-            lines.append(f"  {h['name'].ljust(width)}  {tag} {message}")
+        title = "Problems:" if details else "Problems (identical ones once; --details: per host):"
+        lines += ["", _paint(title, "bold", colour)] + problems
     health = (finding_lines if details else grouped_finding_lines)(document, colour)
     if health:
         title = "Health:" if details else "Health (identical findings once; --details: per host):"
@@ -296,15 +301,12 @@ def render_table(document: Mapping[str, Any], colour: bool = False,
     if cuda:
         lines += ["", _paint(f"CUDA {cuda['version']} (native needs driver >= "
                              f"{cuda['driver_needed']}):", "bold", colour)]
-        for verdict, names in cuda["hosts"].items():
-            if names:
-                lines.append(f"  {verdict:<21} {', '.join(names)}")
-        for h in hosts:
-            if h["cuda"] and h["cuda"]["verdict"] != "native":
-                lines.append(f"    {h['name']}: {h['cuda']['message']}")
-        not_answered = [h["name"] for h in hosts if h["cuda"] is None]
-        if not_answered:
-            lines.append(f"  {'not audited':<21} {', '.join(not_answered)}")
+        for group in cuda_groups(document):
+            count = len(group["hosts"])
+            lines.append(f"  {group['verdict']:<21} {count} host{'s' if count > 1 else ''}: "
+                         f"{hosts_text(group['hosts'])}")
+            if group["verdict"] not in ("native", "not audited"):
+                lines.append(f"    {group['message']}")
     colour_of = STATUS_COLOUR["ok"] if document["summary"]["exit_code"] == 0 else (
         "yellow" if document["summary"]["exit_code"] == audit.EXIT_DRIFT else "red")
     lines += ["", _paint(summary_line(document), colour_of, colour)]

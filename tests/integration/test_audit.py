@@ -6,7 +6,8 @@
   with its chart and every host.
 * the sandbox fleet (marker ``integration``): one host wants another driver, one inventory
   entry points at 127.77.9.9 where nothing listens; exit status 3 and the report names both.
-  The sandbox hosts have no fault: no health finding but the driver branch's lifecycle.
+  The sandbox hosts have no fault and no driver yet: their GPUs cannot be read, so their one
+  finding is gpus-not-read and their health "not read", never "healthy" (issue 40).
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def test_fake_hosts_one_command_each_no_operation(tmp_path):
     assert status["@fake/broken"]["status"] == "failed"
     assert "XML is malformed" in status["@fake/broken"]["error"]
     assert document["cuda"] == "12.4"
-    assert "@fake/broken  failed" in proc.stdout and "-> exit 3" in proc.stdout
+    assert re.search(r"^  failed +1 host: @fake/broken$", proc.stdout, re.M), proc.stdout
+    assert "-> exit 3" in proc.stdout
     assert document["schema"] == "gpuhost.audit/2"
     assert status["@fake/broken"]["health"]["status"] is None  # nothing read, nothing judged
     # R570: its lifecycle finding is the only one (the fake host has no health fields)
@@ -230,10 +232,13 @@ def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
     status = {h["name"]: h for h in document["hosts"]}
     assert status["gpu-down"]["status"] == "unreachable" and DEAD in status["gpu-down"]["error"]
     assert status["gpu-down"]["health"]["status"] is None
-    for h in fleet["hosts"]:  # no fault in the sandbox: at most the driver branch's lifecycle
+    for h in fleet["hosts"]:  # no fault in the sandbox, and no driver: GPUs not read
         found = status[h["name"]]["health"]["findings"]
-        assert [f for f in found if not f["id"].startswith("lifecycle-")] == [], h["name"]
-        assert status[h["name"]]["health"]["status"] in ("healthy", "warning"), h["name"]
+        assert [(f["id"], f["severity"]) for f in found] == [("gpus-not-read", "info")], found
+        assert "no NVIDIA driver is installed" in found[0]["message"], h["name"]
+        assert status[h["name"]]["health"]["status"] == "not_read", h["name"]
+    assert document["summary"]["health"]["healthy"] == 0
+    assert re.search(rf"^{re.escape(drift_host)} .* not read +drift: \S*driver", proc.stdout, re.M)
     assert re.search(r"^HOST .* HEALTH +SETTINGS$", proc.stdout, re.M)
     assert status[drift_host]["status"] == "drift"
     assert any(i["item"] == "driver" and i["want"] == "525.60.13"
@@ -261,3 +266,34 @@ def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
     proc = run_audit(inventory, "--limit", clean[0])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 host: 1 ok" in proc.stdout
+
+
+@pytest.mark.integration
+def test_a_250_host_report_without_drivers_reads_in_one_screen(tmp_path, make_state, desired):
+    """Issue 40: 250 hosts without a driver (an A100 on the PCI bus each), handed over in
+    random order, as headless Chromium builds the page: one drift row with the hostlist,
+    one CUDA row, hosts in natural order, not one host called healthy."""
+    import random
+
+    from gpuhost.reports import audit, text as report
+
+    lspci = ('07:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" "GA100 [A100 SXM4 '
+             '40GB] [20b0]" -ra1 "NVIDIA Corporation [10de]" "Device [134f]"\n')
+    names = [f"gpu-{n}" for n in range(1, 251)]
+    random.Random(40).shuffle(names)
+    document = audit.build({n: make_state(driver=None, packages="", lspci=lspci) for n in names},
+                           {n: desired() for n in names}, cuda="12.4",
+                           generated_at="2026-11-22T10:00:00Z")
+    page = tmp_path / "fleet.html"
+    page.write_text(report.render_html(document))
+    dom = rendered_dom(page, tmp_path / "profile")
+    drift = re.search(r'<section id="drift">.*?</section>', dom, re.S).group(0)
+    assert re.findall(r'<tr class="group drift" data-item="(\w+)" data-hosts="(\d+)">', drift) \
+        == [("driver", "250")]
+    assert ">gpu-[1-250]</td>" in drift
+    cuda = re.search(r'<section id="cuda">.*?</section>', dom, re.S).group(0)
+    assert cuda.count('<tr class="group"') == 1
+    assert re.findall(r'<tr class="drift" data-host="([^"]+)"', dom) == sorted(
+        names, key=lambda n: int(n.split("-")[1]))
+    assert dom.count('<td class="health not_read">not read</td>') == 250
+    assert 'class="health healthy"' not in dom and 'data-health="healthy"' not in dom

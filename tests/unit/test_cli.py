@@ -196,14 +196,14 @@ def test_audit_failed_and_unreachable_exit_3(monkeypatch, tmp_path, capsys):
     use_fake(monkeypatch, two_hosts(), [{"host": "a", "error": "XML is malformed"}])
     assert audit(tmp_path) == 3
     text = " ".join(capsys.readouterr().out.split())
-    assert "a failed XML is malformed" in text
-    assert "b unreachable cannot connect to 10.0.0.2 port 2222" in text
+    assert "failed 1 host: a XML is malformed" in text
+    assert "unreachable 1 host: b cannot connect to 10.0.0.2 port 2222" in text
 
 
 def test_a_started_host_without_result_is_failed(monkeypatch, tmp_path, capsys):
     use_fake(monkeypatch, two_hosts(), [{"host": "a"}, {"host": "b", "state": STATE_OK}])
     assert audit(tmp_path) == 3
-    assert "a failed the audit did not finish" in " ".join(capsys.readouterr().out.split())
+    assert "failed 1 host: a the audit did not finish" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize("args, message", [
@@ -236,7 +236,7 @@ def test_audit_every_host_unreachable_falls_back_to_reading_the_inventory(
     out = tmp_path / "r.json"
     assert audit(tmp_path, "--json", str(out)) == 3
     text = " ".join(capsys.readouterr().out.split())
-    assert "b unreachable cannot connect to 10.0.0.2 port 2222" in text
+    assert "unreachable 1 host: b cannot connect to 10.0.0.2 port 2222" in text
     assert [call[0] for call in fake.calls] == ["run", "inventory"]
     hosts = {h["name"]: h for h in json.loads(out.read_text())["hosts"]}
     assert hosts["a"]["desired"]["nvidia_driver_version"] == "550.163.01"

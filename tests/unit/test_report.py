@@ -62,11 +62,12 @@ def test_table_shows_every_host_the_problems_and_a_summary(audit_fleet):
     assert "reboot pending: loaded 550.163.01, packages 570.172.08" in text
     assert "GPU 1: MIG layout 7g.40gb, want 3g.20gb + 3g.20gb" in text
     assert "cannot connect to 127.77.9.9 port 2222" in text
-    assert re.search(r"^  forward-compat\s+gpu-<07>$", text, re.M)  # L4: data-center GPU
-    assert re.search(r"^  native\s+gpu-01, gpu-02, gpu-03$", text, re.M)
+    assert re.search(r"^  forward-compat\s+1 host: gpu-<07>$", text, re.M)  # L4: data center
+    assert re.search(r"^  native\s+3 hosts: gpu-01, gpu-02, gpu-03$", text, re.M)
+    assert re.search(r"^  not audited\s+2 hosts: gpu-05, gpu-06$", text, re.M)
     assert text.rstrip().endswith(
         "7 hosts: 1 ok, 4 drift, 1 failed, 1 unreachable; health: 1 healthy, 4 warning, "
-        "0 critical -> exit 3 (hosts failed or unreachable)")
+        "0 critical, 2 not read -> exit 3 (hosts failed or unreachable)")
     # the health column: the lifecycle warning of R570/R550/R535 (2026-11-22), ? unread
     assert re.search(r"^gpu-01 .* warning: lifecycle-eol  as wanted$", text, re.M)
     assert re.search(r"^gpu-04 .* ok +drift: driver$", text, re.M)  # no driver: no lifecycle

@@ -122,7 +122,7 @@ def test_an_unreachable_host_is_reported_with_pyinfras_reason_exit_3(tmp_path):
     done = _audit(inventory)
     assert done.returncode == 3, done.stdout + done.stderr
     text = " ".join(done.stdout.split())
-    assert "gone unreachable cannot connect to 127.0.0.1 port 1: Could not connect" in text
+    assert "unreachable 1 host: gone cannot connect to 127.0.0.1 port 1: Could not connect" in text
     assert "@fake/a unknown (unsupported)" in text  # reached: its state was read
 
 
