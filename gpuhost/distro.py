@@ -135,11 +135,12 @@ def headers_packages(distro, kernel_release: str, flavour: str | None = None) ->
 # (EL major, UEK release) -> the gcc toolset that UEK line is built with where the EL
 # release's own gcc differs: UEK 7 on OL8 with gcc 11 (OL8's gcc is 8.5), UEK 8 on OL9 with
 # gcc 14 (OL9's is 11; UEK 7 on OL9 uses the system gcc 11). UEK 8 on OL10 is built with
-# OL10's own gcc 14 (CONFIG_CC_VERSION_TEXT "gcc (GCC) 14.3.1 (Red Hat 14.3.1-2)",
+# OL10's own gcc 14 (CONFIG_CC_VERSION_TEXT "gcc (GCC) 14.3.1 20250617 (Red Hat 14.3.1-2)",
 # oracle/kconfigs@06854f8 "Oracle Linux 10 (UEK 8) x86_64/config"): no entry, no toolset;
-# NVIDIA's R615 Oracle Linux page writes its gcc-toolset paragraph for OL8/9 UEK only. Sources: Oracle's kernel configs
-# (oracle/kconfigs, CONFIG_CC_VERSION_TEXT), dkms's own Oracle CI (dkms-project/dkms 3103cb7)
-# and NVIDIA's Oracle Linux page ("DKMS must be instructed ..."); docs/real-hosts.md.
+# NVIDIA's R615 Oracle Linux page writes its gcc-toolset paragraph for OL8/9 UEK only.
+# Sources: Oracle's kernel configs (oracle/kconfigs, CONFIG_CC_VERSION_TEXT), dkms's own
+# Oracle CI (dkms-project/dkms 3103cb7) and NVIDIA's Oracle Linux page ("DKMS must be
+# instructed ..."); docs/real-hosts.md.
 UEK_TOOLSETS = {(8, 7): "gcc-toolset-11", (9, 8): "gcc-toolset-14"}
 
 
