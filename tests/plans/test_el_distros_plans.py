@@ -123,3 +123,20 @@ def test_upgrade_on_el10_moves_the_versionlock_with_the_driver_and_no_module():
     lock = _index(lines, f"dnf versionlock add kmod-nvidia-latest-dkms-3:{DRIVER}-1.el10")
     assert release < switch < lock
     assert not any("module" in line for line in lines)
+
+
+def test_el10_install_and_lock_converge_and_a_lost_lock_is_taken_again():
+    from tests.plans import scenarios
+
+    installed = scenarios.el_packaging_output("ol10-uek8", True)
+    # converged (stamp stale: the deploy runs its operations): neither install nor lock
+    result, lines = _plan("ol10-uek8", {"plan_stamp": "stale", "plan_el_packaging": installed})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert not any("nvidia-open" in line or "versionlock" in line for line in lines)
+    # the driver installed, its locks gone (someone ran `dnf versionlock clear`)
+    unlocked = "\n".join(line for line in installed.splitlines()
+                         if not line.startswith("lock ")) + "\n"
+    result, lines = _plan("ol10-uek8", {"plan_stamp": "stale", "plan_el_packaging": unlocked})
+    assert f"dnf versionlock add kmod-nvidia-open-dkms-3:{DRIVER}-1.el10 " \
+        f"nvidia-driver-3:{DRIVER}-1.el10 nvidia-open-3:{DRIVER}-1.el10" in lines
+    assert not any(line.startswith("dnf install") and "nvidia-open" in line for line in lines)
