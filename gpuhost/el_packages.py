@@ -79,7 +79,7 @@ def dkms_missing_message(epel: str, enabled: list[str]) -> str:
     """Why the driver cannot install when no enabled repository carries dkms (``epel``:
     the distribution's EPEL id, as ``repo_plan`` names it)."""
     if epel in enabled:
-        where = (f"gpuhost enabled {epel} (el_enable_repos), yet it offers no dkms here: "
+        where = (f"gpuhost enabled {epel}, yet it offers no dkms here: "
                  "check that channel or your mirror of it")
     else:
         where = (f"dkms comes from EPEL ({epel} on this distribution), which gpuhost did not "

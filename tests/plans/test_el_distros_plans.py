@@ -32,7 +32,7 @@ def test_el10_installs_the_exact_version_and_locks_it_in_one_step_without_module
         assert not any("module" in line for line in lines), name
         assert "dnf install -y nvidia-open" not in lines, name
         assert _index(lines, "dnf -q repoquery --available dkms") < lines.index(LOCKED_INSTALL)
-    for name in ("ol9-rhck", "rhel9", "rocky9", "alma9", "rocky8"):
+    for name in ("ol9-rhck", "rhel8", "rhel9", "rocky9", "alma9", "rocky8", "alma8"):
         lines = _golden(name)
         assert "dnf -y module enable nvidia-driver:570-open" in lines, name
         assert LOCKED_INSTALL not in lines, name
@@ -58,7 +58,7 @@ def test_each_distribution_gets_its_vendors_repositories():
     ol10 = _golden("ol10-uek8")
     assert ol10.index("dnf install -y oracle-epel-release-el10") < ol10.index(
         "dnf config-manager --set-enabled ol10_codeready_builder ol10_u0_developer_EPEL")
-    for name, major in (("rhel9", 9), ("rhel10", 10)):
+    for name, major in (("rhel8", 8), ("rhel9", 9), ("rhel10", 10)):
         lines = _golden(name)
         sm = lines.index(f"subscription-manager repos --enable=codeready-builder-for-rhel-{major}"
                          "-x86_64-rpms")
@@ -67,7 +67,7 @@ def test_each_distribution_gets_its_vendors_repositories():
         assert sm < epel < lines.index("dnf config-manager --set-enabled epel")
         assert not any("config-manager --set-enabled codeready" in line for line in lines)
     for name, crb in (("rocky10", "crb"), ("rocky9", "crb"), ("alma10", "crb"),
-                      ("alma9", "crb"), ("rocky8", "powertools")):
+                      ("alma9", "crb"), ("rocky8", "powertools"), ("alma8", "powertools")):
         lines = _golden(name)
         assert lines.index("dnf install -y epel-release") < lines.index(
             f"dnf config-manager --set-enabled {crb} epel"), name
