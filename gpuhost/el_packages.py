@@ -44,12 +44,16 @@ def repo_plan(os_id: str, version_id: str, arch: str, setting: tuple[str, ...] |
     return plan
 
 
-def unregistered_message(host: str) -> str:
-    """An unregistered RHEL host: no Red Hat repository, so no CodeReady Builder."""
-    return (f"{host}: this RHEL host is not registered (subscription-manager identity), so "
-            "it has no Red Hat repositories: register it (subscription-manager register) or "
-            "give the repositories by URL (el_repo_urls, e.g. your Satellite or mirror); "
-            "nothing was changed")
+def unregistered_message(host: str, installed: bool = True) -> str:
+    """An unregistered RHEL host (or one without subscription-manager): no Red Hat
+    repository through subscription-manager, so no CodeReady Builder."""
+    why = ("is not registered (subscription-manager identity)" if installed
+           else "has no subscription-manager")
+    return (f"{host}: this RHEL host {why}, so gpuhost cannot enable its Red Hat "
+            "repositories: register it (subscription-manager register), or name the "
+            "repositories it has (el_enable_repos, e.g. a cloud image's RHUI "
+            "codeready-builder-for-rhel-N-rhui-rpms) or give them by URL (el_repo_urls, e.g. "
+            "your Satellite or mirror); nothing was changed")
 
 
 def release_lags_message(host: str, release: str, epel: str) -> str:

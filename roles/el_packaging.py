@@ -31,8 +31,10 @@ def repo_problem(config, state) -> str | None:
     define the channel gpuhost would enable (Oracle Linux 10's follows the update level).
     None when there is no such problem."""
     plan = repo_plan(config, state)
-    if plan["registration"] and host.get_fact(RhsmRegistered) is False:
-        return el_packages.unregistered_message(host.name)
+    if plan["registration"]:
+        registered = host.get_fact(RhsmRegistered)
+        if registered is not True:  # False: unregistered; None: no subscription-manager
+            return el_packages.unregistered_message(host.name, installed=registered is False)
     if plan["epel_release"]:
         info = host.get_fact(ElPackaging)
         release = el_packages.release_package_name(plan["epel_release"])

@@ -82,6 +82,12 @@ def test_an_unregistered_rhel_host_is_refused_before_any_change_in_one_line():
     assert "subscription-manager register" in commands[0] and "el_repo_urls" in commands[0]
 
 
+def test_a_rhel_host_without_subscription_manager_is_refused_too():
+    result, lines = _plan("rhel9", {"plan_rhsm": "absent"})
+    commands = _commands(lines)
+    assert len(commands) == 1 and "this RHEL host has no subscription-manager" in commands[0]
+
+
 def test_an_unregistered_rhel_host_with_repositories_by_url_is_provisioned():
     mirrors = {"site-crb": {"baseurl": "https://mirror.example/crb/10/x86_64",
                             "gpgkey": "https://mirror.example/RPM-GPG-KEY-redhat"},

@@ -61,6 +61,8 @@ def test_mirror_repo_file_and_unregistered_message():
     line = el_packages.unregistered_message("gpu-07")
     assert "\n" not in line and line.startswith("gpu-07: this RHEL host is not registered")
     assert "subscription-manager register" in line and "el_repo_urls" in line
+    assert "el_enable_repos" in line and "rhui" in line  # cloud images: RHUI's ids
+    assert "has no subscription-manager" in el_packages.unregistered_message("gpu-07", False)
 
 
 def test_settings_el_repo_urls_are_checked():
