@@ -1,6 +1,7 @@
-"""Enterprise Linux (Oracle Linux 8/9) packaging facts: repositories and version locks.
+"""Enterprise Linux packaging facts: repositories, version locks, RHEL's registration.
 
 ``pyinfra INVENTORY fact gpuhost.facts.el.ElPackaging --json``
+``pyinfra INVENTORY fact gpuhost.facts.el.RhsmRegistered``
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ class ElPackaging(FactBase):
         }
 
     ``repos``: every section of /etc/yum.repos.d/*.repo and whether it is enabled (dnf's
-    default: enabled). ``packages``: the installed ones among Oracle's EPEL release
-    packages and the versionlock plugin.
+    default: enabled). ``packages``: the installed ones among the EPEL release packages
+    (Oracle's ``oracle-epel-release-elN``, Fedora's ``epel-release``), dkms and the
+    versionlock plugin.
     """
 
     requires_command = "rpm"
@@ -48,7 +50,7 @@ class ElPackaging(FactBase):
             "s/^[[:space:]]*enabled[[:space:]]*=[[:space:]]*\\([^[:space:]]*\\).*$/enabled \\1/p'"
             " \"$f\"; done; "
             "rpm -qa --qf 'rpm %{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n' '*nvidia*' "
-            f"'oracle-epel-release-el*' '{VERSIONLOCK_PLUGIN}' dkms 2>/dev/null; "
+            f"'oracle-epel-release-el*' epel-release '{VERSIONLOCK_PLUGIN}' dkms 2>/dev/null; "
             f"if test -r {VERSIONLOCK_LIST}; then sed -n 's/^\\([^#[:space:]].*\\)$/lock \\1/p' "
             f"{VERSIONLOCK_LIST}; fi; true"
         )
@@ -79,3 +81,22 @@ def parse_el_packaging(lines: list[str]) -> dict[str, Any]:
             locks.append(rest.strip())
     return {"repos": repos, "packages": other, "nvidia": nvidia,
             "versionlock_plugin": VERSIONLOCK_PLUGIN in other, "locks": locks}
+
+
+class RhsmRegistered(FactBase):
+    """
+    Whether a RHEL host is registered with a subscription service: True/False from
+    ``subscription-manager identity`` (exit 0 registered, 1 "This system is not yet
+    registered"), None when subscription-manager is not installed.
+    """
+
+    @override
+    def command(self) -> str:
+        return ("if command -v subscription-manager >/dev/null 2>&1; then "
+                "if subscription-manager identity >/dev/null 2>&1; then echo registered; "
+                "else echo unregistered; fi; else echo absent; fi")
+
+    @override
+    def process(self, output: list[str]) -> bool | None:
+        word = output[0].strip() if output else ""
+        return {"registered": True, "unregistered": False}.get(word)

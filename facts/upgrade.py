@@ -16,6 +16,7 @@ from typing import Any
 from pyinfra.api import FactBase, QuoteString, StringCommand
 from typing_extensions import override
 
+from gpuhost.el_packages import VERSIONLOCK_LIST
 from gpuhost.packages import APT_PIN
 from gpuhost.upgrade import MARKER
 
@@ -46,14 +47,16 @@ _REST = (
     f" if [ -e {APT_PIN} ]; then echo \"apt_pin_sha256 $(sha256sum {APT_PIN} | cut -d' ' -f1)\";"
     " fi;"
     f" if [ -e {DNF_MODULE_FILE} ]; then sed -n 's/^stream=/dnf_stream /p; s/^state=/dnf_state /p'"
-    f" {DNF_MODULE_FILE}; fi; true"
+    f" {DNF_MODULE_FILE}; fi;"
+    f" if [ -r {VERSIONLOCK_LIST} ]; then"
+    f" sed -n 's/^\\([^#[:space:]]*nvidia[^[:space:]]*\\)$/dnf_lock \\1/p' {VERSIONLOCK_LIST}; fi; true"
 )
 
 
 def empty() -> dict[str, Any]:
     return {"init": None, "services": {}, "hostengine": False, "modules": [],
             "containers": [], "daemon_json_sha256": None, "marker": None, "marker_error": None,
-            "apt_pin_sha256": None, "dnf_stream": None, "dnf_state": None}
+            "apt_pin_sha256": None, "dnf_stream": None, "dnf_state": None, "dnf_locks": []}
 
 
 def parse(lines: list[str]) -> dict[str, Any]:
@@ -77,6 +80,8 @@ def parse(lines: list[str]) -> dict[str, Any]:
                                              "runtime": runtime})
         elif key in ("daemon_json_sha256", "apt_pin_sha256", "dnf_stream", "dnf_state"):
             result[key] = value.strip() or None
+        elif key == "dnf_lock" and value.strip():
+            result["dnf_locks"].append(value.strip())
         elif key == "marker":
             result.update(parse_marker(value, MARKER))
     return result
@@ -113,7 +118,8 @@ class UpgradeProbe(FactBase):
          "daemon_json_sha256": "..." | None,
          "marker": {...} | None, "marker_error": str | None,
          "apt_pin_sha256": "..." | None,
-         "dnf_stream": "570-open" | None, "dnf_state": "enabled" | None}
+         "dnf_stream": "570-open" | None, "dnf_state": "enabled" | None,
+         "dnf_locks": ["nvidia-open-3:570.172.08-1.el10.*", ...]}  # versionlock.list, *nvidia*
     """
 
     @override

@@ -11,22 +11,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-DISTRO_TAGS = ("debian12", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9")
+from gpuhost.eldistros import DISTRIBUTIONS
+
+DISTRO_TAGS = ("debian12", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9", "rhel10")
 
 # os-release ID -> (family, {major or VERSION_ID: tag}). NVIDIA ships no Oracle, Rocky or
-# Alma build: its RHEL packages are used there (same row in NVIDIA's install tables).
+# Alma build: its RHEL packages are used there (same row in NVIDIA's install tables). The
+# Enterprise Linux entries come from gpuhost.eldistros, one module per distribution.
 _SUPPORTED = {
     "debian": ("debian", {"12": "debian12"}),
     "ubuntu": ("debian", {"22.04": "ubuntu2204", "24.04": "ubuntu2404"}),
-    "rhel": ("rhel", {"8": "rhel8", "9": "rhel9"}),
-    "ol": ("rhel", {"8": "rhel8", "9": "rhel9"}),
-    "rocky": ("rhel", {"8": "rhel8", "9": "rhel9"}),
-    "almalinux": ("rhel", {"8": "rhel8", "9": "rhel9"}),
+    **{os_id: ("rhel", {str(m): f"rhel{m}" for m in d.majors})
+       for os_id, d in DISTRIBUTIONS.items()},
 }
-SUPPORTED_TEXT = (
-    "Debian 12, Ubuntu 22.04, Ubuntu 24.04, RHEL 8/9, Oracle Linux 8/9, Rocky Linux 8/9, "
-    "AlmaLinux 8/9"
-)
+SUPPORTED_TEXT = "Debian 12, Ubuntu 22.04, Ubuntu 24.04, " + ", ".join(
+    f"{d.name} {'/'.join(str(m) for m in d.majors)}" for d in DISTRIBUTIONS.values())
 
 # UEK release -> kernel base version (uname -r prefix).
 _UEK_BASES = {"4.14": 5, "5.4": 6, "5.15": 7, "6.12": 8}
@@ -79,7 +78,7 @@ def kernel_flavour(kernel_release: str, family: str | None = None) -> str:
         return "rhck"
     if family == "rhel":
         raise ValueError(
-            f"kernel {rel!r} is neither an EL kernel (.el8/.el9) nor UEK: gpuhost cannot name its "
+            f"kernel {rel!r} is neither an EL kernel (.el8, .el9, .el10) nor UEK: gpuhost cannot name its "
             "development package; install the headers for it yourself before running gpuhost"
         )
     return "generic"
@@ -105,7 +104,8 @@ def _distro(distro) -> dict:
         return dict(distro)
     if distro in DISTRO_TAGS:
         family = "debian" if distro.startswith(("debian", "ubuntu")) else "rhel"
-        return {"family": family, "distro_tag": distro, "major": int(re.sub(r"\D", "", distro)[:1] or 0)}
+        major = re.sub(r"\D", "", distro) if family == "rhel" else re.sub(r"\D", "", distro)[:2]
+        return {"family": family, "distro_tag": distro, "major": int(major or 0)}
     raise ValueError(f"unknown distro {distro!r} (known tags: {', '.join(DISTRO_TAGS)})")
 
 
@@ -134,9 +134,13 @@ def headers_packages(distro, kernel_release: str, flavour: str | None = None) ->
 
 # (EL major, UEK release) -> the gcc toolset that UEK line is built with where the EL
 # release's own gcc differs: UEK 7 on OL8 with gcc 11 (OL8's gcc is 8.5), UEK 8 on OL9 with
-# gcc 14 (OL9's is 11; UEK 7 on OL9 uses the system gcc 11). Sources: Oracle's kernel configs
-# (oracle/kconfigs, CONFIG_CC_VERSION_TEXT), dkms's own Oracle CI (dkms-project/dkms 3103cb7)
-# and NVIDIA's Oracle Linux page ("DKMS must be instructed ..."); docs/real-hosts.md.
+# gcc 14 (OL9's is 11; UEK 7 on OL9 uses the system gcc 11). UEK 8 on OL10 is built with
+# OL10's own gcc 14 (CONFIG_CC_VERSION_TEXT "gcc (GCC) 14.3.1 20250617 (Red Hat 14.3.1-2)",
+# oracle/kconfigs@06854f8 "Oracle Linux 10 (UEK 8) x86_64/config"): no entry, no toolset;
+# NVIDIA's R615 Oracle Linux page writes its gcc-toolset paragraph for OL8/9 UEK only.
+# Sources: Oracle's kernel configs (oracle/kconfigs, CONFIG_CC_VERSION_TEXT), dkms's own
+# Oracle CI (dkms-project/dkms 3103cb7) and NVIDIA's Oracle Linux page ("DKMS must be
+# instructed ..."); docs/real-hosts.md.
 UEK_TOOLSETS = {(8, 7): "gcc-toolset-11", (9, 8): "gcc-toolset-14"}
 
 

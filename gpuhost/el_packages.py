@@ -1,10 +1,12 @@
-"""Oracle Linux (EL8/EL9) packaging: Oracle's channels, container-tools vs Docker, the exact
-version lock of the driver, dnf's proxy (pure, no pyinfra). docs/real-hosts.md has the
-vendor sources of each fact below."""
+"""Enterprise Linux packaging: the repositories each distribution needs (its vendor's names,
+``gpuhost.eldistros``), container-tools vs Docker, the exact version lock of the driver,
+dnf's proxy (pure, no pyinfra). docs/real-hosts.md has the vendor sources of each fact."""
 
 from __future__ import annotations
 
 import re
+
+from gpuhost import eldistros
 
 
 # OL8's container-tools packages: Docker's containerd.io obsoletes and conflicts with runc
@@ -14,37 +16,79 @@ VERSIONLOCK_PLUGIN = "python3-dnf-plugin-versionlock"
 VERSIONLOCK_LIST = "/etc/dnf/plugins/versionlock.list"
 
 
-def ol_channels(major: str) -> dict[str, str]:
-    """Oracle's channel ids NVIDIA's driver needs on OL8/OL9: CodeReady Builder (enabled
-    by NVIDIA's guide) and developer EPEL (the only source of dkms)."""
-    return {"codeready": f"ol{major}_codeready_builder", "epel": f"ol{major}_developer_EPEL"}
+def repo_plan(os_id: str, version_id: str, arch: str, setting: tuple[str, ...] | None,
+              mirrors: dict | None = None) -> dict:
+    """What gpuhost enables on an EL host before the driver, and how.
 
-
-def epel_release_package(major: str) -> str:
-    """Oracle's package that installs the developer EPEL .repo file (in BaseOS)."""
-    return f"oracle-epel-release-el{major}"
-
-
-def el_repos_to_enable(os_id: str, major: str, setting: tuple[str, ...] | None) -> list[str]:
-    """The repository ids to enable on an EL host: the ``el_enable_repos`` setting, or by
-    default Oracle's channels on Oracle Linux (nothing on other EL distributions)."""
+    ``setting`` (``el_enable_repos``) given: exactly those ids, with ``dnf config-manager``.
+    Else, with ``el_repo_urls`` (``mirrors``) given: nothing more (those repositories are
+    written enabled). Else the distribution's own channels (``gpuhost.eldistros``): CodeReady
+    Builder and EPEL as its vendor names them. Returns ``{"config_manager": [ids],
+    "subscription": [ids], "epel": id, "epel_release": package or URL or None,
+    "registration": bool}``; ``epel`` is the vendor's EPEL id either way (for messages)."""
+    channels = eldistros.channels(os_id, version_id, arch)
+    plan = {"config_manager": [], "subscription": [], "epel": channels.epel,
+            "epel_release": None, "registration": False}
     if setting is not None:
-        return list(setting)
-    if os_id == "ol":
-        return list(ol_channels(major).values())
-    return []
+        plan["config_manager"] = list(setting)
+        return plan
+    if mirrors:
+        return plan
+    if channels.crb_by == "subscription-manager":
+        plan["subscription"] = [channels.crb]
+    else:
+        plan["config_manager"] = [channels.crb]
+    plan["config_manager"].append(channels.epel)
+    plan["epel_release"] = channels.epel_release
+    plan["registration"] = eldistros.DISTRIBUTIONS[os_id].registration
+    return plan
 
 
-def dkms_missing_message(major: str, enabled: list[str]) -> str:
-    """Why the driver cannot install when no enabled repository carries dkms."""
-    epel = ol_channels(major)["epel"]
+def unregistered_message(host: str, installed: bool = True) -> str:
+    """An unregistered RHEL host (or one without subscription-manager): no Red Hat
+    repository through subscription-manager, so no CodeReady Builder."""
+    why = ("is not registered (subscription-manager identity)" if installed
+           else "has no subscription-manager")
+    return (f"{host}: this RHEL host {why}, so gpuhost cannot enable its Red Hat "
+            "repositories: register it (subscription-manager register), or name the "
+            "repositories it has (el_enable_repos, e.g. a cloud image's RHUI "
+            "codeready-builder-for-rhel-N-rhui-rpms) or give them by URL (el_repo_urls, e.g. "
+            "your Satellite or mirror); nothing was changed")
+
+
+def release_lags_message(host: str, release: str, epel: str) -> str:
+    """The EPEL release package is installed but does not define the channel gpuhost would
+    enable (Oracle Linux 10: the package may lag the host's update level)."""
+    return (f"{host}: {release} is installed but defines no {epel} (/etc/yum.repos.d): set "
+            "el_enable_repos to the EPEL repository this host should use, or give it by URL "
+            "(el_repo_urls); nothing was changed")
+
+
+def mirror_repo_file(mirrors: dict) -> str:
+    """/etc/yum.repos.d/gpuhost-mirrors.repo: one enabled, signature-checked section per
+    ``el_repo_urls`` entry (id -> {"baseurl", "gpgkey"})."""
+    lines = ["# Managed by gpuhost (el_repo_urls)"]
+    for repo_id in sorted(mirrors):
+        entry = mirrors[repo_id]
+        lines += ["", f"[{repo_id}]", f"name={repo_id} (gpuhost el_repo_urls)",
+                  f"baseurl={entry['baseurl']}", "enabled=1", "gpgcheck=1",
+                  f"gpgkey={entry['gpgkey']}"]
+    return "\n".join(lines) + "\n"
+
+
+MIRROR_REPO_FILE = "/etc/yum.repos.d/gpuhost-mirrors.repo"
+
+
+def dkms_missing_message(epel: str, enabled: list[str]) -> str:
+    """Why the driver cannot install when no enabled repository carries dkms (``epel``:
+    the distribution's EPEL id, as ``repo_plan`` names it)."""
     if epel in enabled:
-        where = (f"gpuhost enabled {epel} (el_enable_repos), yet it offers no dkms here: "
+        where = (f"gpuhost enabled {epel}, yet it offers no dkms here: "
                  "check that channel or your mirror of it")
     else:
-        where = (f"dkms comes from Oracle's {epel} channel, which gpuhost did not enable "
-                 f"(el_enable_repos): add {epel}, or the id of your mirror of it, to "
-                 "el_enable_repos")
+        where = (f"dkms comes from EPEL ({epel} on this distribution), which gpuhost did not "
+                 f"enable (el_enable_repos): add {epel}, or the id of your mirror of it, to "
+                 "el_enable_repos, or give it by URL (el_repo_urls)")
     return (f"gpuhost: NVIDIA's kmod-nvidia-*-dkms packages need dkms, and no enabled "
             f"repository provides it. {where}, then run again.")
 
@@ -54,6 +98,25 @@ def container_tools_message(host: str, installed: list[str]) -> str:
             "conflicts with runc, so dnf cannot install Docker next to them. Set "
             "docker_replace_podman: true to remove them first (as Docker's RHEL guide "
             "does), or docker_source: none to keep them; nothing was changed on this host")
+
+
+def lock_installed_command(version: str) -> str:
+    """Shell: ``dnf versionlock add`` every installed package named *nvidia* at ``version``
+    (NAME-EPOCH:VERSION-RELEASE, as ``versionlock_spec``); fails when there is none."""
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)+", version):
+        raise ValueError(f"{version!r} is not a driver version")
+    return ("locks=$(rpm -qa --qf '%{NAME}-%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n' '*nvidia*' "
+            f"| grep -F -e ':{version}-') && test -n \"$locks\" && "
+            "dnf versionlock add $locks")
+
+
+def release_package_name(release: str) -> str:
+    """The package a release package file or name installs: ``oracle-epel-release-el10``
+    as it is; Fedora's ``.../epel-release-latest-10.noarch.rpm`` -> ``epel-release``."""
+    if "://" not in release:
+        return release
+    name = release.rsplit("/", 1)[-1].removesuffix(".rpm").removesuffix(".noarch")
+    return re.sub(r"-latest-\d+$", "", name)
 
 
 def versionlock_spec(name: str, version: str) -> str:

@@ -9,9 +9,13 @@ Names follow NVIDIA's packaging as its driver installation guide documents it:
   ``cuda-drivers``, ``nvidia-kernel-open-dkms``, ``nvidia-driver-cuda``, ``libcuda1``,
   ``nvidia-smi``, ...) under the same names on every branch; the local repo holds one
   version and gpuhost's apt pin holds it (docs/real-hosts.md, "Debian 12's driver names").
-- dnf (Oracle Linux 8/9 via NVIDIA's rhel8/rhel9 builds): the branch is a module stream
-  ``nvidia-driver:<branch>-open`` or ``<branch>-dkms``; the packages are ``nvidia-open`` or
-  ``cuda-drivers``.
+- dnf, EL 8/9 (NVIDIA's rhel8/rhel9 builds on RHEL, Oracle Linux, Rocky Linux, AlmaLinux):
+  the branch is a module stream ``nvidia-driver:<branch>-open`` or ``<branch>-dkms``; the
+  packages are ``nvidia-open`` or ``cuda-drivers``.
+- dnf, EL 10 (NVIDIA's rhel10 build): no module streams. NVIDIA's R620 "Open GPU Kernel
+  Modules Installation" table puts RHEL/Rocky/Alma/Oracle Linux 10 on ``dnf install
+  nvidia-open`` with ``dnf versionlock`` as the branch lock; gpuhost installs the exact
+  version and locks it (``roles/el_packaging.install_locked``).
 
 Docker's packages, pins and repositories are in ``gpuhost.runtime.docker_packages``; Oracle Linux's
 channels, container-tools and version lock in ``gpuhost.el_packages``.
@@ -22,7 +26,10 @@ from __future__ import annotations
 import re
 
 DEB_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
-RPM_DISTROS = ("rhel8", "rhel9")
+RPM_DISTROS = ("rhel8", "rhel9", "rhel10")
+# The last EL major with dnf module streams of the driver (NVIDIA's R620 kernel-modules page:
+# EL 8/9 `dnf module enable nvidia-driver:<branch>-open`; EL 10 `dnf versionlock`).
+MODULE_STREAMS_UNTIL = 9
 
 TOOLKIT_PACKAGES = (
     "nvidia-container-toolkit",
@@ -80,6 +87,12 @@ def local_repo_filename(distro_tag: str, version: str) -> str:
 def local_repo_dir(distro_tag: str, version: str) -> str:
     """Where the local repo package unpacks its repository."""
     return f"/var/nvidia-driver-local-repo-{distro_tag}-{version}"
+
+
+def has_module_streams(distro_tag: str) -> bool:
+    """Whether NVIDIA's repositories for this distribution select the branch with a dnf
+    module stream (rhel8, rhel9), not a version lock alone (rhel10; apt distributions)."""
+    return family(distro_tag) == "rhel" and int(distro_tag.removeprefix("rhel")) <= MODULE_STREAMS_UNTIL
 
 
 def module_stream(version: str, flavor: str) -> str:

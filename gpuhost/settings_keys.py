@@ -98,6 +98,26 @@ def _repo_id(key: str, value: Any) -> list[str]:
 _repo_ids = check_list_of(_repo_id, "dnf repository ids")
 
 
+def _repo_urls(key: str, value: Any) -> list[str]:
+    """el_repo_urls: {repo id: {"baseurl": URL, "gpgkey": URL}} or null."""
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        return [f"{show(value)} is not a mapping of dnf repository ids to "
+                "{\"baseurl\": URL, \"gpgkey\": URL}"]
+    problems = []
+    for repo_id, entry in value.items():
+        problems += [f"[{repo_id}] {p}" for p in _repo_id(key, repo_id)]
+        if not isinstance(entry, dict) or set(entry) != {"baseurl", "gpgkey"}:
+            problems.append(f"[{repo_id}] {show(entry)} is not {{\"baseurl\": URL, "
+                            "\"gpgkey\": URL} (both required: gpuhost checks signatures)")
+            continue
+        for field_name in ("baseurl", "gpgkey"):
+            problems += [f"[{repo_id}] {field_name}: {p}"
+                         for p in check_url(key, entry[field_name])]
+    return problems
+
+
 def _ip(key: str, value: Any) -> list[str]:
     import ipaddress
 
@@ -287,10 +307,21 @@ class Settings:
         "list of names", "extra services stopped before an upgrade",
         check_list_of(check_service, "service names"), ())
     el_enable_repos: tuple[str, ...] | None = _key(
-        "list of repo ids or null", "Oracle Linux 8/9: dnf repositories enabled before the "
-        "driver (null: Oracle's olN_codeready_builder and olN_developer_EPEL, installing "
-        "oracle-epel-release-elN when needed; []: enable nothing, e.g. offline mirrors)",
+        "list of repo ids or null", "Enterprise Linux: dnf repositories enabled before the "
+        "driver (null: the distribution's CodeReady Builder and EPEL as its vendor names "
+        "them: Oracle Linux olN_codeready_builder and olN_developer_EPEL (OL10: "
+        "ol10_uU_developer_EPEL of the host's update level) from oracle-epel-release-elN; "
+        "Rocky/Alma crb (8: powertools) and epel from epel-release; RHEL "
+        "codeready-builder-for-rhel-N-ARCH-rpms through subscription-manager and epel from "
+        "Fedora's epel-release-latest-N; nothing when el_repo_urls is set; []: enable "
+        "nothing, e.g. offline mirrors); docs/real-hosts.md has the sources",
         lambda k, v: [] if v is None else _repo_ids(k, v), None)
+    el_repo_urls: dict[str, dict[str, str]] | None = _key(
+        "mapping or null", "Enterprise Linux: repositories given by URL (a Satellite, Pulp "
+        "or local mirror of CodeReady Builder and EPEL): {repo id: {\"baseurl\": URL, "
+        "\"gpgkey\": URL}}, written enabled with gpgcheck=1 to "
+        "/etc/yum.repos.d/gpuhost-mirrors.repo; with it gpuhost enables no vendor "
+        "repository itself and a RHEL host need not be registered", _repo_urls, None)
     debian_enable_contrib: bool = _key(
         "bool", "Debian 12: add Debian's contrib component, which NVIDIA's Debian packages "
         "need, for the suites the host's own sources use, in gpuhost's own "

@@ -132,6 +132,12 @@ def host_ready() -> bool:
     state = host_state()
     try:
         distro_tag(state)
+        if state["os"]["family"] == "rhel":  # before any change: repositories it cannot have
+            from gpuhost.roles.el_packaging import repo_problem  # (imports this module)
+
+            problem = repo_problem(config, state)
+            if problem:
+                raise GpuhostError(problem)
         if state["kernel"]["problem"]:
             raise GpuhostError(f"{host.name}: {state['kernel']['problem']}")
         docker = state.get("docker") or {}

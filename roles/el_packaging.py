@@ -1,61 +1,132 @@
-"""Oracle Linux 8/9 packaging the driver needs: Oracle's channels (CodeReady Builder,
-developer EPEL for dkms), container-tools out of Docker's way, and the exact version lock
-(`dnf versionlock`). docs/real-hosts.md has the vendor sources."""
+"""Enterprise Linux packaging the driver needs: each distribution's CodeReady Builder and EPEL
+(for dkms), container-tools out of Docker's way, and the exact version lock (`dnf
+versionlock`); on EL10, where NVIDIA has no module streams, the driver installed at its
+exact version and locked in one step. docs/real-hosts.md has the vendor sources."""
 
 from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
+from pyinfra.facts.rpm import RpmPackages
 
-from gpuhost.facts.el import ElPackaging
+from gpuhost.facts.el import ElPackaging, RhsmRegistered
 from gpuhost import el_packages
 from gpuhost.roles.common import fail_command
+from gpuhost.roles.files import config_file
+from pyinfra.operations import server
+
+
+def repo_plan(config, state) -> dict:
+    """``el_packages.repo_plan`` for this host (its os-release and arch) and settings."""
+    os_info = state["os"]
+    return el_packages.repo_plan(os_info["id"], os_info["version_id"],
+                                 os_info["arch"] or "x86_64", config.el_enable_repos,
+                                 config.el_repo_urls)
+
+
+def repo_problem(config, state) -> str | None:
+    """Before any change: a repository the driver needs that this host cannot have. An
+    unregistered RHEL host whose repositories gpuhost would enable through
+    subscription-manager (it has none); an EPEL release package installed that does not
+    define the channel gpuhost would enable (Oracle Linux 10's follows the update level).
+    None when there is no such problem."""
+    plan = repo_plan(config, state)
+    if plan["registration"]:
+        registered = host.get_fact(RhsmRegistered)
+        if registered is not True:  # False: unregistered; None: no subscription-manager
+            return el_packages.unregistered_message(host.name, installed=registered is False)
+    if plan["epel_release"]:
+        info = host.get_fact(ElPackaging)
+        release = el_packages.release_package_name(plan["epel_release"])
+        if release in info["packages"] and plan["epel"] not in info["repos"]:
+            return el_packages.release_lags_message(host.name, release, plan["epel"])
+    return None
+
+
+def repositories(config, state) -> None:
+    """The repositories the driver needs: ``el_repo_urls`` written when set, then the
+    distribution's CodeReady Builder and EPEL enabled (``repo_plan``), then dkms checked."""
+    plan = repo_plan(config, state)
+    if config.el_repo_urls:
+        written = config_file(
+            name="dnf repositories given by URL (el_repo_urls)",
+            content=el_packages.mirror_repo_file(config.el_repo_urls),
+            dest=el_packages.MIRROR_REPO_FILE, mode="644")
+        server.shell(name="Expire the dnf cache (el_repo_urls changed)",
+                     commands=["dnf clean expire-cache"], _if=written.did_change)
+    enabled = [*plan["subscription"], *plan["config_manager"]]
+    enable_repos(
+        name=f"Enable the dnf repositories the driver needs ({', '.join(enabled) or 'none'})",
+        config_manager=plan["config_manager"], subscription=plan["subscription"],
+        epel=plan["epel"], epel_release=plan["epel_release"])
+    dkms_available(name="dkms is installed or available (NVIDIA's kmod-nvidia-*-dkms needs it)",
+                   epel=plan["epel"], enabled=[*enabled, *(config.el_repo_urls or ())])
 
 @operation()
-def enable_repos(repos: list[str], major: str):
+def enable_repos(config_manager: list[str], subscription: list[str], epel: str,
+                 epel_release: str | None):
     """
-    Enable dnf repositories (``el_enable_repos``) with ``dnf config-manager --set-enabled``;
-    Oracle's developer EPEL channel first gets its .repo file from
-    ``oracle-epel-release-elN`` when the host lacks it.
+    Enable the dnf repositories the driver needs (``el_packages.repo_plan``): RHEL's with
+    ``subscription-manager repos --enable=``, the others with ``dnf config-manager
+    --set-enabled``; EPEL first gets its .repo file from its release package (Oracle's
+    ``oracle-epel-release-elN``, Fedora's ``epel-release``) when the host lacks it.
 
-    + repos: repository ids
-    + major: the EL major release ("8", "9")
+    + config_manager: repository ids enabled with dnf config-manager
+    + subscription: repository ids enabled with subscription-manager (RHEL)
+    + epel: the distribution's EPEL repository id
+    + epel_release: what ``dnf install`` takes to define ``epel`` (None: never installed)
     """
     info = host.get_fact(ElPackaging)
     defined = info["repos"]
-    todo = [repo for repo in repos if not defined.get(repo)]
-    if not todo:
-        host.noop(f"{', '.join(repos)} enabled" if repos else "no repository to enable")
+    todo = [repo for repo in config_manager if not defined.get(repo)]
+    todo_sm = [repo for repo in subscription if not defined.get(repo)]
+    if not todo and not todo_sm:
+        enabled = [*subscription, *config_manager]
+        host.noop(f"{', '.join(enabled)} enabled" if enabled else "no repository to enable")
         return
-    epel = el_packages.ol_channels(major)["epel"]
-    release = el_packages.epel_release_package(major)
-    unknown = [repo for repo in todo if repo not in defined and repo != epel]
+    release = el_packages.release_package_name(epel_release) if epel_release else None
+    needs_release = bool(release) and epel in todo and epel not in defined
+    if needs_release and release in info["packages"]:
+        # Oracle Linux 10: the release package defines the channel of one update level, which
+        # may lag the host's (docs/real-hosts.md): refused, not guessed
+        yield fail_command(el_packages.release_lags_message(host.name, release, epel))
+        return
+    unknown = [repo for repo in todo if repo not in defined and not (needs_release and repo == epel)]
     if unknown:
         yield fail_command(
             f"{host.name}: no dnf repository {', '.join(unknown)} on this host "
             "(/etc/yum.repos.d): add its .repo file or change el_enable_repos; nothing "
             "was changed")
         return
-    if epel in todo and epel not in defined and release not in info["packages"]:
-        yield StringCommand("dnf install -y", QuoteString(release))
-    yield StringCommand("dnf config-manager --set-enabled", *[QuoteString(r) for r in todo])
+    if todo_sm:
+        yield StringCommand("subscription-manager repos",
+                            *[QuoteString(f"--enable={repo}") for repo in todo_sm])
+    if needs_release:
+        yield StringCommand("dnf install -y", QuoteString(epel_release))
+        yield StringCommand(
+            "grep -qs", QuoteString(f"^\\[{epel}\\]"), "/etc/yum.repos.d/*.repo || { echo",
+            QuoteString(f"gpuhost: {epel_release} defines no {epel} on this host: set "
+                        "el_enable_repos to the EPEL repository it should use, or give it by "
+                        "URL (el_repo_urls)"), ">&2; exit 1; }")
+    if todo:
+        yield StringCommand("dnf config-manager --set-enabled", *[QuoteString(r) for r in todo])
 
 
 @operation()
-def dkms_available(major: str, enabled: list[str]):
+def dkms_available(epel: str, enabled: list[str]):
     """
-    Before the driver: fail with the missing channel's name when dkms is neither installed
+    Before the driver: fail with the missing repository's name when dkms is neither installed
     nor available from an enabled repository (NVIDIA's kmod-nvidia-*-dkms needs it).
 
-    + major: the EL major release
-    + enabled: the repository ids gpuhost enabled (el_enable_repos)
+    + epel: the distribution's EPEL repository id
+    + enabled: the repository ids gpuhost enabled
     """
     if "dkms" in host.get_fact(ElPackaging)["packages"]:
         host.noop("dkms is installed")
         return
     yield StringCommand(
         "dnf -q repoquery --available dkms 2>/dev/null | "
-        "grep -q . || { echo", QuoteString(el_packages.dkms_missing_message(major, enabled)),
+        "grep -q . || { echo", QuoteString(el_packages.dkms_missing_message(epel, enabled)),
         ">&2; exit 1; }")
 
 
@@ -110,3 +181,42 @@ def release_lock():
     yield StringCommand("dnf versionlock delete",
                         *[QuoteString(lock.removesuffix(".*")) for lock in locks])
 
+
+
+@operation()
+def install_locked(names: list[str], version: str):
+    """
+    EL10 (no module streams): install the driver's packages at exactly ``version`` and lock
+    every installed NVIDIA package of that version with ``dnf versionlock``, in one step:
+    the versionlock plugin comes in the same dnf transaction as the driver, and the lock
+    is taken by the same command once that transaction succeeded (NVIDIA's R620 table:
+    ``dnf install nvidia-open`` and ``dnf versionlock``; its version-locking page: DNF 4,
+    ``python3-dnf-plugin-versionlock``). Locks of another driver version are deleted first.
+    Converged: no command.
+
+    + names: the driver's packages (``gpuhost.packages.driver_packages``)
+    + version: the driver version, like ``580.105.08``
+    """
+    info = host.get_fact(ElPackaging)
+    others = [name for name in names if name not in info["nvidia"] and "nvidia" not in name]
+    installed = {name: [evr] for name, evr in info["nvidia"].items()}
+    if others:  # cuda-drivers: not among the fact's *nvidia* packages
+        installed.update(host.get_fact(RpmPackages) or {})
+    missing = [name for name in names
+               if not any(el_packages.upstream(v) == version for v in installed.get(name, ()))]
+    stale, add = el_packages.versionlock_changes(info["nvidia"], info["locks"], version)
+    commands = []
+    if stale:
+        commands.append(StringCommand("dnf versionlock delete",
+                                      *[QuoteString(lock.removesuffix(".*")) for lock in stale]))
+    if missing or not info["versionlock_plugin"]:
+        commands.append(StringCommand(
+            "dnf install -y", QuoteString(el_packages.VERSIONLOCK_PLUGIN),
+            *[QuoteString(f"{name}-{version}") for name in names],
+            "&&", el_packages.lock_installed_command(version)))
+    elif add:
+        commands.append(StringCommand("dnf versionlock add", *[QuoteString(a) for a in add]))
+    if not commands:
+        host.noop(f"the driver {version} is installed and its NVIDIA packages are locked")
+        return
+    yield from commands

@@ -2,9 +2,10 @@
 
 Steps: blacklist nouveau (initramfs rebuilt only when the blacklist changed), send the
 verified local repo package to the host only when the host lacks that exact file, install it
-and trust its key, select the branch (EL8/9: dnf module stream; apt: the branch's meta
-package) and pin it (apt preferences at 1000 + unattended-upgrades blacklist; the dnf module
-stream), then reboot only when the policy allows it and the state needs it.
+and trust its key, select the branch (EL8/9: dnf module stream; EL10: none, the exact version; apt: the branch's
+meta package) and pin it (apt preferences at 1000 + unattended-upgrades blacklist; dnf
+versionlock at the exact version), then reboot only when the policy allows it and the state
+needs it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from gpuhost.facts.kernel import PackageAvailable
 from gpuhost.facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
 from gpuhost.facts.pyinfra_api import joined
 from gpuhost.facts.services import ServiceInstalled
-from gpuhost import el_packages, fabric, packages
+from gpuhost import fabric, packages
 from gpuhost.upgrade.reboot import needs_reboot
 from gpuhost.settings import Settings
 from gpuhost.roles import boot_safety, debian_archive, el_packaging, kernel_headers
@@ -44,7 +45,7 @@ def local_repo(remote_file: str, distro_tag: str, version: str):
     Install NVIDIA's local repo package from a file already on the host, and trust its key.
 
     + remote_file: the package on the host
-    + distro_tag: ``debian12``, ``ubuntu2204``, ``ubuntu2404``, ``rhel8`` or ``rhel9``
+    + distro_tag: ``debian12``, ``ubuntu2204``, ``ubuntu2404``, ``rhel8``, ``rhel9`` or ``rhel10``
     + version: the driver version the repo carries
     """
     name = packages.local_repo_package(distro_tag, version)
@@ -207,24 +208,23 @@ def install() -> None:
             no_recommends=True,
         )
     else:
-        major = tag.removeprefix("rhel")
-        repos = el_packages.el_repos_to_enable(state["os"]["id"], major, config.el_enable_repos)
-        el_packaging.enable_repos(
-            name=f"Enable the dnf repositories the driver needs ({', '.join(repos) or 'none'})",
-            repos=repos, major=major)
-        el_packaging.dkms_available(name="dkms is installed or available (NVIDIA's "
-                                         "kmod-nvidia-*-dkms needs it)",
-                                    major=major, enabled=repos)
-        module_stream(
-            name=f"Select the dnf module stream nvidia-driver:{packages.module_stream(version, flavor)}",
-            stream=packages.module_stream(version, flavor),
-        )
-        dnf.packages(
-            name=f"Install the {flavor} driver {version} ({', '.join(wanted)})",
-            packages=wanted,
-        )
-        el_packaging.version_lock(name=f"Lock the NVIDIA packages at {version} (dnf versionlock)",
-                                  version=version)
+        el_packaging.repositories(config, state)
+        if packages.has_module_streams(tag):
+            stream = packages.module_stream(version, flavor)
+            module_stream(name=f"Select the dnf module stream nvidia-driver:{stream}",
+                          stream=stream)
+            dnf.packages(
+                name=f"Install the {flavor} driver {version} ({', '.join(wanted)})",
+                packages=wanted,
+            )
+            el_packaging.version_lock(
+                name=f"Lock the NVIDIA packages at {version} (dnf versionlock)",
+                version=version)
+        else:  # EL10: no module streams (NVIDIA's R620 table): exact version, locked
+            el_packaging.install_locked(
+                name=f"Install the {flavor} driver {version} ({', '.join(wanted)}) and lock "
+                     "it (dnf versionlock)",
+                names=wanted, version=version)
 
     # After the local repo (and the apt-get update it brings): see future_headers
     kernel_headers.install_future()

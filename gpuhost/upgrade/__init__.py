@@ -17,7 +17,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from gpuhost import converged, packages, policy
+from gpuhost import converged, el_packages, packages, policy
 
 # GPU clients stopped before the switch, in this order (then upgrade_stop_services), started
 # again in the reverse order: display managers first (an X or Wayland session holds
@@ -95,10 +95,15 @@ def health_gate(before: list[dict[str, Any]] | None, state: dict[str, Any],
 
 
 def pin_matches(tag: str, target: str, flavor: str, probe: dict[str, Any]) -> bool:
-    """The branch lock already points at the target (apt pin file / dnf module stream)."""
+    """The branch lock already points at the target (apt pin file / dnf module stream; on
+    EL10, which has no module streams, the driver's dnf versionlock entries)."""
     if packages.family(tag) == "debian":
         wanted = hashlib.sha256(packages.apt_pin(target).encode()).hexdigest()
         return probe["apt_pin_sha256"] == wanted
+    if not packages.has_module_streams(tag):
+        locks = [lock for lock in probe.get("dnf_locks") or () if el_packages.is_driver_lock(lock)]
+        return bool(locks) and all(
+            lock.split(":", 1)[1].rsplit("-", 1)[0] == target for lock in locks)
     return (probe["dnf_stream"] == packages.module_stream(target, flavor)
             and probe["dnf_state"] == "enabled")
 

@@ -163,9 +163,10 @@ def _switch(plan: dict[str, Any], config: settings.Settings) -> None:
         # dnf versionlock hides every other version of a locked package: release the old
         # driver's lock before the switch, take it again at the target after it
         el_packaging.release_lock(name="Release the dnf versionlock of the old driver")
-        stream = packages.module_stream(target, flavor)
-        ops.switch_module_stream(name=f"Move the dnf module to nvidia-driver:{stream}",
-                                 stream=stream)
+        if packages.has_module_streams(tag):  # EL10 has none: the lock alone holds the branch
+            stream = packages.module_stream(target, flavor)
+            ops.switch_module_stream(name=f"Move the dnf module to nvidia-driver:{stream}",
+                                     stream=stream)
     ops.switch_packages(name=f"Switch to the {flavor} driver {target} ({', '.join(wanted)})",
                         distro_tag=tag, version=target, flavor=flavor, wanted=wanted)
     if packages.family(tag) == "rhel":

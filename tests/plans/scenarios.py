@@ -7,7 +7,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from gpuhost import el_packages, packages
+from gpuhost import el_packages, eldistros, packages
 
 DRIVER = "570.172.08"
 TOOLKIT = "1.17.8"
@@ -20,6 +20,14 @@ _OL = (
     'NAME="Oracle Linux Server"\nVERSION="{v}"\nID="ol"\nID_LIKE="fedora"\n'
     'VERSION_ID="{v}"\nPRETTY_NAME="Oracle Linux Server {v}"\n'
 )
+_EL = ('NAME="{name}"\nVERSION="{v}"\nID="{id}"\nID_LIKE="{like}"\n'
+       'VERSION_ID="{v}"\nPRETTY_NAME="{name} {v}"\n')
+
+
+def _el(os_id: str, name: str, version: str, like: str = "rhel centos fedora") -> str:
+    return _EL.format(id=os_id, name=name, v=version, like=like)
+
+
 SCENARIOS = {
     "ol8-uek": {"os": _OL.format(v="8.10"), "kernel": "5.15.0-307.178.5.el8uek.x86_64",
                 "tag": "rhel8"},
@@ -28,6 +36,33 @@ SCENARIOS = {
                  "tag": "rhel9"},
     "ol9-rhck": {"os": _OL.format(v="9.5"), "kernel": "5.14.0-503.11.1.el9_5.x86_64",
                  "tag": "rhel9"},
+    # Oracle Linux 10.0: UEK 8 is the default kernel, RHCK beside it (Oracle's OL10 kernel
+    # version matrix); both take NVIDIA's rhel10 build
+    "ol10-uek8": {"os": _OL.format(v="10.0"), "kernel": "6.12.0-100.28.2.el10uek.x86_64",
+                  "tag": "rhel10"},
+    "ol10-rhck": {"os": _OL.format(v="10.0"), "kernel": "6.12.0-55.9.1.0.1.el10_0.x86_64",
+                  "tag": "rhel10"},
+    "rhel8": {"os": _el("rhel", "Red Hat Enterprise Linux", "8.10", "fedora"),
+              "kernel": "4.18.0-553.el8_10.x86_64", "tag": "rhel8"},
+    "rhel9": {"os": _el("rhel", "Red Hat Enterprise Linux", "9.6", "fedora"),
+              "kernel": "5.14.0-570.12.1.el9_6.x86_64", "tag": "rhel9"},
+    "rhel10": {"os": _el("rhel", "Red Hat Enterprise Linux", "10.0", "centos fedora"),
+               "kernel": "6.12.0-55.9.1.el10_0.x86_64", "tag": "rhel10"},
+    "rocky8": {"os": _el("rocky", "Rocky Linux", "8.10"),
+               "kernel": "4.18.0-553.el8_10.x86_64", "tag": "rhel8"},
+    "rocky9": {"os": _el("rocky", "Rocky Linux", "9.6"),
+               "kernel": "5.14.0-570.17.1.el9_6.x86_64", "tag": "rhel9"},
+    "rocky10": {"os": _el("rocky", "Rocky Linux", "10.0"),
+                "kernel": "6.12.0-55.12.1.el10_0.x86_64", "tag": "rhel10"},
+    "alma8": {"os": _el("almalinux", "AlmaLinux", "8.10"),
+              "kernel": "4.18.0-553.el8_10.x86_64", "tag": "rhel8"},
+    "alma9": {"os": _el("almalinux", "AlmaLinux", "9.6"),
+              "kernel": "5.14.0-570.12.1.el9_6.x86_64", "tag": "rhel9"},
+    "alma10": {"os": _el("almalinux", "AlmaLinux", "10.0"),
+               "kernel": "6.12.0-55.9.1.el10_0.x86_64", "tag": "rhel10"},
+    # a release gpuhost does not know: refused before any change
+    "rocky11": {"os": _el("rocky", "Rocky Linux", "11.0"),
+                "kernel": "6.18.0-10.el11.x86_64", "tag": None},
     "ubuntu2204": {"os": 'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="22.04"\n'
                          'PRETTY_NAME="Ubuntu 22.04.5 LTS"\nVERSION_CODENAME=jammy\n',
                    "kernel": "5.15.0-130-generic", "tag": "ubuntu2204"},
@@ -54,7 +89,7 @@ def bare_output(name: str, pci: dict | None = None) -> str:
     """``pci`` (plan data ``plan_pci``): {"lspci": [rc, text], "pci_sysfs": [rc, text]}
     replaces the A100 that lspci shows by default (the sysfs section is absent then)."""
     s = SCENARIOS[name]
-    rpm = packages.family(s["tag"]) == "rhel"
+    rpm = s["tag"] is None or packages.family(s["tag"]) == "rhel"
     if pci:
         devices = "".join(_section(key, *pci[key]) for key in ("lspci", "pci_sysfs") if key in pci)
     else:
@@ -145,20 +180,46 @@ DEBIAN12_SOURCES = (
     "deb http://deb.debian.org/debian/ bookworm-updates main non-free-firmware\n")
 
 
+def _os_id(name: str) -> str:
+    return re.search(r'^ID="?([^"\n]+)', SCENARIOS[name]["os"], re.M).group(1)
+
+
+def el_stock_repos(name: str) -> list[tuple[str, bool]]:
+    """The repositories of a fresh install of this EL scenario and whether each is enabled."""
+    major = SCENARIOS[name]["tag"].removeprefix("rhel")
+    os_id = _os_id(name)
+    if os_id == "ol":
+        uek = {"8": "ol8_UEKR7", "9": "ol9_UEKR8", "10": "ol10_UEKR8"}[major]
+        return [(f"ol{major}_baseos_latest", True), (f"ol{major}_appstream", True),
+                (f"ol{major}_codeready_builder", False), (uek, True)]
+    if os_id == "rhel":  # redhat.repo of a registered host
+        return [(f"rhel-{major}-for-x86_64-baseos-rpms", True),
+                (f"rhel-{major}-for-x86_64-appstream-rpms", True),
+                (f"codeready-builder-for-rhel-{major}-x86_64-rpms", False)]
+    crb = "powertools" if major == "8" else "crb"
+    return [("baseos", True), ("appstream", True), (crb, False), ("extras", True)]
+
+
 def el_packaging_output(name: str, installed: bool) -> str:
-    """gpuhost.facts.el.ElPackaging's answer on an Oracle Linux scenario: the stock channels of a
+    """gpuhost.facts.el.ElPackaging's answer on an EL scenario: the stock repositories of a
     fresh install; once the driver went in, its packages (and EPEL, enabled by then)."""
     major = SCENARIOS[name]["tag"].removeprefix("rhel")
-    uek = "ol8_UEKR7" if major == "8" else "ol9_UEKR8"
-    lines = [f"repo ol{major}_baseos_latest", "enabled 1", f"repo ol{major}_appstream",
-             "enabled 1", f"repo ol{major}_codeready_builder", "enabled 0", f"repo {uek}",
-             "enabled 1"]
+    lines = []
+    for repo, enabled in el_stock_repos(name):
+        lines += [f"repo {repo}", f"enabled {1 if enabled else 0}"]
     if installed:
-        lines += [f"repo ol{major}_developer_EPEL", "enabled 1",
-                  f"rpm oracle-epel-release-el{major}\t(none):1.0-5.el{major}",
+        version_id = re.search(r'^VERSION_ID="?([^"\n]+)', SCENARIOS[name]["os"], re.M).group(1)
+        channels = eldistros.channels(_os_id(name), version_id)
+        epel = channels.epel
+        release = el_packages.release_package_name(channels.epel_release)
+        lines += [f"repo {epel}", "enabled 1", f"rpm {release}\t(none):1.0-5.el{major}",
                   f"rpm dkms\t(none):3.2.1-1.el{major}"]
         lines += [f"rpm {p}\t3:{DRIVER}-1.el{major}"
                   for p in ("nvidia-open", "kmod-nvidia-open-dkms", "nvidia-driver")]
+        if int(major) >= 10:  # EL10: install_locked took the lock in the same step
+            lines += [f"rpm python3-dnf-plugin-versionlock\t(none):4.7.0-8.el{major}"]
+            lines += [f"lock {p}-3:{DRIVER}-1.el{major}.*"
+                      for p in ("kmod-nvidia-open-dkms", "nvidia-driver", "nvidia-open")]
     return "\n".join(lines) + "\n"
 
 
@@ -195,7 +256,7 @@ def host_data(name: str, extra: dict) -> dict:
             re.compile(r"^command -v systemctl"): "/usr/bin/systemctl",
             APT_SOURCES: DEBIAN12_SOURCES if s["tag"] == "debian12" else "",
             EL_PACKAGING: el_packaging_output(name, False)
-            if packages.family(s["tag"]) == "rhel" else "",
+            if s["tag"] and packages.family(s["tag"]) == "rhel" else "",
             "docker run --rm --network=none --gpus all": [
                 "rc=0", "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-00000000-1111-2222-3333-4444)"],
             "docker run --rm --network=none --device nvidia.com/gpu=all": [
@@ -203,13 +264,20 @@ def host_data(name: str, extra: dict) -> dict:
         },
         "nvidia_driver_version": DRIVER,
         # the package of the driver the plan asks for (settings check the name's version)
-        "nvidia_local_repo": {s["tag"]: _artifact(s["tag"], version)},
+        "nvidia_local_repo": {s["tag"] or "rhel10": _artifact(s["tag"] or "rhel10", version)},
         "nvidia_artifact_cache": str(ARTIFACTS / "cache"),
         "docker_source": "docker",
         "docker_repo_gpgkey": _key("docker"),
         "container_toolkit_version": TOOLKIT,
         "container_toolkit_gpgkey": _key("nvidia-container-toolkit"),
     }
+    extra_el = extra.pop("plan_el_packaging", "")  # more ElPackaging lines (a host's own state)
+    if extra_el:
+        data["fake_responses"][EL_PACKAGING] += extra_el
+    # RHEL: subscription-manager identity (facts.el.RhsmRegistered); plan_rhsm "unregistered"
+    rhsm = extra.pop("plan_rhsm", "registered")
+    if _os_id(name) == "rhel":
+        data["fake_responses"]["subscription-manager identity"] = rhsm
     if extra.pop("plan_el_container_tools", False):  # OL8's podman, buildah, runc installed
         data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(
             "@@gpuhost@@ rpm rc=0\n", "@@gpuhost@@ rpm rc=0\n" + "".join(

@@ -28,6 +28,9 @@ PLANS = {
     "ubuntu2404-reboot": ("ubuntu2404", REBOOT),
     "ol9-rhck-reboot": ("ol9-rhck", REBOOT),
     "ol8-uek": ("ol8-uek", {}),
+    # EL10: no module stream; the versionlock moves with the driver
+    "ol10-uek8": ("ol10-uek8", {}),
+    "rocky10-reboot": ("rocky10", REBOOT),
 }
 
 

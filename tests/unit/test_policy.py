@@ -284,6 +284,11 @@ OS = {
     "ol8": {"ID": "\"ol\"", "VERSION_ID": "\"8.10\""},
     "rhel9": {"ID": "rhel", "VERSION_ID": "9.5"},
     "rocky8": {"ID": "rocky", "VERSION_ID": "8.9"},
+    "ol10": {"ID": "ol", "VERSION_ID": "10.0", "ID_LIKE": "fedora"},
+    "rhel10": {"ID": "rhel", "VERSION_ID": "10.1"},
+    "rocky10": {"ID": "rocky", "VERSION_ID": "10.0"},
+    "alma9": {"ID": "almalinux", "VERSION_ID": "9.6"},
+    "alma10": {"ID": "almalinux", "VERSION_ID": "10.0"},
 }
 
 
@@ -291,6 +296,9 @@ OS = {
     ("debian12", "debian", "debian12", 12), ("ubuntu2204", "debian", "ubuntu2204", 22),
     ("ubuntu2404", "debian", "ubuntu2404", 24), ("ol9", "rhel", "rhel9", 9), ("ol8", "rhel", "rhel8", 8),
     ("rhel9", "rhel", "rhel9", 9), ("rocky8", "rhel", "rhel8", 8),
+    ("ol10", "rhel", "rhel10", 10), ("rhel10", "rhel", "rhel10", 10),
+    ("rocky10", "rhel", "rhel10", 10), ("alma9", "rhel", "rhel9", 9),
+    ("alma10", "rhel", "rhel10", 10),
 ])
 def test_identify(name, family, tag, major):
     d = distro.identify(OS[name])
@@ -300,6 +308,8 @@ def test_identify(name, family, tag, major):
 @pytest.mark.parametrize("os_release", [
     {"ID": "debian", "VERSION_ID": "11"}, {"ID": "ubuntu", "VERSION_ID": "20.04"},
     {"ID": "ol", "VERSION_ID": "7.9"}, {"ID": "arch"}, {},
+    {"ID": "rocky", "VERSION_ID": "11.0"}, {"ID": "rhel", "VERSION_ID": "11.0"},
+    {"ID": "ol", "VERSION_ID": "11.0"}, {"ID": "almalinux", "VERSION_ID": "11"},
 ])
 def test_identify_unsupported(os_release):
     with pytest.raises(ValueError, match="gpuhost supports Debian 12, Ubuntu 22.04"):
@@ -319,6 +329,15 @@ def test_identify_unsupported(os_release):
      ["kernel-uek-devel-5.15.0-300.163.18.el9uek.x86_64", "kernel-headers"], None),
     ("ol9", "5.14.0-503.11.1.el9_5.x86_64", "rhck",
      ["kernel-devel-matched-5.14.0-503.11.1.el9_5.x86_64", "kernel-headers"], None),
+    # OL10: UEK 8 is built with OL10's own gcc 14: no toolset (unlike UEK 8 on OL9)
+    ("ol10", "6.12.0-100.28.2.el10uek.x86_64", "uek",
+     ["kernel-uek-devel-6.12.0-100.28.2.el10uek.x86_64", "kernel-headers"], None),
+    ("ol10", "6.12.0-55.9.1.0.1.el10_0.x86_64", "rhck",
+     ["kernel-devel-matched-6.12.0-55.9.1.0.1.el10_0.x86_64", "kernel-headers"], None),
+    ("rhel10", "6.12.0-124.8.1.el10_1.x86_64", "rhck",
+     ["kernel-devel-matched-6.12.0-124.8.1.el10_1.x86_64", "kernel-headers"], None),
+    ("rocky10", "6.12.0-55.12.1.el10_0.x86_64", "rhck",
+     ["kernel-devel-matched-6.12.0-55.12.1.el10_0.x86_64", "kernel-headers"], None),
 ])
 def test_kernel_headers(os_name, release, flavour, packages, toolset):
     d = distro.identify(OS[os_name], release)

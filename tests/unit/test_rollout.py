@@ -232,6 +232,27 @@ def test_a_host_at_the_target_needs_nothing():
                                  probe(FROM))["action"] == "upgrade"
 
 
+def test_an_el10_host_at_the_target_needs_nothing_only_when_its_versionlock_says_so():
+    # EL10 has no module stream: the dnf versionlock entries are the branch lock
+    def el10(version):
+        state = host_state(version, "open")
+        state["os"]["distro_tag"] = "rhel10"
+        state["driver"]["packages"] = {"nvidia-open": f"3:{version}-1.el10"}
+        state["driver"]["local_repos"] = [{"package": f"nvidia-driver-local-repo-rhel10-{version}",
+                                           "distro": "rhel10", "version": version}]
+        return state
+
+    def locks(version):
+        return [f"nvidia-open-3:{version}-1.el10.*", f"kmod-nvidia-open-dkms-3:{version}-1.el10.*",
+                "nvidia-container-toolkit-0:1.17.8-1.*"]  # the toolkit's lock: not the driver's
+
+    at_target = probe(TARGET, apt_pin_sha256=None, dnf_locks=locks(TARGET))
+    assert upgrade.assess("gpu-01", config(), el10(TARGET), at_target)["action"] == "none"
+    for stale in ([], locks(FROM), locks(TARGET) + [f"nvidia-driver-3:{FROM}-1.el10.*"]):
+        lagging = probe(TARGET, apt_pin_sha256=None, dnf_locks=stale)
+        assert upgrade.assess("gpu-01", config(), el10(TARGET), lagging)["action"] == "upgrade"
+
+
 def test_downgrade_is_refused_unless_allowed():
     plan = upgrade.assess("gpu-01", config(nvidia_driver_version=FROM),
                                  host_state(TARGET, "open"), probe(TARGET))

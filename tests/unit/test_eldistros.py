@@ -1,0 +1,53 @@
+"""The Enterprise Linux table (gpuhost.eldistros): one module per distribution, recognised
+from os-release, every supported major taking NVIDIA's rhel<major> build; an unknown release
+refused in one line naming what gpuhost supports."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhost import distro, eldistros, packages
+
+
+def test_every_distribution_module_is_in_the_table_and_every_major_has_its_tag():
+    assert set(eldistros.DISTRIBUTIONS) == {"ol", "rhel", "rocky", "almalinux"}
+    for os_id, d in eldistros.DISTRIBUTIONS.items():
+        assert d.majors == (8, 9, 10), os_id
+        for major in d.majors:
+            info = distro.identify({"ID": os_id, "VERSION_ID": f"{major}.0"})
+            assert info["distro_tag"] == f"rhel{major}" in distro.DISTRO_TAGS
+            assert info["distro_tag"] in packages.RPM_DISTROS
+            channels = d.channels(major, 0, "x86_64")
+            assert channels.crb and channels.epel and channels.epel_release
+
+
+def test_module_streams_end_at_el9():
+    assert packages.has_module_streams("rhel8") and packages.has_module_streams("rhel9")
+    assert not packages.has_module_streams("rhel10")
+    assert not packages.has_module_streams("debian12")
+
+
+def test_update_level_and_unknown_releases():
+    assert eldistros.update_level("10.1") == 1 and eldistros.update_level("10") == 0
+    assert eldistros.channels("ol", "10.2").epel == "ol10_u2_developer_EPEL"
+    assert eldistros.channels("ol", "9.6").epel == "ol9_developer_EPEL"
+    with pytest.raises(ValueError, match="no Enterprise Linux entry for rocky 11.0"):
+        eldistros.channels("rocky", "11.0")
+    with pytest.raises(ValueError, match="no Enterprise Linux entry for centos 9"):
+        eldistros.channels("centos", "9")
+
+
+def test_el11_is_refused_in_one_line_naming_the_supported_releases():
+    with pytest.raises(ValueError) as error:
+        distro.identify({"ID": "rocky", "VERSION_ID": "11.0", "PRETTY_NAME": "Rocky Linux 11.0"})
+    text = str(error.value)
+    assert "\n" not in text and text.startswith("unsupported operating system 'Rocky Linux 11.0'")
+    assert "Oracle Linux 8/9/10" in text and "RHEL 8/9/10" in text
+    assert "Rocky Linux 8/9/10" in text and "AlmaLinux 8/9/10" in text
+
+
+def test_a_rhel10_tag_has_major_10():
+    # the tag alone (facts pass it so): kernel-devel-matched from EL9 on, not EL8's name
+    release = "6.12.0-55.9.1.el10_0.x86_64"
+    assert distro.headers_packages("rhel10", release)[0] == f"kernel-devel-matched-{release}"
+    assert distro.needs_gcc_toolset("rhel10", "6.12.0-100.28.2.el10uek.x86_64") is None
