@@ -7,8 +7,9 @@ containers use that GPU (without ``--force``). Execute, in this order:
 
 1. the resume point on the host (``gpuhost.health.recover.MARKER``: what ran before)
 2. drain hook (``upgrade_drain_command`` on the controller); the GPU still unused
-3. stop the GPU clients that block a reset (DCGM, nvsm, display managers, IMEX), as the
-   driver upgrade does (``roles.upgrade.ops``); with ``--force`` the GPU's containers
+3. stop the GPU clients that block a reset (DCGM, nvsm, upgrade_stop_services; never IMEX,
+   Fabric Manager or a display manager: ``gpuhost.health.recover.KEEP_RUNNING``) with the
+   driver upgrade's operations (``roles.upgrade.ops``); with ``--force`` the GPU's containers
 4. persistence mode off for that GPU only; ``nvidia-smi -r -i N``, its result kept on the
    host, never failing the run here
 5. persistence mode, MIG instances, clients and containers back as they were (also when
@@ -39,7 +40,6 @@ from gpuhost.facts.nvidia import NvidiaGpus
 from gpuhost.facts.recover import RecoverProbe
 from gpuhost.facts.upgrade import UpgradeProbe
 from gpuhost.health import recover
-from gpuhost.upgrade import CLIENT_SERVICES
 from gpuhost import slurm as gpuslurm
 from gpuhost.roles import cdi, mig, slurm
 from gpuhost.roles.common import GpuhostError, check_inventory, executing, fail_command, host_settings, \
@@ -210,9 +210,9 @@ def assess() -> dict[str, Any]:
                            "look at it, remove it, then rerun")
     state = host_state()
     slurm_on = slurm.active(host_settings(), state)
-    plan = recover.assess(host.name, state,
-                          host.get_fact(UpgradeProbe, services=list(recover.STOP_SERVICES)),
-                          probe["containers"], gpu=wanted, force=_flag(host.data.get(FORCE_KEY)),
+    stop = recover.services({"upgrade_stop_services": host_settings().upgrade_stop_services})
+    plan = recover.assess(host.name, state, host.get_fact(UpgradeProbe, services=stop),
+                          probe["containers"], stop=stop, gpu=wanted, force=_flag(host.data.get(FORCE_KEY)),
                           marker=probe["marker"],
                           handled={**probe["handled"], "boot_id_now": probe["boot_id"]},
                           drain=bool(host_settings().upgrade_drain_command) or slurm_on)
@@ -262,7 +262,7 @@ def run() -> None:
     if before["mig"] == "enabled":  # a reset destroys the GPU's MIG instances
         ops.restore_mig_instances(name="Put the MIG instances back (gpuhost-mig-layout)",
                                   modes={str(index): "enabled"}, script=mig.BOOT_SCRIPT)
-    own = [name for name in reversed(CLIENT_SERVICES) if name in before["services"]]
+    own = list(reversed(before["services"]))  # stopped in recover.services' order
     ops.start_services(name=f"Start the GPU clients again ({', '.join(names) or 'none ran'})",
                        services=own, hostengine=before["hostengine"])
     if before["containers"]:

@@ -35,15 +35,25 @@ CLEARED_BY_RESET = ("row-remap-pending", "nvlink-down", "nvlink-link-inactive")
 # Xid 94 (contained memory error): the catalog's bucket is RESTART_APP, its text says to
 # reset the GPU when convenient (gpuhost/data/nvidia_xid_catalog.json, severity_note).
 RESET_WHEN_CONVENIENT = (94,)
-# Stopped around the reset: the upgrade's GPU clients (display managers, nvsm and DCGM,
-# which NVIDIA's MIG user guide stops before a reset; IMEX), but not
+# Stopped around the reset: the GPU clients NVIDIA's own one-GPU reset flow stops (nvsm and
+# DCGM, which NVIDIA's MIG user guide stops before a reset; NVIDIA/NVSentinel design
+# 019-janitor-gpu-reset: device plugin, DCGM, its exporter, GFD) and the site's
+# upgrade_stop_services (a native exporter or monitoring agent: ``services(config)``), but not
 # - nvidia-persistenced: persistence mode is turned off for the one GPU instead
 #   (`nvidia-smi -i N -pm 0`, NVIDIA/NVSentinel#1692), so the other GPUs keep it;
 # - Fabric Manager: "On Ampere NVSwitch systems, Fabric Manager is required to facilitate
 #   reset" (nvidia-smi(1), -r/--gpu-reset), and stopping it would take the other GPUs off
-#   the NVLink fabric.
-KEEP_RUNNING = ("nvidia-persistenced", "nvidia-fabricmanager")
+#   the NVLink fabric;
+# - nvidia-imex: on SIGTERM "existing exports from the signaled node will be terminated on
+#   the corresponding remote importing node" (NVIDIA IMEX guide, Signal handling): multi-node
+#   jobs on other nodes would lose this node's memory;
+# - display managers: they hold nvidia_drm for every GPU, not this one; a loaded nvidia_drm
+#   blocks every reset instead ("In use by another client", NVIDIA/mig-parted#181), so
+#   recover refuses while it is loaded and names it (``DRM_MODULE``).
+KEEP_RUNNING = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-imex", "gdm", "gdm3",
+                "lightdm", "sddm")
 STOP_SERVICES = tuple(name for name in CLIENT_SERVICES if name not in KEEP_RUNNING)
+DRM_MODULE = "nvidia_drm"
 MARKER = "/var/lib/gpuhost/gpu-recover.json"  # the resume point while a recovery is under way
 RESULT = "/var/lib/gpuhost/gpu-recover-reset.txt"  # what `nvidia-smi -r` said
 # GPUs recovered this boot: {bus_id: {"boot_id", "xid_count", "ecc_volatile"}}. The Xid lines
@@ -56,6 +66,14 @@ ADVICE = {
     "restart_fabric_manager": "restart nvidia-fabricmanager (its version must be the "
                               "driver's); reboot if the fabric does not complete",
 }
+
+
+def services(config: Mapping[str, Any] | None = None) -> list[str]:
+    """What recover stops around a reset: ``STOP_SERVICES`` and the site's
+    upgrade_stop_services (never one of ``KEEP_RUNNING``)."""
+    extra = [name for name in (config or {}).get("upgrade_stop_services") or ()
+             if name not in STOP_SERVICES and name not in KEEP_RUNNING]
+    return [*STOP_SERVICES, *extra]
 
 
 def finding_action(finding: Mapping[str, Any], state: Mapping[str, Any]) -> str:
@@ -177,7 +195,8 @@ def _pick_gpu(state: Mapping[str, Any], found: list[dict[str, Any]], wanted: int
 def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
            containers: list[Mapping[str, Any]], gpu: int | None = None, force: bool = False,
            marker: Mapping[str, Any] | None = None, today: Any = None,
-           handled: Mapping[str, Any] | None = None, drain: bool = False) -> dict[str, Any]:
+           handled: Mapping[str, Any] | None = None, drain: bool = False,
+           stop: Iterable[str] = STOP_SERVICES) -> dict[str, Any]:
     """What ``gpuhost recover`` does with host ``name``.
 
     Returns ``{"host", "action": "reset" | "resume" | "none", "gpu", "problems": [...],
@@ -186,6 +205,7 @@ def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
     reset (``note`` says why). ``handled``: HANDLED's content plus ``boot_id_now``, the
     host's boot id (Xid and ECC findings an earlier recovery of this boot reset for).
     ``drain``: a drain hook runs first, so users of the GPU are checked after it instead.
+    ``stop``: the services stopped around the reset when they run (``services(config)``).
     """
     plan: dict[str, Any] = {"host": name, "action": "none", "gpu": None, "problems": [],
                             "findings": [], "before": None, "note": ""}
@@ -237,7 +257,14 @@ def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
             "configure upgrade_drain_command), or pass --force to stop its containers and try "
             "anyway")
         return plan
-    running = [s for s in STOP_SERVICES if (probe.get("services") or {}).get(s) == "running"]
+    if DRM_MODULE in (probe.get("modules") or ()):
+        plan["problems"].append(
+            f"{DRM_MODULE} is loaded: the driver refuses every GPU reset while it is ('In use "
+            "by another client', NVIDIA/mig-parted#181); stop the display stack that uses it "
+            f"and unload it (modprobe -r {DRM_MODULE}), or {ADVICE['reboot']}")
+        return plan
+    running = [s for s in stop if s not in KEEP_RUNNING
+               and (probe.get("services") or {}).get(s) == "running"]
     dcgm = any(s in running for s in ("nvidia-dcgm", "dcgm"))
     health_now = target.get("health") or {}
     plan.update(action="reset", findings=[{k: f[k] for k in ("id", "gpu", "action", "message")}

@@ -247,3 +247,36 @@ def test_the_cli_wants_exactly_one_host(tmp_path, capsys):
     inventory.write_text("hosts = []\n")
     assert cli.main(["recover", str(inventory)]) == 2
     assert "--limit HOST is required" in capsys.readouterr().err
+
+
+def test_imex_fabric_manager_and_display_managers_keep_running_around_a_reset(host):
+    """T4-01: SIGTERM ends IMEX's exports on the importing nodes (NVIDIA IMEX guide, Signal
+    handling); NVIDIA's one-GPU reset flow stops DCGM and its clients only."""
+    probe = {"services": {"nvidia-dcgm": "running", "nvidia-imex": "running", "gdm3": "running",
+                          "nvsm": "running", "nvidia-fabricmanager": "running"},
+             "hostengine": False, "modules": ["nvidia", "nvidia_uvm", "nvidia_modeset"]}
+    plan = recover.assess("gpu-01", host(gpu1={"remapped_rows_pending": True}), probe, [],
+                          today=TODAY)
+    assert plan["problems"] == [] and plan["before"]["services"] == ["nvsm", "nvidia-dcgm"]
+    assert "nvidia-imex" not in recover.STOP_SERVICES and "gdm" not in recover.STOP_SERVICES
+
+
+def test_upgrade_stop_services_are_stopped_too_but_never_imex(host):
+    """T4-10: a native exporter the site lists in upgrade_stop_services holds the GPU too."""
+    stop = recover.services({"upgrade_stop_services": ("dcgm-exporter", "nvidia-imex")})
+    assert stop[-1] == "dcgm-exporter" and "nvidia-imex" not in stop
+    probe = {"services": {"dcgm-exporter": "running", "nvidia-dcgm": "running"},
+             "hostengine": False, "modules": []}
+    plan = recover.assess("gpu-01", host(gpu1={"remapped_rows_pending": True}), probe, [],
+                          today=TODAY, stop=stop)
+    assert plan["before"]["services"] == ["nvidia-dcgm", "dcgm-exporter"]
+
+
+def test_a_loaded_nvidia_drm_refuses_the_reset_and_is_named(host):
+    """T4-10: with nvidia_drm loaded every reset fails 'In use by another client'
+    (NVIDIA/mig-parted#181)."""
+    probe = {**PROBE, "modules": ["nvidia_drm", "nvidia_modeset", "nvidia"]}
+    plan = recover.assess("gpu-01", host(gpu1={"remapped_rows_pending": True}), probe, [],
+                          today=TODAY)
+    assert plan["action"] == "none" and plan["problems"][0].startswith("nvidia_drm is loaded")
+    assert "modprobe -r nvidia_drm" in plan["problems"][0]
