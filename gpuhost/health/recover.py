@@ -65,6 +65,10 @@ ADVICE = {
     "replace": "drain the GPU and follow NVIDIA's RMA process",
     "restart_fabric_manager": "restart nvidia-fabricmanager (its version must be the "
                               "driver's); reboot if the fabric does not complete",
+    "recover_imex": xid.XID_154_TODO["recover_imex"],
+    "unknown": "the driver or the kernel log asks for something gpuhost does not know (the "
+               "finding gives its words): look it up in NVIDIA's Xid catalog or contact NVIDIA "
+               "support; gpuhost does not reset a GPU for it",
 }
 
 
@@ -167,6 +171,13 @@ def handled_after(handled: Mapping[str, Any] | None, boot_id: str | None,
     return kept
 
 
+def _blocker(finding: Mapping[str, Any]) -> str:
+    """One finding a reset does not fix, with what to do (an unknown one with its words)."""
+    if finding["action"] == "unknown":
+        return f"{finding['id']}: {finding['message']}"
+    return f"{finding['id']}: {ADVICE[finding['action']]}"
+
+
 def _describe(findings: list[dict[str, Any]]) -> str:
     return "; ".join(f"{f['id']} ({f['action']})" for f in findings)
 
@@ -230,6 +241,15 @@ def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
         plan["problems"].append(problem)
         return plan
     if target is None:
+        blockers = [{**f, "action": finding_action(f, state)} for f in found
+                    if f["severity"] == "critical" and not _handled(f, state, handled)]
+        blockers = [f for f in blockers if f["action"] in ADVICE]
+        if blockers:  # a host that needs something else must not read as "nothing to do"
+            plan["problems"].append(
+                "no finding of this host asks for a GPU reset, but it has critical findings a "
+                "reset does not fix: " + "; ".join(
+                    (f"GPU {f['gpu']}: " if f["gpu"] else "") + _blocker(f) for f in blockers))
+            return plan
         plan["note"] = "no finding of this host asks for a GPU reset"
         return plan
     slot = xid.slot(target["pci_bus_id"])
@@ -241,7 +261,7 @@ def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
     if blockers:
         plan["problems"].append(
             f"GPU {target['index']} ({slot}) has findings a reset does not fix: "
-            + "; ".join(f"{f['id']}: {ADVICE[f['action']]}" for f in blockers))
+            + "; ".join(_blocker(f) for f in blockers))
         return plan
     if not resets:
         others = f" (its findings: {_describe(mine)})" if mine else ""

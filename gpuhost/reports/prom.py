@@ -53,11 +53,12 @@ BUCKET_ACTION = {
     "RESTART_APP": "restart_app", "IGNORE": "none", "WORKFLOW_XID_13": "debug_app",
     "WORKFLOW_XID_31": "debug_app", "WORKFLOW_XID_45": "follow_other_xids",
 }
-# Xid 154 names its recovery action in the line (xid.recovery_action)
-XID_154_ACTION = {"Node Reboot Required": "reboot", "GPU Reset Required": "reset",
-                  "Drain and Reset": "reset", "Drain P2P": "drain_p2p", "None": "none"}
+# Xid 154 names its recovery action in the line (xid.recovery_action); the words and their
+# actions are data (gpuhost/data/nvidia_xid_catalog.json xid_154_actions, with its source). A
+# word gpuhost does not know, or a line it cannot read, is "unknown": never a reset.
+XID_154_ACTION = {words: entry["action"] for words, entry in xid.XID_154_ACTIONS.items()}
 # Catalog rows without a bucket: gpuhost's reading of their text (xid.NO_BUCKET)
-NO_BUCKET_ACTION = {162: "none", 163: "reset", 164: "replace", 165: "replace", 166: "other",
+NO_BUCKET_ACTION = {162: "none", 163: "check_thermal", 164: "replace", 165: "replace", 166: "other",
                     167: "reboot", 168: "other", 169: "reset", 170: "contact_support",
                     171: "reset", 172: "reset"}
 
@@ -123,7 +124,7 @@ def xid_action(number: int, events: list[Mapping[str, Any]]) -> tuple[str, str]:
         return "", "unknown"
     if number == 154:
         said = xid.recovery_action(str(events[-1].get("text", ""))) or ""
-        return "XID_154", XID_154_ACTION.get(said, "reset")
+        return "XID_154", XID_154_ACTION.get(said, "unknown")
     bucket = entry.get("immediate") or ""
     if not bucket:
         return "", NO_BUCKET_ACTION.get(number, "other")

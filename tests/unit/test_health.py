@@ -191,6 +191,10 @@ def xid_event(number, text="", bus="0000:07:00"):
     (13, "info", "an application fault"),
     (31, "info", "illegal memory access"),
     (45, "info", "follow the other Xids"),
+    # T4-07: several NETIR subcodes are IGNORE in the catalog's 144-150 decode
+    (149, "warning", "decode its IntrInfo subcode"),
+    # T4-06: the catalog's row 163 says "No GPU reset required"
+    (163, "warning", "no GPU reset required"),
 ])
 def test_xid_findings_follow_nvidias_catalog(state, number, severity, says):
     finding = only(state(host={"xid_events": [xid_event(number, "x")] * 2}), f"xid-{number}")
@@ -208,6 +212,24 @@ def test_xid_154_severity_comes_from_the_recovery_action_it_names(state):
         found = only(state(host={"xid_events": [xid_event(154, line.format(code, action))]}),
                      "xid-154")
         assert found["severity"] == severity and f"'{action}'" in found["message"], action
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    # the six words of 595.45.04's _gpuRecoveryActionName: "Recover IMEX Domain" is new
+    ("GPU recovery action changed from 0x0 (None) to 0x5 (Recover IMEX Domain)",
+     "'Recover IMEX Domain': the IMEX domain needs recovery"),
+    ("GPU recovery action changed from 0x0 (None) to 0x2 (OS Reboot)",
+     "'OS Reboot': drain the host and reboot it"),
+    ("GPU recovery action changed from 0x0 (None) to 0x9 (Something New)",
+     "'Something New': a recovery action gpuhost does not know"),
+    ("GPU recovery action changed, see the log", "an action gpuhost cannot read"),
+])
+def test_an_xid_154_action_gpuhost_does_not_know_is_told_with_the_drivers_words(state, text,
+                                                                                 says):
+    """T4-02: an unknown action is never read as a reset."""
+    found = only(state(host={"xid_events": [xid_event(154, text)]}), "xid-154")
+    assert found["severity"] == "critical" and says in found["message"]
+    assert "reset the GPU" not in found["message"] or "does not reset" in found["message"]
 
 
 def test_unknown_xid_and_sxids(state):
@@ -245,6 +267,11 @@ def test_the_xid_catalog_is_dated_and_sourced():
     assert data["xids"]["95"]["immediate"] == "RESET_GPU"
     for entry in data["xids"].values():  # every severity is one gpuhost knows
         assert entry["severity"] in ("critical", "warning", "info", "by-text")
+    # the subcode tables carry their own source and date (149's NETIR, 154's actions, 48's SRAM)
+    actions = data["xid_154_actions"]
+    assert "gpu.c _gpuRecoveryActionName" in actions["_source"]
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", actions["_date"])
+    assert "NETIR_BER_EVENT" in data["xids"]["149"]["severity_note"]
 
 
 @pytest.mark.parametrize(("bus", "spelled"), [

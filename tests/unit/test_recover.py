@@ -60,6 +60,14 @@ def test_a_pending_row_remap_picks_its_gpu_and_keeps_what_ran_before(host):
     (79, "x", "reboot"), (63, "x", "none"), (13, "x", "restart_app"),
     (154, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", "reset"),
     (154, "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)", "reboot"),
+    # T4-02: an action gpuhost does not know, or cannot read, is never a reset
+    (154, "GPU recovery action changed from 0x0 (None) to 0x5 (Recover IMEX Domain)",
+     "recover_imex"),
+    (154, "GPU recovery action changed from 0x0 (None) to 0x7 (Bus Reset)", "unknown"),
+    (154, "GPU recovery action changed", "unknown"),
+    (154, "GPU recovery action changed from 0x0 (None) to 0x2 (OS Reboot)", "reboot"),
+    # T4-06: the catalog's row 163 says "No GPU reset required"
+    (163, "x", "check_thermal"),
 ])
 def test_xid_actions_follow_the_catalog(host, number, text, action):
     state = host()
@@ -280,3 +288,26 @@ def test_a_loaded_nvidia_drm_refuses_the_reset_and_is_named(host):
                           today=TODAY)
     assert plan["action"] == "none" and plan["problems"][0].startswith("nvidia_drm is loaded")
     assert "modprobe -r nvidia_drm" in plan["problems"][0]
+
+
+def test_an_xid_154_action_gpuhost_does_not_know_refuses_the_recovery(host):
+    """T4-02: the driver's words are named, nothing is reset."""
+    state = host()
+    state["health"]["xid_events"] = [
+        event(state, 1, 154, "GPU recovery action changed from 0x0 (None) to 0x9 (Fix Me)")]
+    plan = assess(state)
+    assert plan["action"] == "none" and len(plan["problems"]) == 1
+    assert "'Fix Me': a recovery action gpuhost does not know" in plan["problems"][0]
+    state["health"]["xid_events"].append(event(state, 1, 48))  # with a reset-Xid too
+    problem = assess(state, gpu=1)["problems"][0]
+    assert "findings a reset does not fix: xid-154: " in problem and "'Fix Me'" in problem
+
+
+def test_a_host_whose_findings_a_reset_does_not_fix_is_refused_with_what_to_do(host):
+    """Build 5: a failed row remap asks for a replacement: named, not 'nothing to do'."""
+    plan = assess(host(gpu1={"remapped_rows_failure": True}))
+    assert plan["action"] == "none" and len(plan["problems"]) == 1
+    assert plan["problems"][0].startswith("no finding of this host asks for a GPU reset, but it "
+                                          "has critical findings a reset does not fix: GPU ")
+    assert "row-remap-failure: drain the GPU and follow NVIDIA's RMA process" in \
+        plan["problems"][0]
