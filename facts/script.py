@@ -221,6 +221,11 @@ SECTIONS: dict[str, str] = {
     'else echo "lspci missing"; fi; '
     '_m=$(lsmod 2>/dev/null); case "$_m" in *"nvidia_peermem "*) echo "peermem loaded";; '
     '*) echo "peermem not_loaded";; esac; '
+    # the peer-memory API nvidia_peermem needs: only MLNX_OFED/DOCA-OFED's ib_core exports
+    # it (NVIDIA open-gpu-kernel-modules conftest.sh NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT); an
+    # inbox ib_core loaded without it is "absent", ib_core not loaded is not told
+    "if grep -qs ' ib_register_peer_memory_client' /proc/kallsyms; then echo 'peer_api exported'; "
+    "elif test -d /sys/module/ib_core; then echo 'peer_api absent'; fi; "
     "grep -lsxE '[[:space:]]*nvidia[-_]peermem[[:space:]]*' /etc/modules-load.d/*.conf "
     "/run/modules-load.d/*.conf /usr/lib/modules-load.d/*.conf /lib/modules-load.d/*.conf "
     "/etc/modules 2>/dev/null | sed 's/^/persist /'; true",

@@ -21,6 +21,9 @@ DMABUF_MIN_KERNEL = (5, 12)
 
 # nvidia-smi topo -m's legend, nearest first (docs/rdma.md, "Topology")
 LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+# Beyond PXB NCCL turns GPUDirect RDMA off unless NCCL_NET_GDR_LEVEL says otherwise
+# (NVIDIA/nccl src/graph/paths.cc ncclTopoCheckGdr: netGdrLevel = PATH_PXB)
+GDR_OFF = ("PHB", "NODE", "SYS")
 _SLOT = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _REDIRECT = ("ReqRedir+", "CmpltRedir+")
 
@@ -41,9 +44,11 @@ def parse_section(text: str) -> dict[str, Any]:
     functions; ``switch``: VPD with SW_MNG, an NVLink 5 switch tray's management port),
     ``ib NAME SLOT nic|switch`` (/sys/class/infiniband), ``path SLOT SYSFS_PATH``,
     ``acs SLOT FLAGS...`` (lspci's ACSCtl line), ``lspci missing``, ``peermem
-    loaded|not_loaded``, ``persist FILE``."""
+    loaded|not_loaded``, ``persist FILE``, ``peer_api exported|absent`` (ib_core's
+    peer-memory API in /proc/kallsyms; absent: an inbox RDMA stack)."""
     out: dict[str, Any] = {"gpus": [], "nics": {}, "switches": {}, "paths": {}, "acs": {},
-                           "acs_read": True, "peermem_loaded": None, "persisted_in": []}
+                           "acs_read": True, "peermem_loaded": None, "persisted_in": [],
+                           "peer_api": None}
     for line in text.splitlines():
         parts = line.split()
         if not parts:
@@ -67,6 +72,8 @@ def parse_section(text: str) -> dict[str, Any]:
             out["peermem_loaded"] = args[0] == "loaded"
         elif tag == "persist" and args:
             out["persisted_in"].append(args[0])
+        elif tag == "peer_api" and args and args[0] in ("exported", "absent"):
+            out["peer_api"] = args[0]
     for slot in out["switches"]:
         out["nics"].pop(slot, None)
     return out
@@ -116,16 +123,31 @@ def dmabuf_possible(state: Mapping[str, Any]) -> bool | None:
     return loaded["flavor"] == "open" and version >= DMABUF_MIN_KERNEL
 
 
+def inbox(rdma: Mapping[str, Any]) -> bool:
+    """An inbox RDMA stack: ib_core is loaded and exports no peer-memory API, so
+    ``modprobe nvidia_peermem`` fails with -EINVAL (nvidia-peermem.c nv_mem_client_init
+    without NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT; NVIDIA/gpu-operator#2868)."""
+    return rdma.get("peer_api") == "absent"
+
+
 def wanted(mode: str, rdma: Mapping[str, Any]) -> str:
-    """What this host gets: ``peermem`` (module loaded and loaded at boot), ``dmabuf``
-    (nothing loaded), ``none`` (nothing touched), or ``refuse`` (peermem asked on a host
-    without RDMA NIC)."""
+    """What this host gets: ``peermem`` (module loaded, then loaded at boot), ``dmabuf``
+    (nothing loaded, gpuhost's modules-load.d file removed), ``inbox`` (peermem asked, but
+    the RDMA stack has no peer-memory API: as dmabuf, the audit says why), ``none``
+    (nothing touched), or ``refuse`` (peermem asked on a host without RDMA NIC)."""
     nics = bool(rdma.get("nics"))
+    if mode in ("auto", "peermem") and nics and inbox(rdma):
+        return "inbox"
     if mode == "auto":
         return "peermem" if nics else "none"
     if mode == "peermem":
         return "peermem" if nics else "refuse"
     return "dmabuf" if mode == "dmabuf" else "none"
+
+
+INBOX_WHY = (f"the host's RDMA stack is the kernel's inbox one: ib_core exports no peer-memory "
+             f"API (ib_register_peer_memory_client is not in /proc/kallsyms; only MLNX_OFED / "
+             f"DOCA-OFED has it), so {MODULE} cannot load (modprobe: Invalid argument)")
 
 
 def modules_load_conf() -> str:

@@ -38,7 +38,7 @@ FINDING_IDS = (
     "next-boot-module-missing", "next-boot-module-unknown", "secure-boot-signer-not-enrolled",
     "secure-boot-cert-unreadable", "cdi-spec-stale", "lifecycle-eol", "lifecycle-eol-soon",
     "lifecycle-new-feature-branch", "lifecycle-supported", "lifecycle-unknown",
-    "rdma-peermem-missing", "rdma-acs-redirect", "rdma-nic-across-cpu",
+    "rdma-peermem-missing", "rdma-peermem-unusable", "rdma-acs-redirect", "rdma-nic-across-cpu",
     "slurm-gres-mismatch", "slurm-drained-by-gpuhost",
 )
 NEXT_BOOT_BLOCKERS = ("next-boot-module-missing", "secure-boot-signer-not-enrolled")

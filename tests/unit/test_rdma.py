@@ -101,9 +101,9 @@ def test_acs_redirect_counts_only_below_the_root_port_a_gpu_and_nic_share():
 def test_health_findings_name_the_bridge_the_gpu_and_what_to_do():
     found = health.findings(_state())
     ids = sorted((f["id"], f["severity"], f["gpu"]) for f in found if f["id"].startswith("rdma"))
+    # GPU1 and GPU3 are NODE from their nearest NIC, but NVLinked to a GPU with a PIX/PXB
+    # NIC: NCCL's PXN uses that one (T4-12)
     assert ids == [("rdma-acs-redirect", "warning", "0000:05:00.0"),
-                   ("rdma-nic-across-cpu", "info", "0000:45:00.0"),
-                   ("rdma-nic-across-cpu", "info", "0000:c5:00.0"),
                    ("rdma-peermem-missing", "warning", None)]
     acs = next(f for f in found if f["id"] == "rdma-acs-redirect")
     assert "0000:02:08.0" in acs["message"] and "setpci" in acs["message"]
@@ -123,10 +123,23 @@ def test_a_host_without_rdma_nic_has_no_rdma_finding_and_runs_no_topo():
     assert rdma.wanted("peermem", state["rdma"]) == "refuse"
 
 
-def test_sys_nearest_nic_is_a_warning():
+@pytest.mark.parametrize("link", ["PHB", "NODE", "SYS"])
+def test_a_nearest_nic_beyond_pxb_without_an_nvlink_peer_is_a_warning(link):
+    """T4-12: NCCL's default netGdrLevel is PATH_PXB (ncclTopoCheckGdr)."""
+    topo = (TOPO.replace("GPU1\tNV18\t X \tNV18\tNV18\tNODE", f"GPU1\tSYS\t X \tSYS\tSYS\t{link}")
+            .replace("GPU0\t X \tNV18", "GPU0\t X \tSYS").replace("GPU2\tNV18\tNV18",
+                                                                  "GPU2\tNV18\tSYS")
+            .replace("GPU3\tNV18\tNV18", "GPU3\tNV18\tSYS"))
+    found = [f for f in health.findings(_state(topo=topo)) if f["id"] == "rdma-nic-across-cpu"]
+    assert [(f["severity"], f["gpu"]) for f in found] == [("warning", "0000:45:00.0")]
+    assert f"({link})" in found[0]["message"] and "beyond PXB" in found[0]["message"]
+
+
+def test_a_far_nic_is_no_finding_where_an_nvlink_peer_has_a_near_one():
+    """NCCL's PXN: GPU0 reaches GPU2's PXB NIC over NVLink (ncclTopoCheckGdr)."""
     topo = TOPO.replace("GPU0\t X \tNV18\tNV18\tNV18\tPIX", "GPU0\t X \tNV18\tNV18\tNV18\tSYS")
     found = [f for f in health.findings(_state(topo=topo)) if f["id"] == "rdma-nic-across-cpu"]
-    assert ("warning", "0000:05:00.0") in {(f["severity"], f["gpu"]) for f in found}
+    assert found == []
 
 
 def test_drift_wants_the_module_loaded_and_at_boot_only_where_asked_and_a_nic_is_seen():
@@ -153,8 +166,35 @@ def test_the_setting_refuses_dmabuf_with_the_proprietary_module_before_any_host(
 
 
 def test_finding_ids_are_known_to_the_metrics():
-    assert {"rdma-peermem-missing", "rdma-acs-redirect", "rdma-nic-across-cpu"} <= set(
-        prom.FINDING_IDS)
+    assert {"rdma-peermem-missing", "rdma-peermem-unusable", "rdma-acs-redirect",
+            "rdma-nic-across-cpu"} <= set(prom.FINDING_IDS)
+
+
+INBOX = SECTION + "peer_api absent\n"
+
+
+def test_an_inbox_rdma_stack_loads_no_peermem_and_the_audit_names_dma_buf():
+    """T4-03: ib_core loaded without ib_register_peer_memory_client (/proc/kallsyms): an
+    inbox stack, where nvidia_peermem fails with -EINVAL (nvidia-peermem.c)."""
+    state = _state(flavor="open", rdma_out=INBOX)
+    assert state["rdma"]["peer_api"] == "absent"
+    assert rdma.wanted("auto", state["rdma"]) == "inbox"
+    assert rdma.wanted("peermem", state["rdma"]) == "inbox"  # converges, not refused
+    assert rdma.drift(state, "auto") == [] and rdma.drift(state, "peermem") == []
+    found = {f["id"]: f for f in health.findings(state)}
+    assert "rdma-peermem-missing" not in found
+    assert found["rdma-peermem-unusable"]["severity"] == "info"
+    assert "DMA-BUF" in found["rdma-peermem-unusable"]["message"]
+    assert "ib_register_peer_memory_client" in found["rdma-peermem-unusable"]["message"]
+    old = {f["id"]: f for f in health.findings(_state(rdma_out=INBOX))}  # proprietary module
+    assert old["rdma-peermem-unusable"]["severity"] == "warning"
+    assert "MLNX_OFED/DOCA-OFED" in old["rdma-peermem-unusable"]["message"]
+    mofed = _state(rdma_out=SECTION + "peer_api exported\n")
+    assert rdma.wanted("auto", mofed["rdma"]) == "peermem"
+
+
+def test_the_section_asks_kallsyms_for_the_peer_memory_api():
+    assert "ib_register_peer_memory_client' /proc/kallsyms" in script.SECTIONS["rdma"]
 
 
 def test_the_sections_are_constant_shell_and_topo_runs_only_after_a_nic():
