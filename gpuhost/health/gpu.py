@@ -48,6 +48,12 @@ def _memory(gpu: str, health: Mapping[str, Any]) -> list[dict[str, Any]]:
         found.append(_finding("ecc-aggregate-uncorrectable", "info", gpu, (
             f"{aggregate} uncorrectable ECC error(s) over the GPU's lifetime: watch the count; "
             "NVIDIA's memory error management guide gives the RMA thresholds")))
+    if health.get("sram_threshold_exceeded"):
+        found.append(_finding("ecc-sram-threshold-exceeded", "critical", gpu, (
+            "uncorrectable SRAM errors passed NVIDIA's threshold (nvidia-smi -q: SRAM "
+            "Threshold Exceeded: Yes): drain the GPU and run NVIDIA's field diagnostics; "
+            "NVIDIA's Xid catalog (WORKFLOW_XID_48) says follow the RMA flow; a GPU reset does "
+            "not return it to service")))
     if health.get("retired_pages_pending"):
         found.append(_finding("retired-pages-pending", "warning", gpu, (
             "memory pages are waiting to be retired: reboot the host (or reload the driver) "
@@ -96,9 +102,17 @@ def _throttle(gpu: str, health: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _fabric(gpu: str, health: Mapping[str, Any], nvswitches: int | None) -> list[dict[str, Any]]:
     state = health.get("fabric_state")
+    where = f" ({nvswitches} NVSwitches on the bus)" if nvswitches else ""
+    status = fabric.failed_status(health)
+    if status:
+        return [_finding("fabric-probe-failed", "critical", gpu, (
+            f"NVLink fabric state 'Completed' with status '{status}'{where}: the GPU's fabric "
+            "registration failed (NVML: the status is to be checked once the state is "
+            "Completed), so NVLink peer traffic through the fabric does not work; restart "
+            "nvidia-fabricmanager (its version must equal the driver's) and reboot if the "
+            "status does not become Success"))]
     if state is None or state.strip().lower() in ("n/a", "completed"):
         return []
-    where = f" ({nvswitches} NVSwitches on the bus)" if nvswitches else ""
     return [_finding("fabric-not-completed", "critical", gpu, (
         f"NVLink fabric state '{state}'{where}: the GPU cannot run fabric jobs; check "
         "nvidia-fabricmanager (systemctl status nvidia-fabricmanager, its version must equal "

@@ -27,6 +27,9 @@ FINDING_ACTIONS = {
     "nvlink-down": "reset", "nvlink-link-inactive": "reset",
     "retired-pages-pending": "reboot", "gpu-missing": "reboot",
     "row-remap-failure": "replace", "fabric-not-completed": "restart_fabric_manager",
+    # Xid catalog WORKFLOW_XID_48: SRAM threshold exceeded -> RUN_FIELDDIAG, RMA flow
+    "ecc-sram-threshold-exceeded": "replace",
+    "fabric-probe-failed": "restart_fabric_manager",
 }
 # Findings a successful reset makes go away; the others (an Xid line, the volatile ECC count
 # "since the driver loaded") stay until the next boot or driver load and are checked for
@@ -62,7 +65,7 @@ RESULT = "/var/lib/gpuhost/gpu-recover-reset.txt"  # what `nvidia-smi -r` said
 HANDLED = "/var/lib/gpuhost/gpu-recover-done.json"
 ADVICE = {
     "reboot": "drain the host and reboot it",
-    "replace": "drain the GPU and follow NVIDIA's RMA process",
+    "replace": "drain the GPU, run NVIDIA's field diagnostics and follow NVIDIA's RMA process",
     "restart_fabric_manager": "restart nvidia-fabricmanager (its version must be the "
                               "driver's); reboot if the fabric does not complete",
     "recover_imex": xid.XID_154_TODO["recover_imex"],

@@ -30,10 +30,11 @@ from gpuhost.health import lifecycle, xid
 # a gpuhost_health_findings series per id, 0 when it does not have it. Xid and SXid
 # findings (xid-<n>, sxid-<n>) are added as they occur.
 FINDING_IDS = (
-    "ecc-volatile-uncorrectable", "ecc-aggregate-uncorrectable", "retired-pages-pending",
+    "ecc-volatile-uncorrectable", "ecc-aggregate-uncorrectable", "ecc-sram-threshold-exceeded",
+    "retired-pages-pending",
     "row-remap-pending", "row-remap-failure", "pcie-width-degraded", "pcie-gen-below-max",
     "throttle-thermal", "throttle-hw-slowdown", "throttle-power-brake", "throttle-power-cap",
-    "fabric-not-completed", "persistence-mode-off", "gpu-missing", "xid-log-unreadable",
+    "fabric-not-completed", "fabric-probe-failed", "persistence-mode-off", "gpu-missing", "xid-log-unreadable",
     "nvlink-down", "nvlink-link-inactive", "nvlink-recovery-errors", "nvlink-crc-replay-errors",
     "next-boot-module-missing", "next-boot-module-unknown", "secure-boot-signer-not-enrolled",
     "secure-boot-cert-unreadable", "cdi-spec-stale", "lifecycle-eol", "lifecycle-eol-soon",

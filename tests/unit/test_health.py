@@ -81,6 +81,12 @@ def test_a_state_without_health_fields_gives_no_health_finding(make_state):
      "NVLink fabric state 'In Progress' (8 NVSwitches on the bus)"),
     ({"fabric_state": "Not Started"}, "fabric-not-completed", "critical",
      "check nvidia-fabricmanager"),
+    # T4-05: NVML: the status is checked once the state is Completed
+    ({"fabric_state": "Completed", "fabric_status": "Insufficient Resources"},
+     "fabric-probe-failed", "critical", "state 'Completed' with status 'Insufficient Resources'"),
+    # T4-04: Xid catalog WORKFLOW_XID_48: RMA flow, field diagnostics
+    ({"sram_threshold_exceeded": True}, "ecc-sram-threshold-exceeded", "critical",
+     "run NVIDIA's field diagnostics"),
 ])
 def test_each_gpu_finding_fires_with_its_severity_and_gpu(state, fields, ident, severity, says):
     finding = only(state(gpu=fields, host={"nvswitch_count": 8}), ident)
@@ -100,6 +106,8 @@ def test_each_gpu_finding_fires_with_its_severity_and_gpu(state, fields, ident, 
     {"throttle_reasons_active": ["gpu_idle", "applications_clocks_setting",
                                  "display_clocks_setting", "sync_boost"]},
     {"fabric_state": "Completed"}, {"fabric_state": None}, {"fabric_state": "N/A"},
+    {"fabric_state": "Completed", "fabric_status": "Success"},
+    {"fabric_state": "N/A", "fabric_status": "N/A"}, {"sram_threshold_exceeded": False},
 ])
 def test_quiet_or_unknown_fields_are_no_finding(state, fields):
     assert ids(state(gpu=fields)) == [("lifecycle-supported", "info", None)]

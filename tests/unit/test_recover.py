@@ -80,7 +80,7 @@ def test_findings_that_ask_for_a_reboot_or_a_replacement_refuse_with_what_to_do(
     state = host(gpu1={"remapped_rows_failure": True})
     plan = assess(state, gpu=1)
     assert plan["action"] == "none" and len(plan["problems"]) == 1
-    assert "row-remap-failure: drain the GPU and follow NVIDIA's RMA process" in plan["problems"][0]
+    assert "row-remap-failure: drain the GPU, run NVIDIA's field diagnostics and follow NVIDIA's RMA process" in plan["problems"][0]
     lost = host()
     lost["health"]["xid_events"] = [event(lost, 1, 48), event(lost, 1, 79)]
     problem = assess(lost, gpu=1)["problems"][0]
@@ -309,5 +309,22 @@ def test_a_host_whose_findings_a_reset_does_not_fix_is_refused_with_what_to_do(h
     assert plan["action"] == "none" and len(plan["problems"]) == 1
     assert plan["problems"][0].startswith("no finding of this host asks for a GPU reset, but it "
                                           "has critical findings a reset does not fix: GPU ")
-    assert "row-remap-failure: drain the GPU and follow NVIDIA's RMA process" in \
+    assert "row-remap-failure: drain the GPU, run NVIDIA's field diagnostics and follow NVIDIA's RMA process" in \
         plan["problems"][0]
+
+
+def test_an_xid_48_on_a_gpu_past_its_sram_threshold_is_refused_not_reset(host):
+    """T4-04: NVIDIA's WORKFLOW_XID_48: SRAM threshold exceeded -> field diagnostics, RMA."""
+    state = host(gpu1={"sram_threshold_exceeded": True})
+    state["health"]["xid_events"] = [event(state, 1, 48)]
+    plan = assess(state)
+    assert plan["action"] == "none" and len(plan["problems"]) == 1, plan
+    assert "ecc-sram-threshold-exceeded: drain the GPU, run NVIDIA's field diagnostics" in \
+        plan["problems"][0]
+
+
+def test_a_fabric_completed_with_a_failed_status_is_no_reset(host):
+    """T4-05: the fabric's probe failed; Fabric Manager, not a GPU reset."""
+    state = host(gpu1={"fabric_state": "Completed", "fabric_status": "Unknown Error"})
+    plan = assess(state)
+    assert "fabric-probe-failed: restart nvidia-fabricmanager" in plan["problems"][0]
