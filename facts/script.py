@@ -115,11 +115,13 @@ SECTIONS: dict[str, str] = {
     'd=${v%/vendor}; printf %s "${d##*/}"; '
     "for f in device class subsystem_vendor subsystem_device revision; do "
     'x=$(cat "$d/$f" 2>/dev/null) || x=-; printf " %s" "${x:--}"; done; echo; done; true',
-    # The driver's Xid (and NVSwitch SXid) lines of this boot (_xid_awk): systemd's journal
-    # first; when it has no kernel message this boot, the kernel ring buffer through dmesg.
+    # The driver's Xid (and NVSwitch SXid) lines of this boot (_xid_awk), each with the
+    # kernel's monotonic time ("[ 1234.567890]", dmesg's default; the journal's
+    # short-monotonic), which tells a new line from an old one: systemd's journal first;
+    # when it has no kernel message this boot, the kernel ring buffer through dmesg.
     # Neither readable (dmesg_restrict as non-root): exit 3, no source line.
     "kernel_xid": "if command -v journalctl >/dev/null 2>&1 && _x=$(timeout 20 journalctl -k -b -q"
-    f" --no-pager 2>/dev/null | {_xid_awk('journal')}); then printf '%s\\n' \"$_x\"; "
+    f" -o short-monotonic --no-pager 2>/dev/null | {_xid_awk('journal')}); then printf '%s\\n' \"$_x\"; "
     "elif command -v dmesg >/dev/null 2>&1 && _k=$(timeout 10 dmesg 2>/dev/null); then "
     f"printf '%s\\n' \"$_k\" | {_xid_awk('dmesg')}; else exit 3; fi",
     # GPUs `gpuhost recover` reset this boot (gpuhost.health.recover.HANDLED), behind this boot's

@@ -38,9 +38,7 @@ def _recovered(finding: dict[str, Any], health: Mapping[str, Any]) -> dict[str, 
     done = (health.get("recovered") or {}).get(finding["gpu"] or "")
     if not done or not finding["id"].startswith("xid-"):
         return finding
-    count = sum(1 for e in health.get("xid_events") or []
-                if "xid" in e and xid.slot(e.get("pci_bus_id")) == finding["gpu"])
-    if count > done.get("xid_count", 0):
+    if xid.new_since(health.get("xid_events") or [], finding["gpu"], done):
         return finding
     return {**finding, "severity": "info", "recovered": True,
             "message": "handled: gpuhost recover reset this GPU during this boot and no Xid came "

@@ -59,7 +59,8 @@ STOP_SERVICES = tuple(name for name in CLIENT_SERVICES if name not in KEEP_RUNNI
 DRM_MODULE = "nvidia_drm"
 MARKER = "/var/lib/gpuhost/gpu-recover.json"  # the resume point while a recovery is under way
 RESULT = "/var/lib/gpuhost/gpu-recover-reset.txt"  # what `nvidia-smi -r` said
-# GPUs recovered this boot: {bus_id: {"boot_id", "xid_count", "ecc_volatile"}}. The Xid lines
+# GPUs recovered this boot: {bus_id: {"boot_id", "xid_count", "xid_time", "ecc_volatile"}}
+# (xid_time: the kernel's monotonic time of the GPU's newest Xid line then). The Xid lines
 # and the volatile ECC count that asked for the reset stay until the next boot or driver
 # load; a rerun must not reset the GPU again for them (only for new ones).
 HANDLED = "/var/lib/gpuhost/gpu-recover-done.json"
@@ -100,8 +101,25 @@ def finding_action(finding: Mapping[str, Any], state: Mapping[str, Any]) -> str:
 
 def xid_count(state: Mapping[str, Any], slot: str | None) -> int:
     """How many Xid lines of this boot name the GPU at ``slot``."""
-    return sum(1 for e in ((state.get("health") or {}).get("xid_events") or [])
-               if "xid" in e and xid.slot(e.get("pci_bus_id")) == slot)
+    return len(xid.on_gpu(_events(state), slot))
+
+
+def _events(state: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return (state.get("health") or {}).get("xid_events") or []
+
+
+# Xids a reset procedure itself can cause, or that say nothing about the GPU: Xid 45 when
+# the GPU's work is killed ("Control-C, GPU resets, sigkill are all examples": NVIDIA's Xid
+# catalog, WORKFLOW_XID_45), application faults, IGNORE. Not "new Xids" after a reset.
+NOT_A_FAULT = ("none", "restart_app", "follow_other_xids", "debug_app", "check_thermal")
+
+
+def new_faults(state: Mapping[str, Any], slot: str | None,
+               before: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The GPU's Xid lines logged after ``before`` (``xid.mark``) whose catalogued action
+    is more than ``NOT_A_FAULT``."""
+    return [e for e in xid.new_since(_events(state), slot, before)
+            if prom.xid_action(e["xid"], [e])[1] not in NOT_A_FAULT]
 
 
 def smi_gpus(state: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -148,7 +166,7 @@ def _handled(finding: Mapping[str, Any], state: Mapping[str, Any],
     if not done or done.get("boot_id") != handled.get("boot_id_now"):
         return False
     if str(finding["id"]).startswith("xid-"):
-        return xid_count(state, finding["gpu"]) <= done.get("xid_count", 0)
+        return not xid.new_since(_events(state), finding["gpu"], done)
     if finding["id"] == "ecc-volatile-uncorrectable":
         gpu = next((g for g in smi_gpus(state) if xid.slot(g.get("pci_bus_id")) == finding["gpu"]),
                    {})
@@ -170,6 +188,7 @@ def handled_after(handled: Mapping[str, Any] | None, boot_id: str | None,
             if isinstance(v, dict) and v.get("boot_id") == boot_id}
     before = plan["before"] or {}
     kept[plan["gpu"]["bus_id"]] = {"boot_id": boot_id, "xid_count": before.get("xid_count", 0),
+                                   "xid_time": before.get("xid_time"),
                                    "ecc_volatile": before.get("ecc_volatile", 0)}
     return kept
 
@@ -298,7 +317,7 @@ def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
         "hostengine": bool(probe.get("hostengine")) and not dcgm,
         "containers": [c["id"] for c in holding] if force else [],
         "mig": target.get("mig_current"),
-        "xid_count": xid_count(state, slot),
+        **xid.mark(_events(state), slot),
         "ecc_volatile": health_now.get("ecc_volatile_uncorrectable") or 0,
     }
     return plan
@@ -346,14 +365,17 @@ def verify(plan: Mapping[str, Any], result: Mapping[str, Any] | None, state: Map
             and f["id"] in {p["id"] for p in plan["findings"]}]
     problems = [f"{f['id']} is still there: {f['message']}" for f in left]
     before = plan["before"] or {}
-    if not rebooted and xid_count(state, gpu["bus_id"]) > before.get("xid_count", 0):
-        problems.append("new Xid lines for this GPU after the reset (gpuhost audit lists them)")
+    new = new_faults(state, gpu["bus_id"], before) if not rebooted else []
+    if new:
+        problems.append("new Xid lines for this GPU after the reset ("
+                        + ", ".join(sorted({f"Xid {e['xid']}" for e in new}))
+                        + "; gpuhost audit lists them)")
     volatile = (listed[0].get("health") or {}).get("ecc_volatile_uncorrectable") or 0
     if not rebooted and volatile > before.get("ecc_volatile", 0):
         problems.append(f"uncorrectable ECC errors grew to {volatile} after the reset")
-    new = [f for f in found if f["severity"] == "critical" and f["id"] not in CLEARED_BY_RESET
-           and finding_action(f, state) != "reset"]
-    problems += [f"{f['id']}: {f['message']}" for f in new]
+    worse = [f for f in found if f["severity"] == "critical" and f["id"] not in CLEARED_BY_RESET
+             and finding_action(f, state) != "reset"]
+    problems += [f"{f['id']}: {f['message']}" for f in worse]
     if problems:
         return False, f"{label} is not healthy after the {'reboot' if rebooted else 'reset'}: " \
                       + "; ".join(problems)

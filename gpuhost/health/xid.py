@@ -98,6 +98,36 @@ def slot(bus_id: str | None) -> str | None:
     return f"{domain[-4:].rjust(4, '0')}:{rest}"
 
 
+def on_gpu(events: Iterable[Mapping[str, Any]], gpu: str | None) -> list[Mapping[str, Any]]:
+    """The Xid events (not SXid) of the GPU at ``gpu`` (``slot()`` spelling)."""
+    return [e for e in events if "xid" in e and slot(e.get("pci_bus_id")) == gpu]
+
+
+def mark(events: Iterable[Mapping[str, Any]], gpu: str | None) -> dict[str, Any]:
+    """Where the GPU's Xid lines stand now: ``{"xid_count", "xid_time"}``. ``xid_time`` is
+    the kernel's monotonic time of its newest line (0.0 without any; None when a line has no
+    time: then only the count can tell new lines)."""
+    mine = on_gpu(events, gpu)
+    times = [e.get("time") for e in mine]
+    if any(t is None for t in times):
+        return {"xid_count": len(mine), "xid_time": None}
+    return {"xid_count": len(mine), "xid_time": max(times, default=0.0)}
+
+
+def new_since(events: Iterable[Mapping[str, Any]], gpu: str | None,
+              before: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The GPU's Xid events logged after ``before`` (a ``mark()``): known by the kernel's
+    time of the line, so an old line dropping out of the window read from the host never
+    hides a new one. Without times (an older record, a log without them) the count decides:
+    the lines beyond ``before``'s count."""
+    mine = on_gpu(events, gpu)
+    before = before or {}
+    since = before.get("xid_time")
+    if since is not None and all(e.get("time") is not None for e in mine):
+        return [e for e in mine if e["time"] > since]
+    return mine[before.get("xid_count", 0):]
+
+
 def recovery_action(text: str) -> str | None:
     """The new recovery action an Xid 154 line names ('... from 0x0 (None) to 0x2 (Node
     Reboot Required)' -> 'Node Reboot Required')."""

@@ -140,15 +140,12 @@ def _xid_samples(name: str, facts: Mapping[str, Any]) -> list[Sample]:
             groups.setdefault((event["xid"], xid.slot(event.get("pci_bus_id")) or ""),
                               []).append(event)
     recovered = ((facts.get("health") or {}).get("recovered")) or {}
-    per_gpu: dict[str, int] = {}
-    for number, gpu in groups:
-        per_gpu[gpu] = per_gpu.get(gpu, 0) + len(groups[(number, gpu)])
     samples = []
     for (number, gpu), group in sorted(groups.items()):
         bucket, action = xid_action(number, group)
         severity = (xid.CATALOG.get(number) or {}).get("severity", "warning")
         done = recovered.get(gpu)
-        handled = bool(done) and per_gpu[gpu] <= done.get("xid_count", 0)
+        handled = bool(done) and not xid.new_since(events, gpu, done)
         samples.append(("gpuhost_xid_events", {"host": name, "xid": str(number), "gpu": gpu,
                                                "bucket": bucket, "action": action,
                                                "severity": severity,

@@ -214,7 +214,8 @@ def test_a_rerun_does_not_reset_again_for_the_xids_it_already_reset_for(host):
     state["health"]["xid_events"] = [event(state, 1, 48)]
     plan = planned(state)
     handled = recover.handled_after({"0000:99:00.0": {"boot_id": "old"}}, "b1", plan)
-    assert handled == {slot(state, 1): {"boot_id": "b1", "xid_count": 1, "ecc_volatile": 0}}
+    assert handled == {slot(state, 1): {"boot_id": "b1", "xid_count": 1, "xid_time": None,
+                                        "ecc_volatile": 0}}
     again = assess(state, handled={**handled, "boot_id_now": "b1"})
     assert again["action"] == "none" and again["problems"] == []
     # a new Xid after the reset asks again; another boot forgets the record
@@ -328,3 +329,43 @@ def test_a_fabric_completed_with_a_failed_status_is_no_reset(host):
     state = host(gpu1={"fabric_state": "Completed", "fabric_status": "Unknown Error"})
     plan = assess(state)
     assert "fabric-probe-failed: restart nvidia-fabricmanager" in plan["problems"][0]
+
+
+def timed(state, index, number, at, text="x"):
+    """An Xid event with the kernel's monotonic time of its line (facts.assemble_health)."""
+    return {**event(state, index, number, text), "time": at}
+
+
+def test_a_new_xid_is_known_by_its_time_even_when_the_window_keeps_the_count(host):
+    """T4-11: the host's last lines are a window; an old line dropping out while a new one
+    comes keeps the count, not the times."""
+    state = host()
+    state["health"]["xid_events"] = [timed(state, 1, 48, t) for t in (10.5, 11.5, 12.5)]
+    plan = planned(state)
+    assert plan["before"]["xid_count"] == 3 and plan["before"]["xid_time"] == 12.5
+    after = host()
+    after["health"]["xid_events"] = [timed(after, 1, 48, t) for t in (11.5, 12.5, 90.25)]
+    ok, line = recover.verify(plan, {"run": "r", "rc": 0, "output": ""}, after, today=TODAY)
+    assert not ok and "new Xid lines for this GPU after the reset (Xid 48;" in line
+    # the rerun's record: the old lines handled, the new one asks again
+    handled = recover.handled_after({}, "b1", plan)
+    assert handled[slot(state, 1)]["xid_time"] == 12.5
+    assert assess(after, handled={**handled, "boot_id_now": "b1"})["action"] == "reset"
+    state["health"]["xid_events"] = state["health"]["xid_events"][1:]  # one dropped out
+    assert assess(state, handled={**handled, "boot_id_now": "b1"})["action"] == "none"
+
+
+def test_xids_the_reset_procedure_itself_causes_do_not_fail_the_verification(host):
+    """T4-08: Xid 45 when --force stops the GPU's containers (NVIDIA's catalog: "Control-C,
+    GPU resets, sigkill are all examples"), an application fault: not new faults."""
+    state = host(gpu1={"remapped_rows_pending": True})
+    state["health"]["xid_events"] = [timed(state, 0, 13, 5.0)]
+    plan = planned(state)
+    after = host()
+    after["health"]["xid_events"] = [timed(after, 0, 13, 5.0), timed(after, 1, 45, 20.0),
+                                     timed(after, 1, 13, 21.0)]
+    ok, line = recover.verify(plan, {"run": "r", "rc": 0, "output": ""}, after, today=TODAY)
+    assert ok, line
+    after["health"]["xid_events"].append(timed(after, 1, 95, 22.0))
+    ok, line = recover.verify(plan, {"run": "r", "rc": 0, "output": ""}, after, today=TODAY)
+    assert not ok and "(Xid 95;" in line
