@@ -13,7 +13,9 @@ containers use that GPU (without ``--force``). Execute, in this order:
 4. persistence mode off for that GPU only; ``nvidia-smi -r -i N``, its result kept on the
    host, never failing the run here
 5. persistence mode, MIG instances, clients and containers back as they were (also when
-   the reset failed); a reboot instead only with ``--reboot-fallback`` and
+   the reset failed); on a GPU with an NVLink fabric state, a bounded wait for it to
+   register with the fabric again (``gpuhost.fabric.wait_script``; the driver restarts the
+   fabric probe when it re-initialises the GPU); a reboot instead only with ``--reboot-fallback`` and
    ``reboot_policy: when_needed``; the CDI spec refreshed if it went stale
 6. verify with the health checks (``gpuhost.health.recover.verify``): a failed reset or a finding
    that did not clear fails the host here, with nothing left changed
@@ -40,6 +42,7 @@ from gpuhost.facts.nvidia import NvidiaGpus
 from gpuhost.facts.recover import RecoverProbe
 from gpuhost.facts.upgrade import UpgradeProbe
 from gpuhost.health import recover
+from gpuhost import fabric
 from gpuhost import slurm as gpuslurm
 from gpuhost.roles import cdi, mig, slurm
 from gpuhost.roles.common import GpuhostError, check_inventory, executing, fail_command, host_settings, \
@@ -275,6 +278,10 @@ def run() -> None:
         server.reboot(name="Reboot: the GPU reset failed (--reboot-fallback, reboot_policy: "
                            "when_needed)", reboot_timeout=config.reboot_timeout,
                       _if=lambda: reset_failed(run_id))
+    if before.get("fabric"):  # a reset GPU registers with the fabric again (gpu.c gpuStatePostLoad)
+        server.shell(name=f"Wait for GPU {index} to join the NVLink fabric again (up to "
+                          f"{fabric.FABRIC_WAIT_S} s; the verification judges it)",
+                     commands=[f"( {fabric.wait_script(fabric.FABRIC_WAIT_S)} ) || true"])
     cdi.refresh_after_change(f"GPU {index} was reset")
     files.file(name="Everything is back as it was: remove the resume point",
                path=recover.MARKER, present=False)

@@ -318,6 +318,9 @@ def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
         "containers": [c["id"] for c in holding] if force else [],
         "mig": target.get("mig_current"),
         **xid.mark(_events(state), slot),
+        # an NVSwitch fabric GPU re-registers after the reset (gpuStatePostLoad starts the
+        # fabric probe again): recover waits for it before judging (T4-09)
+        "fabric": str(health_now.get("fabric_state") or "n/a").strip().lower() != "n/a",
         "ecc_volatile": health_now.get("ecc_volatile_uncorrectable") or 0,
     }
     return plan

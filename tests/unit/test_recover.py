@@ -369,3 +369,13 @@ def test_xids_the_reset_procedure_itself_causes_do_not_fail_the_verification(hos
     after["health"]["xid_events"].append(timed(after, 1, 95, 22.0))
     ok, line = recover.verify(plan, {"run": "r", "rc": 0, "output": ""}, after, today=TODAY)
     assert not ok and "(Xid 95;" in line
+
+
+def test_a_gpu_on_an_nvlink_fabric_is_waited_for_after_its_reset(host):
+    """T4-09: the driver starts the fabric probe again when it re-initialises a GPU
+    (gpu.c gpuStatePostLoad): recover waits for the fabric before judging the GPU."""
+    fabric = assess(host(gpu1={"remapped_rows_pending": True, "fabric_state": "Completed",
+                               "fabric_status": "Success"}))
+    assert fabric["before"]["fabric"] is True
+    plain = assess(host(gpu1={"remapped_rows_pending": True}))
+    assert plain["before"]["fabric"] is False
