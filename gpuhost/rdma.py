@@ -79,29 +79,48 @@ def parse_section(text: str) -> dict[str, Any]:
     return out
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# Older drivers' name for SYS: "SOC = Connection traversing PCIe as well as the SMP link
+# between CPU sockets(e.g. QPI)" (their legend; NODE/SYS split it later)
+LINK_ALIASES = {"SOC": "SYS"}
+
+
 def parse_topo(text: str) -> dict[str, Any]:
     """``nvidia-smi topo -m``: ``{"columns": [...], "matrix": {row: {column: link}},
     "nic_names": {"NIC0": "mlx5_0"}}``. Older drivers name the NIC columns by device
-    (``mlx5_0``), newer ones ``NIC0`` with a "NIC Legend". Raises ValueError without a
-    header."""
-    lines = [line.rstrip() for line in text.splitlines()]
-    header = next((line for line in lines if line.strip().startswith("GPU0")), None)
-    if header is None:
+    (``mlx5_0``), newer ones ``NIC0`` with a "NIC Legend". Every shape seen in real
+    captures (tests/fixtures/rdma/README.md): tab-separated or pasted with spaces, the
+    header indented or not, underlined with ANSI escapes (nvidia-smi prints them around the
+    header, captured by scripts too), the legacy ``SOC`` link. Raises ValueError without a
+    header, without a matrix row, or when a row's own cell is not ``X`` (a misread matrix
+    is never returned)."""
+    lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
+    # the header: GPU0 first, column names after it (a matrix row has X second)
+    at = next((i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"]
+               and line.split()[1:2] != ["X"]), None)
+    if at is None:
         raise ValueError("nvidia-smi topo -m: no header line with GPU0")
     columns = []
-    for token in header.split():
+    for token in lines[at].split():
         if token == "CPU":  # "CPU Affinity", "NUMA Affinity", "GPU NUMA ID" follow
             break
         columns.append(token)
     matrix: dict[str, dict[str, str]] = {}
     names: dict[str, str] = {}
-    for line in lines[lines.index(header) + 1:]:
+    legend = False
+    for line in lines[at + 1:]:
         tokens = line.split()
-        legend = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", line)
-        if legend:
-            names[legend.group(1)] = legend.group(2)
-        elif tokens and tokens[0] in columns and len(tokens) > len(columns):
-            matrix[tokens[0]] = dict(zip(columns, tokens[1:len(columns) + 1], strict=True))
+        if tokens[:1] in (["Legend:"], ["NIC"]):  # the legends follow the matrix
+            legend = True
+        match = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", line)
+        if match:
+            names[match.group(1)] = match.group(2)
+        elif not legend and tokens and tokens[0] in columns and len(tokens) > len(columns):
+            row = dict(zip(columns, tokens[1:len(columns) + 1], strict=True))
+            if row.get(tokens[0]) != "X":
+                raise ValueError(f"nvidia-smi topo -m: row {tokens[0]} has no X in its own "
+                                 f"column ({line.strip()[:80]!r}): the matrix is misread")
+            matrix[tokens[0]] = row
     if not matrix:
         raise ValueError("nvidia-smi topo -m: no matrix row under the header")
     return {"columns": columns, "matrix": matrix, "nic_names": names}
@@ -182,8 +201,9 @@ def nearest_nics(topo: Mapping[str, Any], switch_names: set[str]) -> dict[str, t
     for row, links in (topo.get("matrix") or {}).items():
         if not row.startswith("GPU"):
             continue
-        ranked = [(LINKS.index(links[c]), names.get(c, c), links[c]) for c in nic_columns
-                  if links.get(c) in LINKS]
+        said = {c: LINK_ALIASES.get(links.get(c, ""), links.get(c)) for c in nic_columns}
+        ranked = [(LINKS.index(said[c]), names.get(c, c), said[c]) for c in nic_columns
+                  if said[c] in LINKS]
         if ranked:
             _rank, name, link = min(ranked)
             found[row] = (name, link)

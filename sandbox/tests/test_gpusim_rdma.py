@@ -38,7 +38,9 @@ def test_the_nic_is_a_mellanox_infiniband_function_in_lspci_and_sysfs(a100_nic, 
 
 
 def test_topo_m_has_a_nic_column_and_legend_that_gpuhost_reads(a100_nic):
-    topo = rdma.parse_topo(a100_nic.smi("topo", "-m"))
+    text = a100_nic.smi("topo", "-m")
+    assert text.startswith("\t\x1b[4mGPU0\t")  # underlined, as real nvidia-smi prints it
+    topo = rdma.parse_topo(text)
     assert topo["columns"] == ["GPU0", "GPU1", "NIC0"]
     assert topo["nic_names"] == {"NIC0": "mlx5_0"}
     # GPU0 beside the NIC, GPU1 on the other NUMA node

@@ -83,6 +83,46 @@ def test_topo_of_older_drivers_names_nic_columns_by_device():
     assert rdma.nearest_nics(topo, set()) == {"GPU0": ("mlx5_0", "PIX"), "GPU1": ("mlx5_0", "SYS")}
 
 
+def topo_fixture(name):
+    return rdma.parse_topo((FIXTURES / name).read_text())
+
+
+@pytest.mark.parametrize("name", ["topo_2x-a100__ansi-underlined-header.txt",
+                                  "topo_1x-l40s__ansi-underlined-header-one-nic.txt"])
+def test_a_header_underlined_with_ansi_escapes_is_the_header(name):
+    """nvidia-smi prints the header between ESC[4m and ESC[0m, also into a pipe: the first
+    data row was taken for the header and legend lines for rows (a wrong matrix, silently)."""
+    topo = topo_fixture(name)
+    assert topo["columns"][0] == "GPU0" and topo["columns"][-1].startswith("NIC")
+    assert set(topo["matrix"]) == set(topo["columns"])
+    if name.startswith("topo_2x"):
+        assert rdma.nearest_nics(topo, set()) == {"GPU0": ("mlx5_0", "PIX"),
+                                                  "GPU1": ("mlx5_1", "PXB")}
+    else:
+        assert rdma.nearest_nics(topo, set()) == {"GPU0": ("mlx5_2", "PIX")}
+
+
+def test_the_soc_era_pasted_with_spaces_ranks_soc_as_sys():
+    """Drivers before the NODE/SYS split print SOC ("the SMP link between CPU sockets"):
+    GPU0/GPU1 had no nearest NIC at all, so no finding."""
+    topo = topo_fixture("topo_4x-k80__soc-era-pasted.txt")
+    assert topo["matrix"]["GPU0"]["mlx4_0"] == "SOC"  # as printed
+    assert rdma.nearest_nics(topo, set()) == {"GPU0": ("mlx4_0", "SYS"), "GPU1": ("mlx4_0", "SYS"),
+                                              "GPU2": ("mlx4_0", "PHB"), "GPU3": ("mlx4_0", "PHB")}
+
+
+def test_a_terminal_paste_of_the_nic_legend_layout():
+    topo = topo_fixture("topo_4x-a6000__terminal-paste-spaces.txt")
+    assert topo["columns"] == ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1"]
+    assert topo["nic_names"] == {"NIC0": "mlx5_0", "NIC1": "mlx5_bond_0"}
+    assert rdma.nearest_nics(topo, set())["GPU3"] == ("mlx5_bond_0", "PHB")
+
+
+def test_a_misread_matrix_is_an_error_never_a_result():
+    with pytest.raises(ValueError, match="no X in its own column"):
+        rdma.parse_topo("\tGPU0\tGPU1\tCPU Affinity\nGPU0\tNV4\t X \t0-7\n")
+
+
 def test_topo_without_header_is_an_error_in_the_fact_not_a_crash():
     with pytest.raises(ValueError):
         rdma.parse_topo("NVML: Unable to determine the device handle\n")
