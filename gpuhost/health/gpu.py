@@ -71,6 +71,20 @@ def _memory(gpu: str, health: Mapping[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def _ecc_handled(finding: dict[str, Any], health: Mapping[str, Any],
+                 done: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The volatile ECC count of a GPU ``gpuhost recover`` reset this boot, not grown since:
+    information, so the advice "reset it" never asks again for what a reset already handled
+    (the count starts again at a driver load; gpuhost.health.recover verifies it did not grow)."""
+    count = health.get("ecc_volatile_uncorrectable") or 0
+    if finding["id"] != "ecc-volatile-uncorrectable" or not done or \
+            count > (done.get("ecc_volatile") or 0):
+        return finding
+    return {**finding, "severity": "info", "recovered": True,
+            "message": "handled: gpuhost recover reset this GPU during this boot and the count "
+                       "did not grow since. Was: " + finding["message"]}
+
+
 def _pcie(gpu: str, health: Mapping[str, Any]) -> list[dict[str, Any]]:
     found = []
     width, width_max = health.get("pcie_width_current"), health.get("pcie_width_max")
@@ -173,6 +187,7 @@ def _persistence(gpu: str, entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 def gpu_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Findings of every GPU that nvidia-smi lists with a ``health`` dict."""
     nvswitches = fabric.switch_count(state) or None  # NVLink 5 switches too (issue 25)
+    recovered = (state.get("health") or {}).get("recovered") or {}
     found: list[dict[str, Any]] = []
     for entry in state.get("gpus") or []:
         gpu = xid.slot(entry.get("pci_bus_id"))
@@ -181,6 +196,7 @@ def gpu_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
             found += _persistence(gpu, entry)
         if not isinstance(health, Mapping):
             continue
-        found += _memory(gpu, health) + _pcie(gpu, health) + _throttle(gpu, health)
+        found += [_ecc_handled(f, health, recovered.get(gpu or "")) for f in _memory(gpu, health)]
+        found += _pcie(gpu, health) + _throttle(gpu, health)
         found += _fabric(gpu, health, nvswitches) + _nvlink(gpu, entry, health, nvswitches)
     return found

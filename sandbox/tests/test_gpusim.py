@@ -1306,6 +1306,9 @@ def test_what_a_reset_a_driver_load_and_a_reboot_clear(hgx):
     h = healths(hgx)
     gpu1 = h["00000000:2A:00.0"]
     assert (gpu1["remapped_rows_pending"], gpu1["remapped_rows_uncorrectable"]) == (False, 2)
+    hgx.smi("-i", "0", "-r")  # the volatile ECC count restarts with the GPU's state
+    gpu0 = healths(hgx)["00000000:18:00.0"]
+    assert (gpu0["ecc_volatile_uncorrectable"], gpu0["ecc_aggregate_uncorrectable"]) == (0, 3)
     hgx.boot()
     h = healths(hgx)
     assert h["00000000:18:00.0"]["ecc_volatile_uncorrectable"] == 0   # since the driver load

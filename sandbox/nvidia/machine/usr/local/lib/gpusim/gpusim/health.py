@@ -266,9 +266,6 @@ def settle_at_load(gpu):
     remaps apply."""
     for name in NVLINK_COUNTERS:
         gpu.pop(name, None)
-    vol = gpu.pop("ecc_volatile_uncorrectable", 0)
-    if vol:
-        gpu["ecc_aggregate_uncorrectable"] = gpu.get("ecc_aggregate_uncorrectable", 0) + vol
     pending = gpu.pop("retired_pages_pending", 0)
     if pending:
         gpu["retired_pages"] = gpu.get("retired_pages", 0) + pending
@@ -277,7 +274,14 @@ def settle_at_load(gpu):
 
 
 def settle_at_reset(gpu):
-    """A GPU reset: pending row remappings take effect (NVIDIA: "at the next GPU reset")."""
+    """A GPU reset (also part of every driver load): pending row remappings take effect
+    (NVIDIA: "at the next GPU reset"); the volatile ECC count restarts, kept in the
+    aggregate (nvidia-smi(1) -r: a reset "can be used to clear GPU HW and SW state ...
+    Typically useful if a double bit ECC error has occurred"; NVML: volatile counts restart
+    whenever the driver (re)initialises the GPU)."""
+    vol = gpu.pop("ecc_volatile_uncorrectable", 0)
+    if vol:
+        gpu["ecc_aggregate_uncorrectable"] = gpu.get("ecc_aggregate_uncorrectable", 0) + vol
     pending = gpu.pop("row_remap_pending", 0)
     if pending:
         gpu["remapped_rows_uncorrectable"] = gpu.get("remapped_rows_uncorrectable", 0) + pending
