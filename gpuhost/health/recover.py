@@ -195,7 +195,7 @@ def handled_after(handled: Mapping[str, Any] | None, boot_id: str | None,
 
 def _blocker(finding: Mapping[str, Any]) -> str:
     """One finding a reset does not fix, with what to do (an unknown one with its words)."""
-    if finding["action"] == "unknown":
+    if finding["action"] in ("unknown", "recover_imex"):  # the message has the driver's words
         return f"{finding['id']}: {finding['message']}"
     return f"{finding['id']}: {ADVICE[finding['action']]}"
 
