@@ -225,9 +225,10 @@ SECTIONS: dict[str, str] = {
     '*) echo "peermem not_loaded";; esac; '
     # the peer-memory API nvidia_peermem needs: only MLNX_OFED/DOCA-OFED's ib_core exports
     # it (NVIDIA open-gpu-kernel-modules conftest.sh NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT); an
-    # inbox ib_core loaded without it is "absent", ib_core not loaded is not told
-    "if grep -qs ' ib_register_peer_memory_client' /proc/kallsyms; then echo 'peer_api exported'; "
-    "elif test -d /sys/module/ib_core; then echo 'peer_api absent'; fi; "
+    # ib_core loaded (its symbols tagged [ib_core]) without it is "absent" (inbox), ib_core
+    # not loaded is not told
+    "awk '/ ib_register_peer_memory_client/ {p=1} /\\[ib_core\\]/ {c=1} END {if (p) print "
+    "\"peer_api exported\"; else if (c) print \"peer_api absent\"}' /proc/kallsyms 2>/dev/null; "
     "grep -lsxE '[[:space:]]*nvidia[-_]peermem[[:space:]]*' /etc/modules-load.d/*.conf "
     "/run/modules-load.d/*.conf /usr/lib/modules-load.d/*.conf /lib/modules-load.d/*.conf "
     "/etc/modules 2>/dev/null | sed 's/^/persist /'; true",
