@@ -101,6 +101,15 @@ def host_problem(setting: str, fabricmanager: bool, nvswitch_count: int | None,
                 "bridge, no NVLink 5 switch function with SW_MNG in its VPD): Fabric Manager "
                 "fails there (NV_WARN_NOTHING_TO_DO) and its unit stays failed; set "
                 "nvidia_fabric: auto or none for this host")
+    if setting == "nvl" and nvswitch_count:
+        # GB200/GB300 NVL compute trays reach NVLink switch trays outside the host (managed
+        # by NVIDIA's NMX); an HGX board's own NVSwitches need this host's Fabric Manager,
+        # without which every GPU's fabric state stays In Progress (FM user guide)
+        return (f"nvidia_fabric: nvl, but the host shows {nvswitch_count} NVSwitch(es) on its "
+                "own PCI bus (an HGX board): its GPUs need Fabric Manager on this host, which "
+                "nvl does not install, so their fabric would stay In Progress; set "
+                "nvidia_fabric: nvswitch or auto for this host (nvl is for GB200/GB300 NVL "
+                "compute trays, whose NVLink switches are in other trays)")
     return None
 
 

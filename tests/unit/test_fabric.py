@@ -59,6 +59,15 @@ def test_nvswitch_asked_on_a_pcie_host_is_refused_naming_the_gpus():
     assert fabric.host_problem("nvswitch", False, 4, gpus) is None
 
 
+def test_nvl_asked_on_a_board_with_its_own_nvswitches_is_refused():
+    """Build 6: nvl installs no Fabric Manager; an HGX H100's own NVSwitches need it, or
+    every GPU's fabric stays In Progress while the deploy exits 0."""
+    said = fabric.host_problem("nvl", False, 4, [{"model": "H100-80GB-HBM3"}] * 8)
+    assert said and "4 NVSwitch(es) on its own PCI bus" in said
+    assert "nvidia_fabric: nvswitch or auto" in said
+    assert fabric.host_problem("nvl", False, 0, [{"model": "GB200"}]) is None
+
+
 def state(companions, services=None, switches=4, fabric_state="Completed"):
     return {"os": {"supported": True}, "driver": {
         "installed_version": "580.95.05", "loaded_version": "580.95.05", "state": "loaded",
