@@ -826,6 +826,26 @@ def test_state_persists_and_boot_clears_processes(a100, parsers):
     assert "this machine has GPUs 0..1" in err
 
 
+def test_a_cuda_process_that_dies_is_torn_down_with_an_xid_45(a100):
+    """Issue 36 (T4-08): the driver tears down a killed application's channels and logs Xid
+    45 (NVIDIA's Xid catalog: "Control-C, GPU resets, sigkill are all examples")."""
+    proc = subprocess.Popen(["sleep", "300"])
+    try:
+        a100.tool("gpusim", "process", "add", "--gpu", "1", "--pid", str(proc.pid),
+                  "--name", "sleep")
+        assert "sleep" in a100.smi()  # alive: listed, the GPU busy
+    finally:
+        proc.kill()
+        proc.wait()
+    assert str(proc.pid) not in a100.smi()  # reaped at the next look
+    assert a100.state()["processes"] == []
+    log = a100.tool("dmesg").stdout
+    assert f": 45, pid={proc.pid}, name=sleep, Ch 00000008" in log
+    assert log.count(": 45, ") == 1  # once, not at every look
+    a100.smi()
+    assert a100.tool("dmesg").stdout.count(": 45, ") == 1
+
+
 def test_process_refused_without_a_usable_driver(sim):
     sim.machine().install()
     err = sim.tool("gpusim", "process", "add", "--pid", "1", rc=1).stderr

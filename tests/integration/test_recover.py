@@ -149,3 +149,22 @@ def test_imex_keeps_running_and_an_xid_154_action_gpuhost_does_not_know_is_refus
         assert_as_before(ssh, busy_gpu0)
     finally:
         ssh(HOST, "systemctl stop nvidia-imex; gpusim fault clear; dmesg -C", check=False)
+
+
+def test_force_stops_the_gpus_container_its_xid_45_is_no_new_fault(busy_gpu0, ssh):
+    """Issue 36 (T4-08): --force stops the container of GPU 1; the driver logs Xid 45 for its
+    killed CUDA process (gpusim, as NVIDIA's catalog says), which is not a fault of the GPU."""
+    ssh(HOST, "docker rm -f on-gpu1 >/dev/null 2>&1; docker run -d --name on-gpu1 "
+              "--network=none --gpus device=1 sleeper:1 /usr/bin/sleep infinity >/dev/null")
+    pid = ssh(HOST, "docker inspect -f '{{.State.Pid}}' on-gpu1").stdout.strip()
+    ssh(HOST, f"gpusim process add --gpu 1 --pid {pid} --name sleep; "
+              "gpusim fault set row_remap_pending --gpu 1")
+    try:
+        proc = recover("--force")
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-4000:]
+        assert "recovered by a GPU reset: row-remap-pending" in out, out[-3000:]
+        assert f": 45, pid={pid}, name=sleep" in ssh(HOST, "dmesg").stdout
+        assert_as_before(ssh, busy_gpu0)  # GPU 0's container never stopped
+    finally:
+        ssh(HOST, "docker rm -f on-gpu1; gpusim fault clear; dmesg -C", check=False)

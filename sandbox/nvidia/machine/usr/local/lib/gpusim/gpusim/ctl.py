@@ -118,6 +118,9 @@ def process_add(args):
         gpu = state["gpus"][args.gpu]
         proc = {"gpu": args.gpu, "pid": args.pid, "name": args.name, "mem": args.mem,
                 "type": args.type, "gi": None, "ci": None}
+        start = host.process_start(args.pid)  # a live process: reaped (Xid 45) when it dies
+        if start:
+            proc["start"] = start
         if gpu["mig_current"]:
             info = models.model(machine["gpu_model"])
             devs = mig.devices(info, gpu)
