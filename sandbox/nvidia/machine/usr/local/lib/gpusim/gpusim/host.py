@@ -241,7 +241,9 @@ class Session:
             self.lock_fh = None
         self.state = normalize(read_json(STATE, "simulator state") or {}, self.machine)
         sync_persistenced(self.state)
-        if self.lock_fh and reap_processes(self.state, self.machine):
+        from . import procs  # procs imports health, which imports this module
+
+        if self.lock_fh and procs.reap(self.state, self.machine):
             self.save()  # the driver tore them down: kept even by a read-only session
         return self
 
@@ -324,34 +326,6 @@ def persistence_on(state, index):
     gpu = state["gpus"][index]
     return bool(gpu["persistence_legacy"] or
                 (state.get("persistenced_pid") and gpu["persistence_daemon"]))
-
-
-def process_start(pid):
-    """The start time of a live process (field 22 of /proc/PID/stat), else None."""
-    try:
-        with open(f"/proc/{int(pid)}/stat", encoding="utf-8") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def reap_processes(state, machine):
-    """CUDA processes (added alive, ``gpusim process add``) that died since: the driver
-    tears their channels down and logs Xid 45 (NVIDIA's Xid catalog, Xid 45: "Control-C,
-    GPU resets, sigkill are all examples where the application is aborted and this event is
-    created"). True when one was reaped."""
-    gone = [p for p in state["processes"]
-            if p.get("start") and process_start(p["pid"]) != p["start"]]
-    if not gone:
-        return False
-    from . import health  # health imports this module
-
-    state["processes"] = [p for p in state["processes"] if p not in gone]
-    if state.get("driver"):
-        health.kmsg_append([health.xid_line(machine, p["gpu"], 45, "Ch 00000008", pid=p["pid"],
-                                            name=p.get("name"), gi=p.get("gi"), ci=p.get("ci"))
-                            for p in gone], health.KERN_ERR)
-    return True
 
 
 def gpu_processes(state, index):
