@@ -135,8 +135,18 @@ def reset(index: int, run: str):
         return
     yield StringCommand(
         "mkdir -p", QuoteString(recover.RESULT.rsplit("/", 1)[0]), "&& out=$(nvidia-smi -r -i",
-        QuoteString(str(index)), '2>&1); rc=$?; { echo "run="', QuoteString(run), '; echo "rc=$rc";',
+        QuoteString(str(index)), '2>&1); rc=$?;', HOLDERS,
+        '{ echo "run="', QuoteString(run), '; echo "rc=$rc";',
         'printf "%s\\n" "$out"; } >', QuoteString(recover.RESULT), '; printf "%s\\n" "$out"; true')
+
+
+# After a reset refused for a client ("In use by another client"), the processes that hold
+# an NVIDIA device file (nvidia-smi(1): "There can't be any applications using these
+# devices"), so the failure names them
+HOLDERS = ('case "$out" in *"In use by another client"*) h=$(for p in /proc/[0-9]*; do '
+           'ls -l "$p/fd" 2>/dev/null | grep -q " /dev/nvidia" && printf "%s %s; " '
+           '"${p#/proc/}" "$(cat "$p/comm" 2>/dev/null)"; done); '
+           'out=$(printf "%s\\nholders: %s" "$out" "${h:-none}");; esac;')
 
 
 def reset_failed(run: str) -> bool:

@@ -356,6 +356,13 @@ def verify(plan: Mapping[str, Any], result: Mapping[str, Any] | None, state: Map
                            "same gpuhost recover command again to resume")
         if result["rc"] != 0:
             said = " ".join(result["output"].split()) or "no output"
+            if "In use by another client" in result["output"]:
+                return False, (f"nvidia-smi -r -i {gpu['index']} failed (exit {result['rc']}: "
+                               f"{said}); the GPU's clients and persistence mode are as before. "
+                               "A client still holds it ('holders': the processes with an "
+                               "NVIDIA device open; a loaded nvidia_drm holds every GPU): stop "
+                               "it and run the same gpuhost recover command again, or "
+                               f"{ADVICE['reboot']}")
             return False, (f"nvidia-smi -r -i {gpu['index']} failed (exit {result['rc']}: {said}); "
                            f"the GPU's clients and persistence mode are as before. The GPU "
                            f"still needs a reset: {ADVICE['reboot']} (or rerun with "

@@ -379,3 +379,28 @@ def test_a_gpu_on_an_nvlink_fabric_is_waited_for_after_its_reset(host):
     assert fabric["before"]["fabric"] is True
     plain = assess(host(gpu1={"remapped_rows_pending": True}))
     assert plain["before"]["fabric"] is False
+
+
+def test_a_reset_a_client_blocks_names_the_holders_and_what_to_do(host):
+    """Build 4: nvidia-smi -r refuses while any client holds the GPU (nvidia-smi(1)); the
+    failed reset's result carries the processes holding an NVIDIA device."""
+    plan = planned(host(gpu1={"remapped_rows_pending": True}))
+    text = ("run=r\nrc=255\nThe following GPUs could not be reset:\n  GPU 00000000:0F:00.0: In use "
+            "by another client\nholders: 812 dcgm-exporter; ")
+    ok, line = recover.verify(plan, recover.parse_result(text), host(), today=TODAY)
+    assert not ok and "holders: 812 dcgm-exporter" in line
+    assert "A client still holds it" in line and "run the same gpuhost recover command" in line
+
+
+@pytest.mark.parametrize(("said", "named"), [
+    ("  GPU 00000000:0F:00.0: In use by another client", True),
+    ("Resetting GPU 00000000:0F:00.0 is not supported.", False)])
+def test_the_reset_step_lists_the_holders_only_when_a_client_blocked_it(said, named):
+    import subprocess
+
+    from gpuhost.roles import recover as role
+
+    script = f"rc=255; out='{said}'; {role.HOLDERS} printf '%s\\n' \"$out\""
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                         timeout=30).stdout
+    assert out.startswith(said) and ("\nholders: " in out) == named
