@@ -4,6 +4,7 @@ each GPU's ``health`` (``facts.assemble_gpus``). Pure, like ``facts.assemble``."
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpuhost.facts import parsers
@@ -14,11 +15,15 @@ from gpuhost.facts.sections import Sections, ok, section
 
 
 _XID_SOURCES = ("journal", "dmesg")
+# The kernel's monotonic time of a line, as dmesg and journalctl -o short-monotonic print it
+# ("[ 1234.567890] ..."): with the PCI address, Xid and text it tells two lines apart.
+_STAMP = re.compile(r"^\s*\[\s*(\d+\.\d+)\]")
 
 
 def _kernel_xid(sections: Sections) -> tuple[list[dict[str, Any]], str | None]:
     """(Xid/SXid events of this boot, their source) from the kernel_xid section; ([], None)
-    when no kernel log was readable or the section did not run."""
+    when no kernel log was readable or the section did not run. Each event carries the
+    line's monotonic ``time`` (None when the line has none)."""
     out = ok(sections, "kernel_xid")
     if out is None:
         return [], None
@@ -27,7 +32,12 @@ def _kernel_xid(sections: Sections) -> tuple[list[dict[str, Any]], str | None]:
     source = first.removeprefix("source=")
     if not first.startswith("source=") or source not in _XID_SOURCES:
         return [], None
-    return parsers.parse_xid_lines(rest), source
+    events = []
+    for line in rest.split("\n"):  # one line at a time: its time is the event's identity
+        found = parsers.parse_xid_lines(line) if "Xid (" in line else []
+        stamp = _STAMP.match(line)
+        events += [{**e, "time": float(stamp.group(1)) if stamp else None} for e in found]
+    return events, source
 
 
 def _nvswitch_count(sections: Sections) -> int:

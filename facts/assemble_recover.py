@@ -10,7 +10,7 @@ from gpuhost.facts.sections import Sections, ok
 
 
 def recovered_state(sections: Sections) -> dict[str, dict[str, Any]]:
-    """``{bus_id: {"xid_count", "ecc_volatile"}}`` of this boot's recoveries; {} when none, when
+    """``{bus_id: {"xid_count", "xid_time", "ecc_volatile"}}`` of this boot's recoveries; {} when none, when
     the file cannot be read (a non-root audit: the file is 0600) or is not gpuhost's."""
     text = ok(sections, "recovered")
     if not text:
@@ -24,7 +24,8 @@ def recovered_state(sections: Sections) -> dict[str, dict[str, Any]]:
     if not boot_id or not isinstance(handled, dict):
         return {}
     return {
-        bus_id: {"xid_count": entry.get("xid_count", 0), "ecc_volatile": entry.get("ecc_volatile", 0)}
+        bus_id: {"xid_count": entry.get("xid_count", 0), "xid_time": entry.get("xid_time"),
+                 "ecc_volatile": entry.get("ecc_volatile", 0)}
         for bus_id, entry in handled.items()
         if isinstance(entry, dict) and entry.get("boot_id") == boot_id
     }

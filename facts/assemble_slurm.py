@@ -19,7 +19,11 @@ _GRES_LINE = re.compile(r"^(?:slurmd: )?Gres Name=(\S+) Type=(\S+) Count=(\d+)(.
 _FILE = re.compile(r"\bFile=(\S+)")
 # key=value fields of `scontrol show node -o` (values may hold spaces: OS=Linux 6.1 #1 ...)
 _KEY = re.compile(r"(?:^|\s)([A-Za-z_]+)=")
-_REASON_STAMP = re.compile(r"\s*\[[^\]@]*@[^\]]*\]\s*$")  # " [root@2026-11-27T17:14:44]"
+# " [root@2026-11-27T17:14:44]" after the reason; SchedMD/slurm src/api/node_info.c
+# slurm_sprint_node_table prints the optional Comment=, Extra=, InstanceId=, InstanceType=
+# and ReservationName= after it (one line in -o mode)
+_REASON_STAMP = re.compile(r"\s*\[[^\]@\s]*@[^\]\s]*\]")
+_AFTER_REASON = re.compile(r"\s(?:Comment|Extra|InstanceId|InstanceType|ReservationName)=")
 DRAIN_FLAGS = ("DRAIN", "DRAINING", "DRAINED")
 BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
 
@@ -54,8 +58,12 @@ def parse_node_line(text: str) -> dict[str, Any]:
         raise ValueError(f"not a `scontrol show node -o` record: {text.strip()[:120]!r}")
     reason = None
     if " Reason=" in line:
-        line, reason = line.split(" Reason=", 1)
-        reason = _REASON_STAMP.sub("", reason).strip() or None
+        line, rest = line.split(" Reason=", 1)
+        cut = _REASON_STAMP.search(rest) or _AFTER_REASON.search(rest)
+        reason, tail = (rest[:cut.start()], rest[cut.end() if cut.re is _REASON_STAMP
+                                                else cut.start():]) if cut else (rest, "")
+        reason = reason.strip() or None
+        line = f"{line} {tail.strip()}".strip()
     keys = list(_KEY.finditer(line))
     fields = {}
     for index, match in enumerate(keys):

@@ -115,11 +115,13 @@ SECTIONS: dict[str, str] = {
     'd=${v%/vendor}; printf %s "${d##*/}"; '
     "for f in device class subsystem_vendor subsystem_device revision; do "
     'x=$(cat "$d/$f" 2>/dev/null) || x=-; printf " %s" "${x:--}"; done; echo; done; true',
-    # The driver's Xid (and NVSwitch SXid) lines of this boot (_xid_awk): systemd's journal
-    # first; when it has no kernel message this boot, the kernel ring buffer through dmesg.
+    # The driver's Xid (and NVSwitch SXid) lines of this boot (_xid_awk), each with the
+    # kernel's monotonic time ("[ 1234.567890]", dmesg's default; the journal's
+    # short-monotonic), which tells a new line from an old one: systemd's journal first;
+    # when it has no kernel message this boot, the kernel ring buffer through dmesg.
     # Neither readable (dmesg_restrict as non-root): exit 3, no source line.
     "kernel_xid": "if command -v journalctl >/dev/null 2>&1 && _x=$(timeout 20 journalctl -k -b -q"
-    f" --no-pager 2>/dev/null | {_xid_awk('journal')}); then printf '%s\\n' \"$_x\"; "
+    f" -o short-monotonic --no-pager 2>/dev/null | {_xid_awk('journal')}); then printf '%s\\n' \"$_x\"; "
     "elif command -v dmesg >/dev/null 2>&1 && _k=$(timeout 10 dmesg 2>/dev/null); then "
     f"printf '%s\\n' \"$_k\" | {_xid_awk('dmesg')}; else exit 3; fi",
     # GPUs `gpuhost recover` reset this boot (gpuhost.health.recover.HANDLED), behind this boot's
@@ -221,6 +223,12 @@ SECTIONS: dict[str, str] = {
     'else echo "lspci missing"; fi; '
     '_m=$(lsmod 2>/dev/null); case "$_m" in *"nvidia_peermem "*) echo "peermem loaded";; '
     '*) echo "peermem not_loaded";; esac; '
+    # the peer-memory API nvidia_peermem needs: only MLNX_OFED/DOCA-OFED's ib_core exports
+    # it (NVIDIA open-gpu-kernel-modules conftest.sh NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT); an
+    # ib_core loaded (its symbols tagged [ib_core]) without it is "absent" (inbox), ib_core
+    # not loaded is not told
+    "awk '/ ib_register_peer_memory_client/ {p=1} /\\[ib_core\\]/ {c=1} END {if (p) print "
+    "\"peer_api exported\"; else if (c) print \"peer_api absent\"}' /proc/kallsyms 2>/dev/null; "
     "grep -lsxE '[[:space:]]*nvidia[-_]peermem[[:space:]]*' /etc/modules-load.d/*.conf "
     "/run/modules-load.d/*.conf /usr/lib/modules-load.d/*.conf /lib/modules-load.d/*.conf "
     "/etc/modules 2>/dev/null | sed 's/^/persist /'; true",

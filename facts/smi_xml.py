@@ -162,6 +162,14 @@ def _xml_health(gpu):
         "pcie_width_max": _link_width(_xtext(gpu, f"{link}/link_widths/max_link_width")),
         "throttle_reasons_active": _throttle_reasons(gpu),
         "fabric_state": _xtext(gpu, "fabric/state"),
+        # NVML nvmlGpuFabricInfo_t: status "Must be checked only if Probe state returns
+        # complete" (a Completed state with a failed probe: NVIDIA/NVSentinel#883)
+        "fabric_status": _xtext(gpu, "fabric/status"),
+        # Xid catalog, WORKFLOW_XID_48: "check for SRAM DBE thresholds and follow RMA flow if
+        # exceeded (nvidia-smi <sram_threshold_exceeded>)"; printed in <aggregate> (r550+)
+        "sram_threshold_exceeded": _yes_no(
+            _xtext(gpu, "ecc_errors/aggregate/sram_threshold_exceeded")
+            or _xtext(gpu, "ecc_errors/volatile/sram_threshold_exceeded")),
     }
 
 

@@ -101,6 +101,15 @@ def host_problem(setting: str, fabricmanager: bool, nvswitch_count: int | None,
                 "bridge, no NVLink 5 switch function with SW_MNG in its VPD): Fabric Manager "
                 "fails there (NV_WARN_NOTHING_TO_DO) and its unit stays failed; set "
                 "nvidia_fabric: auto or none for this host")
+    if setting == "nvl" and nvswitch_count:
+        # GB200/GB300 NVL compute trays reach NVLink switch trays outside the host (managed
+        # by NVIDIA's NMX); an HGX board's own NVSwitches need this host's Fabric Manager,
+        # without which every GPU's fabric state stays In Progress (FM user guide)
+        return (f"nvidia_fabric: nvl, but the host shows {nvswitch_count} NVSwitch(es) on its "
+                "own PCI bus (an HGX board): its GPUs need Fabric Manager on this host, which "
+                "nvl does not install, so their fabric would stay In Progress; set "
+                "nvidia_fabric: nvswitch or auto for this host (nvl is for GB200/GB300 NVL "
+                "compute trays, whose NVLink switches are in other trays)")
     return None
 
 
@@ -148,9 +157,26 @@ def fabric_states(state: Mapping[str, Any]) -> dict[str, str]:
     return found
 
 
+def failed_status(health: Mapping[str, Any]) -> str | None:
+    """The fabric status of a GPU whose state is Completed and whose status is printed and
+    is not Success (NVML nvmlGpuFabricInfo_t: the status "Must be checked only if Probe state
+    returns complete"), else None."""
+    state, status = health.get("fabric_state"), health.get("fabric_status")
+    if (state or "").strip() != "Completed" or not status:
+        return None
+    return None if status.strip().lower() in ("success", "n/a") else status.strip()
+
+
 def incomplete(state: Mapping[str, Any]) -> dict[str, str]:
-    """The GPUs whose fabric state is printed and is not Completed."""
-    return {bus: value for bus, value in fabric_states(state).items() if value != "Completed"}
+    """The GPUs whose fabric state is printed and is not Completed, or is Completed with a
+    failed status (``"Completed (status Insufficient Resources)"``)."""
+    found = {bus: value for bus, value in fabric_states(state).items() if value != "Completed"}
+    for gpu in state.get("gpus") or []:
+        status = failed_status(gpu.get("health") or {})
+        if status:
+            found[gpu.get("pci_bus_id") or f"GPU {gpu.get('index')}"] = \
+                f"Completed (status {status})"
+    return found
 
 
 def companion_versions(state: Mapping[str, Any]) -> dict[str, str]:
@@ -211,18 +237,22 @@ def nvlsm_drift(state: Mapping[str, Any], fm_active: bool) -> list[tuple[str, st
 
 def wait_script(wait_s: int = FABRIC_WAIT_S) -> str:
     """A POSIX shell command that waits up to ``wait_s`` seconds for every GPU's fabric state
-    (``nvidia-smi -q``, section Fabric) to be Completed; otherwise it prints the states and
+    (``nvidia-smi -q``, section Fabric) to be Completed and its status Success (NVML: the
+    status is checked once the state is Completed); otherwise it prints them and
     Fabric Manager's own log lines of this boot on stderr and exits 1."""
     wait = int(wait_s)
     states = ("timeout 20 nvidia-smi -q 2>/dev/null | awk '/^ *Fabric *$/{f=1;next} "
-              "f&&/^ *State /{sub(/^[^:]*: */,\"\");print;f=0}'")
+              "f&&/^ *State /{sub(/^[^:]*: */,\"\");print \"state \" $0;next} "
+              "f&&/^ *Status /{sub(/^[^:]*: */,\"\");print \"status \" $0;f=0}'")
     return (f"end=$(( $(date +%s) + {wait} )); while :; do s=$({states}); "
-            "bad=$(printf '%s\\n' \"$s\" | grep -cvxE 'Completed|N/A|'); "
+            "bad=$(printf '%s\\n' \"$s\" | grep -cvxE "
+            "'state (Completed|N/A)|status (Success|N/A)|'); "
             "if [ -n \"$s\" ] && [ \"$bad\" -eq 0 ]; then exit 0; fi; "
             "[ \"$(date +%s)\" -ge \"$end\" ] && break; sleep 3; done; "
-            f"echo \"gpuhost: the NVLink fabric is not ready after {wait} s: $bad GPU(s) not "
-            "Completed (states: $(printf '%s' \"$s\" | tr '\\n' ',')); Fabric Manager must run at "
-            "the driver's version (systemctl status nvidia-fabricmanager). Its log:\" >&2; "
+            f"echo \"gpuhost: the NVLink fabric is not ready after {wait} s: $bad fabric "
+            "state/status line(s) not Completed/Success (seen: $(printf '%s' \"$s\" | tr '\\n' "
+            "',')); Fabric Manager must run at the driver's version (systemctl status "
+            "nvidia-fabricmanager). Its log:\" >&2; "
             "{ journalctl -u nvidia-fabricmanager -b --no-pager -o cat -n 20 2>/dev/null "
             "|| systemctl status nvidia-fabricmanager --no-pager -n 20; } | sed 's/^/  /' >&2; "
             "exit 1")

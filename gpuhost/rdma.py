@@ -21,6 +21,9 @@ DMABUF_MIN_KERNEL = (5, 12)
 
 # nvidia-smi topo -m's legend, nearest first (docs/rdma.md, "Topology")
 LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+# Beyond PXB NCCL turns GPUDirect RDMA off unless NCCL_NET_GDR_LEVEL says otherwise
+# (NVIDIA/nccl src/graph/paths.cc ncclTopoCheckGdr: netGdrLevel = PATH_PXB)
+GDR_OFF = ("PHB", "NODE", "SYS")
 _SLOT = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _REDIRECT = ("ReqRedir+", "CmpltRedir+")
 
@@ -41,9 +44,11 @@ def parse_section(text: str) -> dict[str, Any]:
     functions; ``switch``: VPD with SW_MNG, an NVLink 5 switch tray's management port),
     ``ib NAME SLOT nic|switch`` (/sys/class/infiniband), ``path SLOT SYSFS_PATH``,
     ``acs SLOT FLAGS...`` (lspci's ACSCtl line), ``lspci missing``, ``peermem
-    loaded|not_loaded``, ``persist FILE``."""
+    loaded|not_loaded``, ``persist FILE``, ``peer_api exported|absent`` (ib_core's
+    peer-memory API in /proc/kallsyms; absent: an inbox RDMA stack)."""
     out: dict[str, Any] = {"gpus": [], "nics": {}, "switches": {}, "paths": {}, "acs": {},
-                           "acs_read": True, "peermem_loaded": None, "persisted_in": []}
+                           "acs_read": True, "peermem_loaded": None, "persisted_in": [],
+                           "peer_api": None}
     for line in text.splitlines():
         parts = line.split()
         if not parts:
@@ -67,34 +72,55 @@ def parse_section(text: str) -> dict[str, Any]:
             out["peermem_loaded"] = args[0] == "loaded"
         elif tag == "persist" and args:
             out["persisted_in"].append(args[0])
+        elif tag == "peer_api" and args and args[0] in ("exported", "absent"):
+            out["peer_api"] = args[0]
     for slot in out["switches"]:
         out["nics"].pop(slot, None)
     return out
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# Older drivers' name for SYS: "SOC = Connection traversing PCIe as well as the SMP link
+# between CPU sockets(e.g. QPI)" (their legend; NODE/SYS split it later)
+LINK_ALIASES = {"SOC": "SYS"}
+
+
 def parse_topo(text: str) -> dict[str, Any]:
     """``nvidia-smi topo -m``: ``{"columns": [...], "matrix": {row: {column: link}},
     "nic_names": {"NIC0": "mlx5_0"}}``. Older drivers name the NIC columns by device
-    (``mlx5_0``), newer ones ``NIC0`` with a "NIC Legend". Raises ValueError without a
-    header."""
-    lines = [line.rstrip() for line in text.splitlines()]
-    header = next((line for line in lines if line.strip().startswith("GPU0")), None)
-    if header is None:
+    (``mlx5_0``), newer ones ``NIC0`` with a "NIC Legend". Every shape seen in real
+    captures (tests/fixtures/rdma/README.md): tab-separated or pasted with spaces, the
+    header indented or not, underlined with ANSI escapes (nvidia-smi prints them around the
+    header, captured by scripts too), the legacy ``SOC`` link. Raises ValueError without a
+    header, without a matrix row, or when a row's own cell is not ``X`` (a misread matrix
+    is never returned)."""
+    lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
+    # the header: GPU0 first, column names after it (a matrix row has X second)
+    at = next((i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"]
+               and line.split()[1:2] != ["X"]), None)
+    if at is None:
         raise ValueError("nvidia-smi topo -m: no header line with GPU0")
     columns = []
-    for token in header.split():
+    for token in lines[at].split():
         if token == "CPU":  # "CPU Affinity", "NUMA Affinity", "GPU NUMA ID" follow
             break
         columns.append(token)
     matrix: dict[str, dict[str, str]] = {}
     names: dict[str, str] = {}
-    for line in lines[lines.index(header) + 1:]:
+    legend = False
+    for line in lines[at + 1:]:
         tokens = line.split()
-        legend = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", line)
-        if legend:
-            names[legend.group(1)] = legend.group(2)
-        elif tokens and tokens[0] in columns and len(tokens) > len(columns):
-            matrix[tokens[0]] = dict(zip(columns, tokens[1:len(columns) + 1], strict=True))
+        if tokens[:1] in (["Legend:"], ["NIC"]):  # the legends follow the matrix
+            legend = True
+        match = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", line)
+        if match:
+            names[match.group(1)] = match.group(2)
+        elif not legend and tokens and tokens[0] in columns and len(tokens) > len(columns):
+            row = dict(zip(columns, tokens[1:len(columns) + 1], strict=True))
+            if row.get(tokens[0]) != "X":
+                raise ValueError(f"nvidia-smi topo -m: row {tokens[0]} has no X in its own "
+                                 f"column ({line.strip()[:80]!r}): the matrix is misread")
+            matrix[tokens[0]] = row
     if not matrix:
         raise ValueError("nvidia-smi topo -m: no matrix row under the header")
     return {"columns": columns, "matrix": matrix, "nic_names": names}
@@ -116,16 +142,31 @@ def dmabuf_possible(state: Mapping[str, Any]) -> bool | None:
     return loaded["flavor"] == "open" and version >= DMABUF_MIN_KERNEL
 
 
+def inbox(rdma: Mapping[str, Any]) -> bool:
+    """An inbox RDMA stack: ib_core is loaded and exports no peer-memory API, so
+    ``modprobe nvidia_peermem`` fails with -EINVAL (nvidia-peermem.c nv_mem_client_init
+    without NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT; NVIDIA/gpu-operator#2868)."""
+    return rdma.get("peer_api") == "absent"
+
+
 def wanted(mode: str, rdma: Mapping[str, Any]) -> str:
-    """What this host gets: ``peermem`` (module loaded and loaded at boot), ``dmabuf``
-    (nothing loaded), ``none`` (nothing touched), or ``refuse`` (peermem asked on a host
-    without RDMA NIC)."""
+    """What this host gets: ``peermem`` (module loaded, then loaded at boot), ``dmabuf``
+    (nothing loaded, gpuhost's modules-load.d file removed), ``inbox`` (peermem asked, but
+    the RDMA stack has no peer-memory API: as dmabuf, the audit says why), ``none``
+    (nothing touched), or ``refuse`` (peermem asked on a host without RDMA NIC)."""
     nics = bool(rdma.get("nics"))
+    if mode in ("auto", "peermem") and nics and inbox(rdma):
+        return "inbox"
     if mode == "auto":
         return "peermem" if nics else "none"
     if mode == "peermem":
         return "peermem" if nics else "refuse"
     return "dmabuf" if mode == "dmabuf" else "none"
+
+
+INBOX_WHY = (f"the host's RDMA stack is the kernel's inbox one: ib_core exports no peer-memory "
+             f"API (ib_register_peer_memory_client is not in /proc/kallsyms; only MLNX_OFED / "
+             f"DOCA-OFED has it), so {MODULE} cannot load (modprobe: Invalid argument)")
 
 
 def modules_load_conf() -> str:
@@ -160,8 +201,9 @@ def nearest_nics(topo: Mapping[str, Any], switch_names: set[str]) -> dict[str, t
     for row, links in (topo.get("matrix") or {}).items():
         if not row.startswith("GPU"):
             continue
-        ranked = [(LINKS.index(links[c]), names.get(c, c), links[c]) for c in nic_columns
-                  if links.get(c) in LINKS]
+        said = {c: LINK_ALIASES.get(links.get(c, ""), links.get(c)) for c in nic_columns}
+        ranked = [(LINKS.index(said[c]), names.get(c, c), said[c]) for c in nic_columns
+                  if said[c] in LINKS]
         if ranked:
             _rank, name, link = min(ranked)
             found[row] = (name, link)

@@ -2,11 +2,14 @@
 
 Where the setting and the host's RDMA NICs say so (``gpuhost.rdma.wanted``):
 
-- peermem: ``/etc/modules-load.d/nvidia-peermem.conf`` (systemd-modules-load loads
-  ``nvidia_peermem`` at every boot; modprobe pulls in nvidia and ib_core first), and the
-  module loaded now once the driver is loaded (after roles.nvidia_driver). The upgrade and
+- peermem: the module loaded now once the driver is loaded (after roles.nvidia_driver),
+  then ``/etc/modules-load.d/nvidia-peermem.conf`` (systemd-modules-load loads
+  ``nvidia_peermem`` at every boot; modprobe pulls in nvidia and ib_core first), written
+  only after the module loaded, so a failed modprobe leaves no file failing every boot. The upgrade and
   gpuhost recover already unload it before nvidia (roles/upgrade/ops.py UNLOAD_ORDER).
 - dmabuf: nothing loaded; gpuhost's own modules-load.d file removed if an earlier run wrote it.
+- inbox (auto or peermem on an inbox RDMA stack, whose ib_core has no peer-memory API:
+  nvidia_peermem would fail with -EINVAL): as dmabuf; the audit says why and names DMA-BUF.
 - off, or auto on a host without RDMA NIC: nothing touched.
 """
 
@@ -47,14 +50,18 @@ def _peermem_loaded() -> bool:
 @deploy("GPUDirect RDMA")
 def configure() -> None:
     want = rdma.wanted(host_settings().nvidia_gpudirect_rdma, host_state().get("rdma") or {})
-    if want == "dmabuf":
-        files.file(name="No nvidia_peermem at boot (nvidia_gpudirect_rdma: dmabuf)",
+    if want == "inbox":
+        host.noop(f"no {rdma.MODULE}: {rdma.INBOX_WHY}; GPUDirect RDMA goes through DMA-BUF "
+                  "(docs/rdma.md)")
+    if want in ("dmabuf", "inbox"):
+        files.file(name=f"No nvidia_peermem at boot (nvidia_gpudirect_rdma: "
+                        f"{host_settings().nvidia_gpudirect_rdma}, {want})",
                    path=rdma.MODULES_LOAD, present=False)
         return
     if want != "peermem":
         return
-    config_file(name="nvidia_peermem is loaded at boot (GPUDirect RDMA)",
-                content=rdma.modules_load_conf(), dest=rdma.MODULES_LOAD, mode="644")
     server.shell(name="Load nvidia_peermem (the driver is loaded)",
                  commands=[f"modprobe {rdma.MODULE}"],
                  _if=lambda: _driver_loaded() and not _peermem_loaded())
+    config_file(name="nvidia_peermem is loaded at boot (GPUDirect RDMA)",
+                content=rdma.modules_load_conf(), dest=rdma.MODULES_LOAD, mode="644")

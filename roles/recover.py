@@ -7,12 +7,15 @@ containers use that GPU (without ``--force``). Execute, in this order:
 
 1. the resume point on the host (``gpuhost.health.recover.MARKER``: what ran before)
 2. drain hook (``upgrade_drain_command`` on the controller); the GPU still unused
-3. stop the GPU clients that block a reset (DCGM, nvsm, display managers, IMEX), as the
-   driver upgrade does (``roles.upgrade.ops``); with ``--force`` the GPU's containers
+3. stop the GPU clients that block a reset (DCGM, nvsm, upgrade_stop_services; never IMEX,
+   Fabric Manager or a display manager: ``gpuhost.health.recover.KEEP_RUNNING``) with the
+   driver upgrade's operations (``roles.upgrade.ops``); with ``--force`` the GPU's containers
 4. persistence mode off for that GPU only; ``nvidia-smi -r -i N``, its result kept on the
    host, never failing the run here
 5. persistence mode, MIG instances, clients and containers back as they were (also when
-   the reset failed); a reboot instead only with ``--reboot-fallback`` and
+   the reset failed); on a GPU with an NVLink fabric state, a bounded wait for it to
+   register with the fabric again (``gpuhost.fabric.wait_script``; the driver restarts the
+   fabric probe when it re-initialises the GPU); a reboot instead only with ``--reboot-fallback`` and
    ``reboot_policy: when_needed``; the CDI spec refreshed if it went stale
 6. verify with the health checks (``gpuhost.health.recover.verify``): a failed reset or a finding
    that did not clear fails the host here, with nothing left changed
@@ -39,7 +42,7 @@ from gpuhost.facts.nvidia import NvidiaGpus
 from gpuhost.facts.recover import RecoverProbe
 from gpuhost.facts.upgrade import UpgradeProbe
 from gpuhost.health import recover
-from gpuhost.upgrade import CLIENT_SERVICES
+from gpuhost import fabric
 from gpuhost import slurm as gpuslurm
 from gpuhost.roles import cdi, mig, slurm
 from gpuhost.roles.common import GpuhostError, check_inventory, executing, fail_command, host_settings, \
@@ -132,8 +135,18 @@ def reset(index: int, run: str):
         return
     yield StringCommand(
         "mkdir -p", QuoteString(recover.RESULT.rsplit("/", 1)[0]), "&& out=$(nvidia-smi -r -i",
-        QuoteString(str(index)), '2>&1); rc=$?; { echo "run="', QuoteString(run), '; echo "rc=$rc";',
+        QuoteString(str(index)), '2>&1); rc=$?;', HOLDERS,
+        '{ echo "run="', QuoteString(run), '; echo "rc=$rc";',
         'printf "%s\\n" "$out"; } >', QuoteString(recover.RESULT), '; printf "%s\\n" "$out"; true')
+
+
+# After a reset refused for a client ("In use by another client"), the processes that hold
+# an NVIDIA device file (nvidia-smi(1): "There can't be any applications using these
+# devices"), so the failure names them
+HOLDERS = ('case "$out" in *"In use by another client"*) h=$(for p in /proc/[0-9]*; do '
+           'ls -l "$p/fd" 2>/dev/null | grep -q " /dev/nvidia" && printf "%s %s; " '
+           '"${p#/proc/}" "$(cat "$p/comm" 2>/dev/null)"; done); '
+           'out=$(printf "%s\\nholders: %s" "$out" "${h:-none}");; esac;')
 
 
 def reset_failed(run: str) -> bool:
@@ -210,9 +223,9 @@ def assess() -> dict[str, Any]:
                            "look at it, remove it, then rerun")
     state = host_state()
     slurm_on = slurm.active(host_settings(), state)
-    plan = recover.assess(host.name, state,
-                          host.get_fact(UpgradeProbe, services=list(recover.STOP_SERVICES)),
-                          probe["containers"], gpu=wanted, force=_flag(host.data.get(FORCE_KEY)),
+    stop = recover.services({"upgrade_stop_services": host_settings().upgrade_stop_services})
+    plan = recover.assess(host.name, state, host.get_fact(UpgradeProbe, services=stop),
+                          probe["containers"], stop=stop, gpu=wanted, force=_flag(host.data.get(FORCE_KEY)),
                           marker=probe["marker"],
                           handled={**probe["handled"], "boot_id_now": probe["boot_id"]},
                           drain=bool(host_settings().upgrade_drain_command) or slurm_on)
@@ -262,7 +275,7 @@ def run() -> None:
     if before["mig"] == "enabled":  # a reset destroys the GPU's MIG instances
         ops.restore_mig_instances(name="Put the MIG instances back (gpuhost-mig-layout)",
                                   modes={str(index): "enabled"}, script=mig.BOOT_SCRIPT)
-    own = [name for name in reversed(CLIENT_SERVICES) if name in before["services"]]
+    own = list(reversed(before["services"]))  # stopped in recover.services' order
     ops.start_services(name=f"Start the GPU clients again ({', '.join(names) or 'none ran'})",
                        services=own, hostengine=before["hostengine"])
     if before["containers"]:
@@ -275,6 +288,10 @@ def run() -> None:
         server.reboot(name="Reboot: the GPU reset failed (--reboot-fallback, reboot_policy: "
                            "when_needed)", reboot_timeout=config.reboot_timeout,
                       _if=lambda: reset_failed(run_id))
+    if before.get("fabric"):  # a reset GPU registers with the fabric again (gpu.c gpuStatePostLoad)
+        server.shell(name=f"Wait for GPU {index} to join the NVLink fabric again (up to "
+                          f"{fabric.FABRIC_WAIT_S} s; the verification judges it)",
+                     commands=[f"( {fabric.wait_script(fabric.FABRIC_WAIT_S)} ) || true"])
     cdi.refresh_after_change(f"GPU {index} was reset")
     files.file(name="Everything is back as it was: remove the resume point",
                path=recover.MARKER, present=False)

@@ -60,7 +60,7 @@ def container_runs(image: str, runtime_mode: str, gpus: int) -> tuple[list[str],
 @operation()
 def fabric_completed(wait_s: int):
     """
-    nvidia_fabric nvswitch: wait, bounded, for every GPU's NVLink fabric state Completed
+    nvidia_fabric nvswitch or nvl: wait, bounded, for every GPU's NVLink fabric state Completed
     (Fabric Manager registers the GPUs once it configured the NVSwitches); fail the host
     with the states and Fabric Manager's own log lines otherwise. Nothing to do when every
     GPU is Completed already, or no GPU prints a fabric state (A100 and older: N/A).
@@ -132,7 +132,7 @@ def check(target_version: str, toolkit_version: str, reboot_allowed: bool,
         run_problems, run_notes = container_runs(image, runtime_mode, smi_count)
         problems += run_problems
         notes += run_notes
-    if fabric_kind == "nvswitch" and driver["state"] == "loaded":
+    if fabric_kind in ("nvswitch", "nvl") and driver["state"] == "loaded":
         waiting = fabric.incomplete(state)
         if waiting:
             problems.append("NVLink fabric not Completed on " + ", ".join(
@@ -155,7 +155,7 @@ def run() -> None:
                      archive=config.verify_image_archive)
     kind = fabric.resolve(config.nvidia_fabric, config.nvidia_fabricmanager,
                           fabric.switch_count(host_state()))
-    if kind == "nvswitch":
+    if kind in ("nvswitch", "nvl"):  # every mode that has a fabric is verified
         fabric_completed(name="Every GPU's NVLink fabric state is Completed (bounded wait)",
                          wait_s=fabric.FABRIC_WAIT_S)
     check(

@@ -48,6 +48,12 @@ def _memory(gpu: str, health: Mapping[str, Any]) -> list[dict[str, Any]]:
         found.append(_finding("ecc-aggregate-uncorrectable", "info", gpu, (
             f"{aggregate} uncorrectable ECC error(s) over the GPU's lifetime: watch the count; "
             "NVIDIA's memory error management guide gives the RMA thresholds")))
+    if health.get("sram_threshold_exceeded"):
+        found.append(_finding("ecc-sram-threshold-exceeded", "critical", gpu, (
+            "uncorrectable SRAM errors passed NVIDIA's threshold (nvidia-smi -q: SRAM "
+            "Threshold Exceeded: Yes): drain the GPU and run NVIDIA's field diagnostics; "
+            "NVIDIA's Xid catalog (WORKFLOW_XID_48) says follow the RMA flow; a GPU reset does "
+            "not return it to service")))
     if health.get("retired_pages_pending"):
         found.append(_finding("retired-pages-pending", "warning", gpu, (
             "memory pages are waiting to be retired: reboot the host (or reload the driver) "
@@ -63,6 +69,20 @@ def _memory(gpu: str, health: Mapping[str, Any]) -> list[dict[str, Any]]:
             "docs/recover.md) or reboot when convenient to apply it; running applications are "
             "not affected")))
     return found
+
+
+def _ecc_handled(finding: dict[str, Any], health: Mapping[str, Any],
+                 done: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The volatile ECC count of a GPU ``gpuhost recover`` reset this boot, not grown since:
+    information, so the advice "reset it" never asks again for what a reset already handled
+    (the count starts again at a driver load; gpuhost.health.recover verifies it did not grow)."""
+    count = health.get("ecc_volatile_uncorrectable") or 0
+    if finding["id"] != "ecc-volatile-uncorrectable" or not done or \
+            count > (done.get("ecc_volatile") or 0):
+        return finding
+    return {**finding, "severity": "info", "recovered": True,
+            "message": "handled: gpuhost recover reset this GPU during this boot and the count "
+                       "did not grow since. Was: " + finding["message"]}
 
 
 def _pcie(gpu: str, health: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -96,9 +116,17 @@ def _throttle(gpu: str, health: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _fabric(gpu: str, health: Mapping[str, Any], nvswitches: int | None) -> list[dict[str, Any]]:
     state = health.get("fabric_state")
+    where = f" ({nvswitches} NVSwitches on the bus)" if nvswitches else ""
+    status = fabric.failed_status(health)
+    if status:
+        return [_finding("fabric-probe-failed", "critical", gpu, (
+            f"NVLink fabric state 'Completed' with status '{status}'{where}: the GPU's fabric "
+            "registration failed (NVML: the status is to be checked once the state is "
+            "Completed), so NVLink peer traffic through the fabric does not work; restart "
+            "nvidia-fabricmanager (its version must equal the driver's) and reboot if the "
+            "status does not become Success"))]
     if state is None or state.strip().lower() in ("n/a", "completed"):
         return []
-    where = f" ({nvswitches} NVSwitches on the bus)" if nvswitches else ""
     return [_finding("fabric-not-completed", "critical", gpu, (
         f"NVLink fabric state '{state}'{where}: the GPU cannot run fabric jobs; check "
         "nvidia-fabricmanager (systemctl status nvidia-fabricmanager, its version must equal "
@@ -159,6 +187,7 @@ def _persistence(gpu: str, entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 def gpu_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Findings of every GPU that nvidia-smi lists with a ``health`` dict."""
     nvswitches = fabric.switch_count(state) or None  # NVLink 5 switches too (issue 25)
+    recovered = (state.get("health") or {}).get("recovered") or {}
     found: list[dict[str, Any]] = []
     for entry in state.get("gpus") or []:
         gpu = xid.slot(entry.get("pci_bus_id"))
@@ -167,6 +196,7 @@ def gpu_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
             found += _persistence(gpu, entry)
         if not isinstance(health, Mapping):
             continue
-        found += _memory(gpu, health) + _pcie(gpu, health) + _throttle(gpu, health)
+        found += [_ecc_handled(f, health, recovered.get(gpu or "")) for f in _memory(gpu, health)]
+        found += _pcie(gpu, health) + _throttle(gpu, health)
         found += _fabric(gpu, health, nvswitches) + _nvlink(gpu, entry, health, nvswitches)
     return found

@@ -91,9 +91,7 @@ def _recovered(finding: dict[str, Any], health: Mapping[str, Any]) -> dict[str, 
     done = (health.get("recovered") or {}).get(finding["gpu"] or "")
     if not done or not finding["id"].startswith("xid-"):
         return finding
-    count = sum(1 for e in health.get("xid_events") or []
-                if "xid" in e and xid.slot(e.get("pci_bus_id")) == finding["gpu"])
-    if count > done.get("xid_count", 0):
+    if xid.new_since(health.get("xid_events") or [], finding["gpu"], done):
         return finding
     return {**finding, "severity": "info", "recovered": True,
             "message": "handled: gpuhost recover reset this GPU during this boot and no Xid came "
@@ -132,7 +130,18 @@ def rdma_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not facts.get("nics") or not facts.get("gpus"):
         return []
     found = []
-    if facts.get("peermem_loaded") is False and gdr.dmabuf_possible(state) is False:
+    if gdr.inbox(facts):
+        dmabuf = gdr.dmabuf_possible(state)
+        found.append(_finding("rdma-peermem-unusable", "info" if dmabuf else "warning", None, (
+            f"{gdr.INBOX_WHY}: " + (
+                "GPUDirect RDMA goes through DMA-BUF instead (NVIDIA's open kernel module on "
+                "Linux 5.12+, which this host has; NCCL uses it where it can, NCCL_DMABUF_ENABLE)"
+                if dmabuf else
+                "and DMA-BUF, the inbox stack's way, needs NVIDIA's open kernel module and Linux "
+                "5.12+, which this host lacks: NCCL stages GPU memory through host memory; use "
+                "the open module on a 5.12+ kernel (DMA-BUF), or install MLNX_OFED/DOCA-OFED and "
+                "rebuild the NVIDIA module after it (peermem)"))))
+    elif facts.get("peermem_loaded") is False and gdr.dmabuf_possible(state) is False:
         found.append(_finding("rdma-peermem-missing", "warning", None, (
             f"the host has RDMA NICs, {gdr.MODULE} is not loaded and DMA-BUF cannot be used "
             "(it needs NVIDIA's open kernel module and Linux 5.12+): NCCL cannot use GPUDirect "
@@ -148,17 +157,25 @@ def rdma_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
             "no device isolation (VMs, passthrough)")))
     switches = set(facts.get("switches", {}).values())
     by_index = {f"GPU{g.get('index')}": g.get("pci_bus_id") for g in state.get("gpus") or []}
-    for row, (nic, link) in gdr.nearest_nics(facts.get("topo") or {}, switches).items():
-        if link not in ("SYS", "NODE"):
+    nearest = gdr.nearest_nics(facts.get("topo") or {}, switches)
+    matrix = (facts.get("topo") or {}).get("matrix") or {}
+    for row, (nic, link) in nearest.items():
+        if link not in gdr.GDR_OFF:
             continue
-        where = ("across the CPU interconnect between NUMA nodes (SYS)" if link == "SYS"
-                 else "across PCIe host bridges within its NUMA node (NODE)")
-        found.append(_finding("rdma-nic-across-cpu", "warning" if link == "SYS" else "info",
+        peers = [p for p, via in (matrix.get(row) or {}).items()
+                 if p in nearest and via.startswith("NV") and nearest[p][1] not in gdr.GDR_OFF]
+        if peers:  # NCCL's PXN: through an NVLink peer whose NIC is close
+            continue
+        where = {"SYS": "across the CPU interconnect between NUMA nodes (SYS)",
+                 "NODE": "across PCIe host bridges within its NUMA node (NODE)",
+                 "PHB": "through the CPU's PCIe host bridge (PHB)"}[link]
+        found.append(_finding("rdma-nic-across-cpu", "warning",
                               xid.slot(by_index.get(row)) if by_index.get(row) else None, (
-            f"{row}'s nearest RDMA NIC {nic} is {where} (nvidia-smi topo -m): GPUDirect RDMA "
-            "traffic crosses the CPU, NCCL may not use it at all for this GPU; move the NIC or "
-            "GPU to slots under one PCIe switch (PIX/PXB), or bind jobs to the NIC nearest "
-            "each GPU (NCCL_IB_HCA)")))
+            f"{row}'s nearest RDMA NIC {nic} is {where} (nvidia-smi topo -m), and no NVLink "
+            "peer of it has a NIC under its PCIe switch: NCCL turns GPUDirect RDMA off beyond "
+            "PXB by default (NCCL_NET_GDR_LEVEL) and stages this GPU's traffic through host "
+            "memory; move the NIC or GPU to slots under one PCIe switch (PIX/PXB), or bind "
+            "jobs to the NIC nearest each GPU (NCCL_IB_HCA)")))
     return found
 
 

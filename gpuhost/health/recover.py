@@ -27,6 +27,9 @@ FINDING_ACTIONS = {
     "nvlink-down": "reset", "nvlink-link-inactive": "reset",
     "retired-pages-pending": "reboot", "gpu-missing": "reboot",
     "row-remap-failure": "replace", "fabric-not-completed": "restart_fabric_manager",
+    # Xid catalog WORKFLOW_XID_48: SRAM threshold exceeded -> RUN_FIELDDIAG, RMA flow
+    "ecc-sram-threshold-exceeded": "replace",
+    "fabric-probe-failed": "restart_fabric_manager",
 }
 # Findings a successful reset makes go away; the others (an Xid line, the volatile ECC count
 # "since the driver loaded") stay until the next boot or driver load and are checked for
@@ -35,27 +38,50 @@ CLEARED_BY_RESET = ("row-remap-pending", "nvlink-down", "nvlink-link-inactive")
 # Xid 94 (contained memory error): the catalog's bucket is RESTART_APP, its text says to
 # reset the GPU when convenient (gpuhost/data/nvidia_xid_catalog.json, severity_note).
 RESET_WHEN_CONVENIENT = (94,)
-# Stopped around the reset: the upgrade's GPU clients (display managers, nvsm and DCGM,
-# which NVIDIA's MIG user guide stops before a reset; IMEX), but not
+# Stopped around the reset: the GPU clients NVIDIA's own one-GPU reset flow stops (nvsm and
+# DCGM, which NVIDIA's MIG user guide stops before a reset; NVIDIA/NVSentinel design
+# 019-janitor-gpu-reset: device plugin, DCGM, its exporter, GFD) and the site's
+# upgrade_stop_services (a native exporter or monitoring agent: ``services(config)``), but not
 # - nvidia-persistenced: persistence mode is turned off for the one GPU instead
 #   (`nvidia-smi -i N -pm 0`, NVIDIA/NVSentinel#1692), so the other GPUs keep it;
 # - Fabric Manager: "On Ampere NVSwitch systems, Fabric Manager is required to facilitate
 #   reset" (nvidia-smi(1), -r/--gpu-reset), and stopping it would take the other GPUs off
-#   the NVLink fabric.
-KEEP_RUNNING = ("nvidia-persistenced", "nvidia-fabricmanager")
+#   the NVLink fabric;
+# - nvidia-imex: on SIGTERM "existing exports from the signaled node will be terminated on
+#   the corresponding remote importing node" (NVIDIA IMEX guide, Signal handling): multi-node
+#   jobs on other nodes would lose this node's memory;
+# - display managers: they hold nvidia_drm for every GPU, not this one; a loaded nvidia_drm
+#   blocks every reset instead ("In use by another client", NVIDIA/mig-parted#181), so
+#   recover refuses while it is loaded and names it (``DRM_MODULE``).
+KEEP_RUNNING = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-imex", "gdm", "gdm3",
+                "lightdm", "sddm")
 STOP_SERVICES = tuple(name for name in CLIENT_SERVICES if name not in KEEP_RUNNING)
+DRM_MODULE = "nvidia_drm"
 MARKER = "/var/lib/gpuhost/gpu-recover.json"  # the resume point while a recovery is under way
 RESULT = "/var/lib/gpuhost/gpu-recover-reset.txt"  # what `nvidia-smi -r` said
-# GPUs recovered this boot: {bus_id: {"boot_id", "xid_count", "ecc_volatile"}}. The Xid lines
+# GPUs recovered this boot: {bus_id: {"boot_id", "xid_count", "xid_time", "ecc_volatile"}}
+# (xid_time: the kernel's monotonic time of the GPU's newest Xid line then). The Xid lines
 # and the volatile ECC count that asked for the reset stay until the next boot or driver
 # load; a rerun must not reset the GPU again for them (only for new ones).
 HANDLED = "/var/lib/gpuhost/gpu-recover-done.json"
 ADVICE = {
     "reboot": "drain the host and reboot it",
-    "replace": "drain the GPU and follow NVIDIA's RMA process",
+    "replace": "drain the GPU, run NVIDIA's field diagnostics and follow NVIDIA's RMA process",
     "restart_fabric_manager": "restart nvidia-fabricmanager (its version must be the "
                               "driver's); reboot if the fabric does not complete",
+    "recover_imex": xid.XID_154_TODO["recover_imex"],
+    "unknown": "the driver or the kernel log asks for something gpuhost does not know (the "
+               "finding gives its words): look it up in NVIDIA's Xid catalog or contact NVIDIA "
+               "support; gpuhost does not reset a GPU for it",
 }
+
+
+def services(config: Mapping[str, Any] | None = None) -> list[str]:
+    """What recover stops around a reset: ``STOP_SERVICES`` and the site's
+    upgrade_stop_services (never one of ``KEEP_RUNNING``)."""
+    extra = [name for name in (config or {}).get("upgrade_stop_services") or ()
+             if name not in STOP_SERVICES and name not in KEEP_RUNNING]
+    return [*STOP_SERVICES, *extra]
 
 
 def finding_action(finding: Mapping[str, Any], state: Mapping[str, Any]) -> str:
@@ -75,8 +101,25 @@ def finding_action(finding: Mapping[str, Any], state: Mapping[str, Any]) -> str:
 
 def xid_count(state: Mapping[str, Any], slot: str | None) -> int:
     """How many Xid lines of this boot name the GPU at ``slot``."""
-    return sum(1 for e in ((state.get("health") or {}).get("xid_events") or [])
-               if "xid" in e and xid.slot(e.get("pci_bus_id")) == slot)
+    return len(xid.on_gpu(_events(state), slot))
+
+
+def _events(state: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return (state.get("health") or {}).get("xid_events") or []
+
+
+# Xids a reset procedure itself can cause, or that say nothing about the GPU: Xid 45 when
+# the GPU's work is killed ("Control-C, GPU resets, sigkill are all examples": NVIDIA's Xid
+# catalog, WORKFLOW_XID_45), application faults, IGNORE. Not "new Xids" after a reset.
+NOT_A_FAULT = ("none", "restart_app", "follow_other_xids", "debug_app", "check_thermal")
+
+
+def new_faults(state: Mapping[str, Any], slot: str | None,
+               before: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The GPU's Xid lines logged after ``before`` (``xid.mark``) whose catalogued action
+    is more than ``NOT_A_FAULT``."""
+    return [e for e in xid.new_since(_events(state), slot, before)
+            if prom.xid_action(e["xid"], [e])[1] not in NOT_A_FAULT]
 
 
 def smi_gpus(state: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -123,7 +166,7 @@ def _handled(finding: Mapping[str, Any], state: Mapping[str, Any],
     if not done or done.get("boot_id") != handled.get("boot_id_now"):
         return False
     if str(finding["id"]).startswith("xid-"):
-        return xid_count(state, finding["gpu"]) <= done.get("xid_count", 0)
+        return not xid.new_since(_events(state), finding["gpu"], done)
     if finding["id"] == "ecc-volatile-uncorrectable":
         gpu = next((g for g in smi_gpus(state) if xid.slot(g.get("pci_bus_id")) == finding["gpu"]),
                    {})
@@ -145,8 +188,16 @@ def handled_after(handled: Mapping[str, Any] | None, boot_id: str | None,
             if isinstance(v, dict) and v.get("boot_id") == boot_id}
     before = plan["before"] or {}
     kept[plan["gpu"]["bus_id"]] = {"boot_id": boot_id, "xid_count": before.get("xid_count", 0),
+                                   "xid_time": before.get("xid_time"),
                                    "ecc_volatile": before.get("ecc_volatile", 0)}
     return kept
+
+
+def _blocker(finding: Mapping[str, Any]) -> str:
+    """One finding a reset does not fix, with what to do (an unknown one with its words)."""
+    if finding["action"] in ("unknown", "recover_imex"):  # the message has the driver's words
+        return f"{finding['id']}: {finding['message']}"
+    return f"{finding['id']}: {ADVICE[finding['action']]}"
 
 
 def _describe(findings: list[dict[str, Any]]) -> str:
@@ -177,7 +228,8 @@ def _pick_gpu(state: Mapping[str, Any], found: list[dict[str, Any]], wanted: int
 def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
            containers: list[Mapping[str, Any]], gpu: int | None = None, force: bool = False,
            marker: Mapping[str, Any] | None = None, today: Any = None,
-           handled: Mapping[str, Any] | None = None, drain: bool = False) -> dict[str, Any]:
+           handled: Mapping[str, Any] | None = None, drain: bool = False,
+           stop: Iterable[str] = STOP_SERVICES) -> dict[str, Any]:
     """What ``gpuhost recover`` does with host ``name``.
 
     Returns ``{"host", "action": "reset" | "resume" | "none", "gpu", "problems": [...],
@@ -186,6 +238,7 @@ def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
     reset (``note`` says why). ``handled``: HANDLED's content plus ``boot_id_now``, the
     host's boot id (Xid and ECC findings an earlier recovery of this boot reset for).
     ``drain``: a drain hook runs first, so users of the GPU are checked after it instead.
+    ``stop``: the services stopped around the reset when they run (``services(config)``).
     """
     plan: dict[str, Any] = {"host": name, "action": "none", "gpu": None, "problems": [],
                             "findings": [], "before": None, "note": ""}
@@ -210,6 +263,15 @@ def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
         plan["problems"].append(problem)
         return plan
     if target is None:
+        blockers = [{**f, "action": finding_action(f, state)} for f in found
+                    if f["severity"] == "critical" and not _handled(f, state, handled)]
+        blockers = [f for f in blockers if f["action"] in ADVICE]
+        if blockers:  # a host that needs something else must not read as "nothing to do"
+            plan["problems"].append(
+                "no finding of this host asks for a GPU reset, but it has critical findings a "
+                "reset does not fix: " + "; ".join(
+                    (f"GPU {f['gpu']}: " if f["gpu"] else "") + _blocker(f) for f in blockers))
+            return plan
         plan["note"] = "no finding of this host asks for a GPU reset"
         return plan
     slot = xid.slot(target["pci_bus_id"])
@@ -221,7 +283,7 @@ def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
     if blockers:
         plan["problems"].append(
             f"GPU {target['index']} ({slot}) has findings a reset does not fix: "
-            + "; ".join(f"{f['id']}: {ADVICE[f['action']]}" for f in blockers))
+            + "; ".join(_blocker(f) for f in blockers))
         return plan
     if not resets:
         others = f" (its findings: {_describe(mine)})" if mine else ""
@@ -237,7 +299,14 @@ def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
             "configure upgrade_drain_command), or pass --force to stop its containers and try "
             "anyway")
         return plan
-    running = [s for s in STOP_SERVICES if (probe.get("services") or {}).get(s) == "running"]
+    if DRM_MODULE in (probe.get("modules") or ()):
+        plan["problems"].append(
+            f"{DRM_MODULE} is loaded: the driver refuses every GPU reset while it is ('In use "
+            "by another client', NVIDIA/mig-parted#181); stop the display stack that uses it "
+            f"and unload it (modprobe -r {DRM_MODULE}), or {ADVICE['reboot']}")
+        return plan
+    running = [s for s in stop if s not in KEEP_RUNNING
+               and (probe.get("services") or {}).get(s) == "running"]
     dcgm = any(s in running for s in ("nvidia-dcgm", "dcgm"))
     health_now = target.get("health") or {}
     plan.update(action="reset", findings=[{k: f[k] for k in ("id", "gpu", "action", "message")}
@@ -248,7 +317,10 @@ def assess(name: str, state: Mapping[str, Any], probe: Mapping[str, Any],
         "hostengine": bool(probe.get("hostengine")) and not dcgm,
         "containers": [c["id"] for c in holding] if force else [],
         "mig": target.get("mig_current"),
-        "xid_count": xid_count(state, slot),
+        **xid.mark(_events(state), slot),
+        # an NVSwitch fabric GPU re-registers after the reset (gpuStatePostLoad starts the
+        # fabric probe again): recover waits for it before judging (T4-09)
+        "fabric": str(health_now.get("fabric_state") or "n/a").strip().lower() != "n/a",
         "ecc_volatile": health_now.get("ecc_volatile_uncorrectable") or 0,
     }
     return plan
@@ -284,6 +356,13 @@ def verify(plan: Mapping[str, Any], result: Mapping[str, Any] | None, state: Map
                            "same gpuhost recover command again to resume")
         if result["rc"] != 0:
             said = " ".join(result["output"].split()) or "no output"
+            if "In use by another client" in result["output"]:
+                return False, (f"nvidia-smi -r -i {gpu['index']} failed (exit {result['rc']}: "
+                               f"{said}); the GPU's clients and persistence mode are as before. "
+                               "A client still holds it ('holders': the processes with an "
+                               "NVIDIA device open; a loaded nvidia_drm holds every GPU): stop "
+                               "it and run the same gpuhost recover command again, or "
+                               f"{ADVICE['reboot']}")
             return False, (f"nvidia-smi -r -i {gpu['index']} failed (exit {result['rc']}: {said}); "
                            f"the GPU's clients and persistence mode are as before. The GPU "
                            f"still needs a reset: {ADVICE['reboot']} (or rerun with "
@@ -296,14 +375,17 @@ def verify(plan: Mapping[str, Any], result: Mapping[str, Any] | None, state: Map
             and f["id"] in {p["id"] for p in plan["findings"]}]
     problems = [f"{f['id']} is still there: {f['message']}" for f in left]
     before = plan["before"] or {}
-    if not rebooted and xid_count(state, gpu["bus_id"]) > before.get("xid_count", 0):
-        problems.append("new Xid lines for this GPU after the reset (gpuhost audit lists them)")
+    new = new_faults(state, gpu["bus_id"], before) if not rebooted else []
+    if new:
+        problems.append("new Xid lines for this GPU after the reset ("
+                        + ", ".join(sorted({f"Xid {e['xid']}" for e in new}))
+                        + "; gpuhost audit lists them)")
     volatile = (listed[0].get("health") or {}).get("ecc_volatile_uncorrectable") or 0
     if not rebooted and volatile > before.get("ecc_volatile", 0):
         problems.append(f"uncorrectable ECC errors grew to {volatile} after the reset")
-    new = [f for f in found if f["severity"] == "critical" and f["id"] not in CLEARED_BY_RESET
-           and finding_action(f, state) != "reset"]
-    problems += [f"{f['id']}: {f['message']}" for f in new]
+    worse = [f for f in found if f["severity"] == "critical" and f["id"] not in CLEARED_BY_RESET
+             and finding_action(f, state) != "reset"]
+    problems += [f"{f['id']}: {f['message']}" for f in worse]
     if problems:
         return False, f"{label} is not healthy after the {'reboot' if rebooted else 'reset'}: " \
                       + "; ".join(problems)

@@ -19,7 +19,11 @@ _CATALOG = json.loads(resources.files("gpuhost").joinpath("data", "nvidia_xid_ca
                       .read_text(encoding="utf-8"))
 CATALOG: dict[int, dict[str, Any]] = {int(k): v for k, v in _CATALOG["xids"].items()}
 CATALOG_DATE: str = _CATALOG["_date"]
-XID_154_ACTIONS: dict[str, str] = _CATALOG["xid_154_actions"]
+# Xid 154's recovery actions as the driver prints them: {words: {"severity", "action"}}; a
+# word not listed is unknown (critical, never a reset; ``XID_154_UNKNOWN``).
+XID_154_ACTIONS: dict[str, dict[str, Any]] = {
+    k: v for k, v in _CATALOG["xid_154_actions"].items() if not k.startswith("_")}
+XID_154_UNKNOWN = {"severity": "critical", "action": "unknown"}
 
 # What to do, by the catalog's immediate-action bucket (gpuhost's wording).
 ACTIONS = {
@@ -51,7 +55,8 @@ ACTIONS = {
 }
 NO_BUCKET = {  # catalog rows without a bucket: gpuhost's reading of their text
     162: "no action: power smoothing works again",
-    163: "resolve the thermal events, or reload the driver / reset the GPU after a timeout",
+    163: "no GPU reset required: resolve the thermal events if power smoothing is wanted; if "
+         "it was disabled by a timeout, reload the driver or reset the GPU when convenient",
     164: "watch the power swings; plan to replace the GPU if power smoothing is needed",
     165: "power smoothing is disabled: replace the GPU if the data center cannot absorb the "
          "power swings",
@@ -63,6 +68,18 @@ NO_BUCKET = {  # catalog rows without a bucket: gpuhost's reading of their text
     170: "confidential-computing mode: contact NVIDIA support",
     171: "see the Xid 48 it details: drain the GPU and reset it or reboot",
     172: "see the Xid 48 it details: drain the GPU and reset it or reboot",
+}
+XID_154_TODO = {  # by the action word of XID_154_ACTIONS
+    "none": "no recovery action is needed",
+    "drain_p2p": "drain peer-to-peer traffic of this GPU",
+    "reset": "drain the GPU and reset it (gpuhost recover INVENTORY --limit HOST --gpu N)",
+    "reboot": "drain the host and reboot it",
+    "recover_imex": "the IMEX domain needs recovery (fabric memory allocation is disabled): "
+                    "drain the IMEX domain's jobs and restart nvidia-imex on its nodes (NVIDIA "
+                    "IMEX guide); a GPU reset does not fix it",
+    "unknown": "a recovery action gpuhost does not know: look it up in NVIDIA's Xid catalog "
+               "(docs.nvidia.com/deploy/xid-errors) or contact NVIDIA support; gpuhost does not "
+               "reset the GPU for it",
 }
 _RECOVERY = re.compile(r"to\s+0x[0-9a-f]+\s*\(([^)]*)\)", re.I)
 
@@ -79,6 +96,36 @@ def slot(bus_id: str | None) -> str | None:
     if "." not in rest:
         rest += ".0"
     return f"{domain[-4:].rjust(4, '0')}:{rest}"
+
+
+def on_gpu(events: Iterable[Mapping[str, Any]], gpu: str | None) -> list[Mapping[str, Any]]:
+    """The Xid events (not SXid) of the GPU at ``gpu`` (``slot()`` spelling)."""
+    return [e for e in events if "xid" in e and slot(e.get("pci_bus_id")) == gpu]
+
+
+def mark(events: Iterable[Mapping[str, Any]], gpu: str | None) -> dict[str, Any]:
+    """Where the GPU's Xid lines stand now: ``{"xid_count", "xid_time"}``. ``xid_time`` is
+    the kernel's monotonic time of its newest line (0.0 without any; None when a line has no
+    time: then only the count can tell new lines)."""
+    mine = on_gpu(events, gpu)
+    times = [e.get("time") for e in mine]
+    if any(t is None for t in times):
+        return {"xid_count": len(mine), "xid_time": None}
+    return {"xid_count": len(mine), "xid_time": max(times, default=0.0)}
+
+
+def new_since(events: Iterable[Mapping[str, Any]], gpu: str | None,
+              before: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The GPU's Xid events logged after ``before`` (a ``mark()``): known by the kernel's
+    time of the line, so an old line dropping out of the window read from the host never
+    hides a new one. Without times (an older record, a log without them) the count decides:
+    the lines beyond ``before``'s count."""
+    mine = on_gpu(events, gpu)
+    before = before or {}
+    since = before.get("xid_time")
+    if since is not None and all(e.get("time") is not None for e in mine):
+        return [e for e in mine if e["time"] > since]
+    return mine[before.get("xid_count", 0):]
 
 
 def recovery_action(text: str) -> str | None:
@@ -99,17 +146,12 @@ def _xid_finding(number: int, gpu: str | None, events: list[Mapping[str, Any]]) 
                            f"(docs.nvidia.com/deploy/xid-errors)"}
     label = f"Xid {number} ({entry['description']}) {times}{where}"
     if number == 154:
-        action = recovery_action(events[-1].get("text", "")) or "unknown"
-        severity = XID_154_ACTIONS.get(action, "critical")
-        todo = {"None": "no recovery action is needed",
-                "Drain P2P": "drain peer-to-peer traffic of this GPU",
-                "Drain and Reset": "drain the GPU's peer-to-peer traffic, then reset it",
-                "GPU Reset Required": "drain the GPU and reset it (gpuhost recover INVENTORY "
-                                      "--limit HOST --gpu N)",
-                "Node Reboot Required": "drain the host and reboot it"}.get(
-                    action, "follow the recovery action the driver names")
-        return {"id": "xid-154", "severity": severity, "gpu": gpu,
-                "message": f"{label}: the driver asks for '{action}': {todo}"}
+        said = recovery_action(events[-1].get("text", ""))
+        known = XID_154_ACTIONS.get(said or "", XID_154_UNKNOWN)
+        todo = XID_154_TODO.get(known["action"], XID_154_TODO["unknown"])
+        words = f"'{said}'" if said else f"an action gpuhost cannot read ({events[-1].get('text')!r})"
+        return {"id": "xid-154", "severity": known["severity"], "gpu": gpu,
+                "message": f"{label}: the driver asks for {words}: {todo}"}
     todo = ACTIONS.get(entry["immediate"]) if entry["immediate"] else NO_BUCKET.get(number)
     if number == 94:
         todo = "restart the application that hit it and reset the GPU when convenient"

@@ -30,15 +30,16 @@ from gpuhost.health import lifecycle, xid
 # a gpuhost_health_findings series per id, 0 when it does not have it. Xid and SXid
 # findings (xid-<n>, sxid-<n>) are added as they occur.
 FINDING_IDS = (
-    "ecc-volatile-uncorrectable", "ecc-aggregate-uncorrectable", "retired-pages-pending",
+    "ecc-volatile-uncorrectable", "ecc-aggregate-uncorrectable", "ecc-sram-threshold-exceeded",
+    "retired-pages-pending",
     "row-remap-pending", "row-remap-failure", "pcie-width-degraded", "pcie-gen-below-max",
     "throttle-thermal", "throttle-hw-slowdown", "throttle-power-brake", "throttle-power-cap",
-    "fabric-not-completed", "persistence-mode-off", "gpu-missing", "xid-log-unreadable",
+    "fabric-not-completed", "fabric-probe-failed", "persistence-mode-off", "gpu-missing", "xid-log-unreadable",
     "nvlink-down", "nvlink-link-inactive", "nvlink-recovery-errors", "nvlink-crc-replay-errors",
     "next-boot-module-missing", "next-boot-module-unknown", "secure-boot-signer-not-enrolled",
     "secure-boot-cert-unreadable", "cdi-spec-stale", "lifecycle-eol", "lifecycle-eol-soon",
     "lifecycle-new-feature-branch", "lifecycle-supported", "lifecycle-unknown",
-    "rdma-peermem-missing", "rdma-acs-redirect", "rdma-nic-across-cpu",
+    "rdma-peermem-missing", "rdma-peermem-unusable", "rdma-acs-redirect", "rdma-nic-across-cpu",
     "slurm-gres-mismatch", "slurm-drained-by-gpuhost", "gpus-not-read",
 )
 NEXT_BOOT_BLOCKERS = ("next-boot-module-missing", "secure-boot-signer-not-enrolled")
@@ -53,11 +54,12 @@ BUCKET_ACTION = {
     "RESTART_APP": "restart_app", "IGNORE": "none", "WORKFLOW_XID_13": "debug_app",
     "WORKFLOW_XID_31": "debug_app", "WORKFLOW_XID_45": "follow_other_xids",
 }
-# Xid 154 names its recovery action in the line (xid.recovery_action)
-XID_154_ACTION = {"Node Reboot Required": "reboot", "GPU Reset Required": "reset",
-                  "Drain and Reset": "reset", "Drain P2P": "drain_p2p", "None": "none"}
+# Xid 154 names its recovery action in the line (xid.recovery_action); the words and their
+# actions are data (gpuhost/data/nvidia_xid_catalog.json xid_154_actions, with its source). A
+# word gpuhost does not know, or a line it cannot read, is "unknown": never a reset.
+XID_154_ACTION = {words: entry["action"] for words, entry in xid.XID_154_ACTIONS.items()}
 # Catalog rows without a bucket: gpuhost's reading of their text (xid.NO_BUCKET)
-NO_BUCKET_ACTION = {162: "none", 163: "reset", 164: "replace", 165: "replace", 166: "other",
+NO_BUCKET_ACTION = {162: "none", 163: "check_thermal", 164: "replace", 165: "replace", 166: "other",
                     167: "reboot", 168: "other", 169: "reset", 170: "contact_support",
                     171: "reset", 172: "reset"}
 
@@ -124,7 +126,7 @@ def xid_action(number: int, events: list[Mapping[str, Any]]) -> tuple[str, str]:
         return "", "unknown"
     if number == 154:
         said = xid.recovery_action(str(events[-1].get("text", ""))) or ""
-        return "XID_154", XID_154_ACTION.get(said, "reset")
+        return "XID_154", XID_154_ACTION.get(said, "unknown")
     bucket = entry.get("immediate") or ""
     if not bucket:
         return "", NO_BUCKET_ACTION.get(number, "other")
@@ -139,15 +141,12 @@ def _xid_samples(name: str, facts: Mapping[str, Any]) -> list[Sample]:
             groups.setdefault((event["xid"], xid.slot(event.get("pci_bus_id")) or ""),
                               []).append(event)
     recovered = ((facts.get("health") or {}).get("recovered")) or {}
-    per_gpu: dict[str, int] = {}
-    for number, gpu in groups:
-        per_gpu[gpu] = per_gpu.get(gpu, 0) + len(groups[(number, gpu)])
     samples = []
     for (number, gpu), group in sorted(groups.items()):
         bucket, action = xid_action(number, group)
         severity = (xid.CATALOG.get(number) or {}).get("severity", "warning")
         done = recovered.get(gpu)
-        handled = bool(done) and per_gpu[gpu] <= done.get("xid_count", 0)
+        handled = bool(done) and not xid.new_since(events, gpu, done)
         samples.append(("gpuhost_xid_events", {"host": name, "xid": str(number), "gpu": gpu,
                                                "bucket": bucket, "action": action,
                                                "severity": severity,

@@ -49,6 +49,9 @@ def contract_health(gpu: ET.Element) -> dict:
             c.tag.split("_reason_", 1)[1] for c in reasons if (c.text or "").strip() == "Active"),
         "fabric_state": None if gpu.findtext("fabric/state") in (None, "N/A") else
         gpu.findtext("fabric/state"),
+        "fabric_status": None if gpu.findtext("fabric/status") in (None, "N/A") else
+        gpu.findtext("fabric/status"),
+        "sram_threshold_exceeded": yes("ecc_errors/aggregate/sram_threshold_exceeded"),
     }
 
 

@@ -826,6 +826,26 @@ def test_state_persists_and_boot_clears_processes(a100, parsers):
     assert "this machine has GPUs 0..1" in err
 
 
+def test_a_cuda_process_that_dies_is_torn_down_with_an_xid_45(a100):
+    """Issue 36 (T4-08): the driver tears down a killed application's channels and logs Xid
+    45 (NVIDIA's Xid catalog: "Control-C, GPU resets, sigkill are all examples")."""
+    proc = subprocess.Popen(["sleep", "300"])
+    try:
+        a100.tool("gpusim", "process", "add", "--gpu", "1", "--pid", str(proc.pid),
+                  "--name", "sleep")
+        assert "sleep" in a100.smi()  # alive: listed, the GPU busy
+    finally:
+        proc.kill()
+        proc.wait()
+    assert str(proc.pid) not in a100.smi()  # reaped at the next look
+    assert a100.state()["processes"] == []
+    log = a100.tool("dmesg").stdout
+    assert f": 45, pid={proc.pid}, name=sleep, Ch 00000008" in log
+    assert log.count(": 45, ") == 1  # once, not at every look
+    a100.smi()
+    assert a100.tool("dmesg").stdout.count(": 45, ") == 1
+
+
 def test_process_refused_without_a_usable_driver(sim):
     sim.machine().install()
     err = sim.tool("gpusim", "process", "add", "--pid", "1", rc=1).stderr
@@ -1173,7 +1193,8 @@ HEALTHY_H100 = {"ecc_mode_current": "enabled", "ecc_volatile_uncorrectable": 0,
                 "retired_pages_pending": None, "remapped_rows_uncorrectable": 0,
                 "remapped_rows_pending": False, "remapped_rows_failure": False,
                 "pcie_gen_current": 5, "pcie_gen_max": 5, "pcie_width_current": 16,
-                "pcie_width_max": 16, "throttle_reasons_active": [], "fabric_state": "Completed"}
+                "pcie_width_max": 16, "throttle_reasons_active": [], "fabric_state": "Completed",
+                "fabric_status": "Success", "sram_threshold_exceeded": False}
 
 
 def start_fabric_manager(sim, version):
@@ -1217,6 +1238,21 @@ def test_the_fabric_is_in_progress_until_fabric_manager_of_the_driver_version_ru
     assert {h["fabric_state"] for h in healths(sim).values()} == {"In Progress"}
 
 
+def test_a_completed_fabric_can_carry_a_failed_status(hgx):
+    """T4-05: state Completed with status "Insufficient Resources" (Azure/azhpc-images PR
+    #506) or "Unknown Error" (NVIDIA/NVSentinel#883); NVML checks the status once complete."""
+    hgx.gpusim("fault", "set", "fabric_status", "--gpu", "2")
+    hgx.gpusim("fault", "set", "fabric_status", "Unknown Error", "--gpu", "3")
+    text = hgx.smi("-q", "-i", "2").splitlines()
+    assert section(text, "Fabric")[1:3] == [
+        "        State                             : Completed",
+        "        Status                            : Insufficient Resources"]
+    xml = hgx.smi("-q", "-x")
+    assert xml.count("<status>Unknown Error</status>") == 1
+    assert xml.count("<status>Success</status>") == 6
+    assert {h["fabric_state"] for h in healths(hgx).values()} == {"Completed"}
+
+
 def test_each_gpu_fault_shows_in_the_xml(hgx):
     bus = [f"00000000:{b}.0" for b in models_bus("H100-80GB-HBM3")]
     assert all(h == HEALTHY_H100 for h in healths(hgx).values())
@@ -1235,7 +1271,7 @@ def test_each_gpu_fault_shows_in_the_xml(hgx):
     want[4].update(remapped_rows_failure=True)
     want[5].update(pcie_width_current=8)
     want[6].update(throttle_reasons_active=["hw_slowdown", "hw_thermal_slowdown", "sw_power_cap"])
-    want[7].update(fabric_state="In Progress")
+    want[7].update(fabric_state="In Progress", fabric_status=None)
     assert got == {bus[i]: want[i] for i in range(8)}
     text = hgx.smi("-q", "-i", "7").splitlines()
     assert section(text, "Fabric")[1:3] == ["        State                             : In Progress",
@@ -1290,6 +1326,9 @@ def test_what_a_reset_a_driver_load_and_a_reboot_clear(hgx):
     h = healths(hgx)
     gpu1 = h["00000000:2A:00.0"]
     assert (gpu1["remapped_rows_pending"], gpu1["remapped_rows_uncorrectable"]) == (False, 2)
+    hgx.smi("-i", "0", "-r")  # the volatile ECC count restarts with the GPU's state
+    gpu0 = healths(hgx)["00000000:18:00.0"]
+    assert (gpu0["ecc_volatile_uncorrectable"], gpu0["ecc_aggregate_uncorrectable"]) == (0, 3)
     hgx.boot()
     h = healths(hgx)
     assert h["00000000:18:00.0"]["ecc_volatile_uncorrectable"] == 0   # since the driver load
@@ -1417,9 +1456,11 @@ def test_the_fact_parser_reads_every_simulated_fault_as_the_contract_says(hgx, p
     for args in (("ecc_volatile_uncorrectable", "2", "--gpu", "1"),
                  ("row_remap_pending", "--gpu", "3"), ("row_remap_failure", "--gpu", "4"),
                  ("pcie_degraded", "8", "--gpu", "5"), ("throttle", "sw_power_cap", "--gpu", "6"),
-                 ("fabric_in_progress", "--gpu", "7")):
+                 ("fabric_in_progress", "--gpu", "7"), ("fabric_status", "--gpu", "2"),
+                 ("sram_threshold_exceeded", "--gpu", "0")):
         hgx.gpusim("fault", "set", *args)
     xml = hgx.smi("-q", "-x")
+    assert xml.count("<sram_threshold_exceeded>Yes</sram_threshold_exceeded>") == 1
     gpus = parsers.parse_smi_xml(xml)["gpus"]
     want = smi_health.healths(xml)
     assert {g["pci_bus_id"]: g["health"] for g in gpus} == want

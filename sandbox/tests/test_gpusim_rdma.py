@@ -38,7 +38,9 @@ def test_the_nic_is_a_mellanox_infiniband_function_in_lspci_and_sysfs(a100_nic, 
 
 
 def test_topo_m_has_a_nic_column_and_legend_that_gpuhost_reads(a100_nic):
-    topo = rdma.parse_topo(a100_nic.smi("topo", "-m"))
+    text = a100_nic.smi("topo", "-m")
+    assert text.startswith("\t\x1b[4mGPU0\t")  # underlined, as real nvidia-smi prints it
+    topo = rdma.parse_topo(text)
     assert topo["columns"] == ["GPU0", "GPU1", "NIC0"]
     assert topo["nic_names"] == {"NIC0": "mlx5_0"}
     # GPU0 beside the NIC, GPU1 on the other NUMA node
@@ -72,3 +74,24 @@ def test_a_modules_load_d_file_loads_nvidia_peermem_at_the_next_boot(a100_nic):
     a100_nic.write("etc/modules-load.d/nvidia-peermem.conf", "")
     a100_nic.boot()
     assert "nvidia_peermem" not in a100_nic.tool("lsmod").stdout
+
+
+def test_on_an_inbox_rdma_stack_nvidia_peermem_fails_with_invalid_argument(tmp_path):
+    """Trait rdma-inbox: no peer-memory API in ib_core, nv_mem_client_init() -EINVAL."""
+    sim = machine(Sim(tmp_path), "A100-SXM4-40GB", 2, traits=("rdma-nic", "rdma-inbox"))
+    out = sim.tool("modprobe", "nvidia_peermem", rc=1)
+    assert "could not insert 'nvidia_peermem': Invalid argument" in out.stdout + out.stderr
+    assert "nvidia_peermem" not in sim.tool("lsmod").stdout
+
+
+def test_the_inbox_trait_binds_its_kallsyms_over_proc_at_every_boot(tmp_path):
+    from sandbox.traits import REGISTRY, rdma as rdma_trait
+
+    REGISTRY["rdma-inbox"].create({"name": "gpu-01"}, tmp_path)
+    text = (tmp_path / rdma_trait.KALLSYMS).read_text()
+    assert text == rdma_trait.INBOX_KALLSYMS and "[ib_core]" in text
+    assert "ib_register_peer_memory_client" not in text
+    unit = (tmp_path / rdma_trait.KALLSYMS_UNIT).read_text()
+    assert "ExecStart=/bin/mount --bind -o ro /etc/gpusim/kallsyms /proc/kallsyms" in unit
+    assert (tmp_path / "etc/systemd/system/sysinit.target.wants/gpusim-kallsyms.service"
+            ).is_symlink()

@@ -167,6 +167,28 @@ def test_a_second_run_changes_nothing(converged):
     assert second.totals["changed"] == 0 and second.totals["error"] == 0, second.changed()
 
 
+def test_a_completed_fabric_with_a_failed_status_is_critical_and_fails_the_wait(
+        converged, ssh, pyinfra, tmp_path):
+    """Issue 36 (T4-05): NVML checks the status once the state is Completed; a GPU that
+    is Completed with "Insufficient Resources" (Azure/azhpc-images PR #506) is critical in
+    the audit and fails verify's bounded wait."""
+    ssh("gpu-01", "gpusim fault set fabric_status --gpu 2")
+    try:
+        assert fabric_states(ssh) == ["Completed"] * 8
+        _code, host = audit(tmp_path)
+        found = [(f["id"], f["severity"], f["gpu"]) for f in host["health"]["findings"]
+                 if f["id"].startswith("fabric")]
+        assert found == [("fabric-probe-failed", "critical", "0000:3a:00.0")], \
+            host["health"]
+        assert host["health"]["status"] == "critical"
+        wait = pyinfra("-y", "tests/integration/fabric_wait_only.py", "--limit", "gpu-01",
+                       check=False, timeout=300)
+        assert wait.returncode != 0, wait.output[-3000:]
+        assert "status Insufficient Resources" in wait.output, wait.output[-3000:]
+    finally:
+        ssh("gpu-01", "gpusim fault clear")
+
+
 def test_a_reboot_brings_the_fabric_back_before_docker_starts(converged, ssh, sandbox_tools,
                                                               fleet):
     before = sandbox_tools.boots("gpu-01")
@@ -234,7 +256,8 @@ def test_fabric_manager_of_another_version_is_drift_and_the_deploy_moves_it_back
     wait = pyinfra("-y", "tests/integration/fabric_wait_only.py", "--limit", "gpu-01",
                    check=False, timeout=300)
     assert wait.returncode != 0, wait.output[-3000:]
-    assert "8 GPU(s) not Completed" in wait.output, wait.output[-3000:]
+    assert "8 fabric state/status line(s) not Completed/Success" in wait.output, \
+        wait.output[-3000:]
     assert f"version {OTHER} don't match with driver version {version}" in wait.output
 
     code, host = audit(tmp_path)

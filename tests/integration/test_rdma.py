@@ -8,24 +8,31 @@ loaded and named in /etc/modules-load.d, a second run changes nothing, the host'
 show the GPU/NIC topology (GPU 1 on the other NUMA node: a warning), and after a reboot
 the module is back (gpusim-boot loads what modules-load.d names, as systemd-modules-load
 does). ACS is not simulated (the sandbox's sysfs has no bridges): tests/unit/test_rdma.py.
+
+Beside it gpu-02 has the same NIC on the kernel's inbox RDMA stack (trait ``rdma-inbox``:
+ib_core without the peer-memory API, so nvidia_peermem fails with -EINVAL; issue 36,
+T4-03): ``auto`` converges there without loading peermem or writing the boot file, the
+audit says why and names DMA-BUF, and the host reboots clean.
 """
 from __future__ import annotations
 
 import pytest
 
 pytestmark = [pytest.mark.integration,
-              pytest.mark.fleet(hosts=1, ol=0, docker_hosts=1,
-                                overrides={"gpu-01": {"traits": ["rdma-nic"], "gpu_count": 2}}, state="bare",
+              pytest.mark.fleet(hosts=2, ol=0, docker_hosts=2,
+                                overrides={"gpu-01": {"traits": ["rdma-nic"], "gpu_count": 2},
+                                           "gpu-02": {"traits": ["rdma-nic", "rdma-inbox"],
+                                                      "gpu_count": 2}}, state="bare",
                                 why="the RDMA NIC is a trait of host creation: no snapshot has it")]
 AUTO = ("--data", "nvidia_gpudirect_rdma=auto")
 CONF = "/etc/modules-load.d/nvidia-peermem.conf"
 
 
-def host_state(ssh) -> dict:
+def host_state(ssh, name: str = "gpu-01") -> dict:
     from gpuhost.facts import assemble, parsers
     from gpuhost.facts.script import ALL_SECTIONS, build_script
 
-    return assemble.host_state(parsers.split_sections(ssh("gpu-01", build_script(ALL_SECTIONS)).stdout))
+    return assemble.host_state(parsers.split_sections(ssh(name, build_script(ALL_SECTIONS)).stdout))
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +72,25 @@ def test_after_a_reboot_the_module_is_back(runs, fleet, ssh, sandbox_tools):
     ssh("gpu-01", "systemctl reboot", check=False)
     sandbox_tools.wait_for_reboot(fleet, "gpu-01", boots)
     assert "nvidia_peermem" in ssh("gpu-01", "lsmod").stdout
+
+
+def test_an_inbox_rdma_stack_converges_without_peermem_and_the_audit_names_dma_buf(runs, ssh):
+    assert runs["first"].returncode == 0, runs["first"].output[-5000:]
+    assert "nvidia_peermem" not in ssh("gpu-02", "lsmod").stdout
+    assert ssh("gpu-02", f"test -e {CONF}", check=False).returncode == 1
+    from gpuhost import health
+
+    state = host_state(ssh, "gpu-02")
+    assert state["rdma"]["peer_api"] == "absent"
+    found = [f for f in health.findings(state) if f["id"].startswith("rdma-peermem")]
+    assert [f["id"] for f in found] == ["rdma-peermem-unusable"], found
+    assert "DMA-BUF" in found[0]["message"] and "ib_register_peer_memory_client" in \
+        found[0]["message"]
+
+
+def test_the_inbox_host_reboots_clean(runs, fleet, ssh, sandbox_tools):
+    boots = sandbox_tools.boots("gpu-02")
+    ssh("gpu-02", "systemctl reboot", check=False)
+    sandbox_tools.wait_for_reboot(fleet, "gpu-02", boots)
+    assert ssh("gpu-02", "systemctl --failed --no-legend --plain").stdout.strip() == ""
+    assert "nvidia_peermem" not in ssh("gpu-02", "lsmod").stdout

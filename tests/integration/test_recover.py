@@ -120,3 +120,51 @@ def test_a_rerun_after_an_interruption_resumes_from_the_hosts_resume_point(busy_
         out[-3000:]
     assert ssh(HOST, PENDING).stdout.split("\n")[0].endswith("No")
     assert_as_before(ssh, busy_gpu0)  # persistence of GPU 1 back on, as the marker said
+
+
+IMEX_PID = "systemctl show -p MainPID --value nvidia-imex"
+
+
+def test_imex_keeps_running_and_an_xid_154_action_gpuhost_does_not_know_is_refused(busy_gpu0,
+                                                                                    ssh):
+    """Issue 36 (T4-01, T4-02): an IMEX daemon (a stand-in unit of that name: SIGTERM would
+    end the exports other nodes imported, NVIDIA IMEX guide) runs on through a one-GPU
+    recovery; an Xid 154 whose action gpuhost does not know refuses the next one, naming
+    the driver's words, with nothing changed."""
+    ssh(HOST, "systemd-run --quiet --unit=nvidia-imex sleep infinity")
+    try:
+        pid = ssh(HOST, IMEX_PID).stdout.strip()
+        ssh(HOST, "gpusim fault set row_remap_pending --gpu 1")
+        proc = recover()
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-4000:]
+        assert ssh(HOST, IMEX_PID).stdout.strip() == pid != "0"  # never stopped
+        ssh(HOST, "gpusim xid 154 --gpu 1 --text 'GPU recovery action changed from 0x0 (None) "
+                  "to 0x5 (Recover IMEX Domain)'")
+        proc = recover()
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 2, out[-4000:]
+        assert "refused, nothing was changed on gpu-01" in out and \
+            "'Recover IMEX Domain'" in out, out[-3000:]
+        assert_as_before(ssh, busy_gpu0)
+    finally:
+        ssh(HOST, "systemctl stop nvidia-imex; gpusim fault clear; dmesg -C", check=False)
+
+
+def test_force_stops_the_gpus_container_its_xid_45_is_no_new_fault(busy_gpu0, ssh):
+    """Issue 36 (T4-08): --force stops the container of GPU 1; the driver logs Xid 45 for its
+    killed CUDA process (gpusim, as NVIDIA's catalog says), which is not a fault of the GPU."""
+    ssh(HOST, "docker rm -f on-gpu1 >/dev/null 2>&1; docker run -d --name on-gpu1 "
+              "--network=none --gpus device=1 sleeper:1 /usr/bin/sleep infinity >/dev/null")
+    pid = ssh(HOST, "docker inspect -f '{{.State.Pid}}' on-gpu1").stdout.strip()
+    ssh(HOST, f"gpusim process add --gpu 1 --pid {pid} --name sleep; "
+              "gpusim fault set row_remap_pending --gpu 1")
+    try:
+        proc = recover("--force")
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-4000:]
+        assert "recovered by a GPU reset: row-remap-pending" in out, out[-3000:]
+        assert f": 45, pid={pid}, name=sleep" in ssh(HOST, "dmesg").stdout
+        assert_as_before(ssh, busy_gpu0)  # GPU 0's container never stopped
+    finally:
+        ssh(HOST, "docker rm -f on-gpu1; gpusim fault clear; dmesg -C", check=False)

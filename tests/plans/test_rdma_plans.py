@@ -15,7 +15,20 @@ def test_auto_with_an_rdma_nic_loads_peermem_after_the_driver_and_at_boot():
     conf = next(i for i, line in enumerate(lines)
                 if line.endswith("/etc/modules-load.d/nvidia-peermem.conf"))
     load = lines.index("modprobe nvidia_peermem")
-    assert install < conf < load
+    # the boot file only after the module loaded: a failed modprobe leaves no file that
+    # fails every boot (T4-03)
+    assert install < load < conf
+
+
+def test_an_inbox_rdma_stack_gets_no_peermem_and_no_boot_file():
+    """T4-03: ib_core without the peer-memory API (nvidia_peermem: -EINVAL); converges."""
+    for mode in ("auto", "peermem"):
+        result = run_plan("debian12", {"nvidia_gpudirect_rdma": mode,
+                                       "plan_rdma": NIC + "peer_api absent\n"})
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "modprobe nvidia_peermem" not in result.stdout
+        assert not any(line.endswith("> /etc/modules-load.d/nvidia-peermem.conf")
+                       for line in result.stdout.splitlines())
 
 
 def test_auto_without_an_rdma_nic_and_the_default_add_nothing():

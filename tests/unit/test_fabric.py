@@ -59,6 +59,15 @@ def test_nvswitch_asked_on_a_pcie_host_is_refused_naming_the_gpus():
     assert fabric.host_problem("nvswitch", False, 4, gpus) is None
 
 
+def test_nvl_asked_on_a_board_with_its_own_nvswitches_is_refused():
+    """Build 6: nvl installs no Fabric Manager; an HGX H100's own NVSwitches need it, or
+    every GPU's fabric stays In Progress while the deploy exits 0."""
+    said = fabric.host_problem("nvl", False, 4, [{"model": "H100-80GB-HBM3"}] * 8)
+    assert said and "4 NVSwitch(es) on its own PCI bus" in said
+    assert "nvidia_fabric: nvswitch or auto" in said
+    assert fabric.host_problem("nvl", False, 0, [{"model": "GB200"}]) is None
+
+
 def state(companions, services=None, switches=4, fabric_state="Completed"):
     return {"os": {"supported": True}, "driver": {
         "installed_version": "580.95.05", "loaded_version": "580.95.05", "state": "loaded",
@@ -108,7 +117,7 @@ def test_the_drop_in_orders_fabric_manager_before_cuda_clients():
 FABRIC_Q = """GPU 00000000:18:00.0
     Fabric
         State                             : {state}
-        Status                            : N/A
+        Status                            : {status}
     Processes                             : None
 GPU 00000000:2A:00.0
     Fabric
@@ -117,12 +126,19 @@ GPU 00000000:2A:00.0
 """
 
 
-@pytest.mark.parametrize(("state_now", "rc"), [("Completed", 0), ("In Progress", 1)])
-def test_the_wait_reads_nvidia_smi_q_and_fails_with_fabric_managers_log(tmp_path, state_now, rc):
+@pytest.mark.parametrize(("state_now", "status", "rc", "seen"), [
+    ("Completed", "Success", 0, ""), ("Completed", "N/A", 0, ""),
+    ("In Progress", "N/A", 1, "state In Progress,status N/A,state Completed,status Success"),
+    # T4-05: NVML checks the status once the state is Completed (NVIDIA/NVSentinel#883)
+    ("Completed", "Insufficient Resources", 1,
+     "state Completed,status Insufficient Resources,state Completed,status Success"),
+])
+def test_the_wait_reads_nvidia_smi_q_and_fails_with_fabric_managers_log(tmp_path, state_now,
+                                                                        status, rc, seen):
     import subprocess
 
     (tmp_path / "nvidia-smi").write_text(
-        "#!/bin/sh\ncat <<'X'\n" + FABRIC_Q.format(state=state_now) + "X\n")
+        "#!/bin/sh\ncat <<'X'\n" + FABRIC_Q.format(state=state_now, status=status) + "X\n")
     (tmp_path / "journalctl").write_text(
         "#!/bin/sh\necho 'fabric manager NVIDIA GPU driver interface version 595.71.05 "
         "don'\"'\"'t match with driver version 580.95.05.'\n")
@@ -132,7 +148,8 @@ def test_the_wait_reads_nvidia_smi_q_and_fails_with_fabric_managers_log(tmp_path
                           env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, timeout=30)
     assert proc.returncode == rc, proc.stderr
     if rc:
-        assert "1 GPU(s) not Completed (states: In Progress,Completed)" in proc.stderr
+        assert f"1 fabric state/status line(s) not Completed/Success (seen: {seen})" in \
+            proc.stderr
         assert "  fabric manager NVIDIA GPU driver interface version 595.71.05" in proc.stderr
 
 

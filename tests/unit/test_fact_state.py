@@ -277,6 +277,7 @@ HEALTH_KEYS = {"ecc_mode_current", "ecc_volatile_uncorrectable", "ecc_aggregate_
                "retired_pages_double_bit", "retired_pages_pending", "remapped_rows_uncorrectable",
                "remapped_rows_pending", "remapped_rows_failure", "pcie_gen_current", "pcie_gen_max",
                "pcie_width_current", "pcie_width_max", "throttle_reasons_active", "fabric_state",
+               "fabric_status", "sram_threshold_exceeded",
                "nvlink"}  # the last one from nvidia-smi nvlink -s/-e, not from the XML
 # An HGX-like bus: three A100s (nvidia-smi lists 07 and 08 only), two NVSwitches, an audio
 # function; sysfs prints the domain, nvidia-smi its 8-digit form.
@@ -290,7 +291,7 @@ SYSFS_3_GPUS = (
 )
 JOURNAL_XIDS = (
     "source=journal\n"
-    "Jul 14 02:11:47 gpu-01 kernel: NVRM: Xid (PCI:0000:08:00): 79, pid='<unknown>', "
+    "[ 8123.456789] gpu-01 kernel: NVRM: Xid (PCI:0000:08:00): 79, pid='<unknown>', "
     "name=<unknown>, GPU has fallen off the bus.\n"
     "Jul 14 02:11:48 gpu-01 kernel: nvidia-nvswitch0: SXid (PCI:0000:c4:00.0): 12028, "
     "Non-fatal, Link 32 egress non-posted PRIV error (First)\n"
@@ -304,10 +305,12 @@ def test_schema_2_has_host_health_and_a_health_dict_per_gpu():
     assert value["schema"] == 2
     assert value["health"] == {
         "xid_events": [
+            # journalctl -o short-monotonic: the line's time is the event's identity (T4-11)
             {"pci_bus_id": "0000:08:00", "xid": 79, "gpu_instance_id": None,
-             "text": "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."},
+             "text": "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+             "time": 8123.456789},
             {"pci_bus_id": "0000:c4:00.0", "sxid": 12028,
-             "text": "Non-fatal, Link 32 egress non-posted PRIV error (First)"}],
+             "text": "Non-fatal, Link 32 egress non-posted PRIV error (First)", "time": None}],
         "xid_source": "journal",
         "gpus_missing": ["0000:09:00.0"],  # on the bus, not in nvidia-smi's list
         "nvswitch_count": 2,

@@ -81,6 +81,12 @@ def test_a_state_without_health_fields_gives_no_health_finding(make_state):
      "NVLink fabric state 'In Progress' (8 NVSwitches on the bus)"),
     ({"fabric_state": "Not Started"}, "fabric-not-completed", "critical",
      "check nvidia-fabricmanager"),
+    # T4-05: NVML: the status is checked once the state is Completed
+    ({"fabric_state": "Completed", "fabric_status": "Insufficient Resources"},
+     "fabric-probe-failed", "critical", "state 'Completed' with status 'Insufficient Resources'"),
+    # T4-04: Xid catalog WORKFLOW_XID_48: RMA flow, field diagnostics
+    ({"sram_threshold_exceeded": True}, "ecc-sram-threshold-exceeded", "critical",
+     "run NVIDIA's field diagnostics"),
 ])
 def test_each_gpu_finding_fires_with_its_severity_and_gpu(state, fields, ident, severity, says):
     finding = only(state(gpu=fields, host={"nvswitch_count": 8}), ident)
@@ -100,6 +106,8 @@ def test_each_gpu_finding_fires_with_its_severity_and_gpu(state, fields, ident, 
     {"throttle_reasons_active": ["gpu_idle", "applications_clocks_setting",
                                  "display_clocks_setting", "sync_boost"]},
     {"fabric_state": "Completed"}, {"fabric_state": None}, {"fabric_state": "N/A"},
+    {"fabric_state": "Completed", "fabric_status": "Success"},
+    {"fabric_state": "N/A", "fabric_status": "N/A"}, {"sram_threshold_exceeded": False},
 ])
 def test_quiet_or_unknown_fields_are_no_finding(state, fields):
     assert ids(state(gpu=fields)) == [("lifecycle-supported", "info", None)]
@@ -191,6 +199,10 @@ def xid_event(number, text="", bus="0000:07:00"):
     (13, "info", "an application fault"),
     (31, "info", "illegal memory access"),
     (45, "info", "follow the other Xids"),
+    # T4-07: several NETIR subcodes are IGNORE in the catalog's 144-150 decode
+    (149, "warning", "decode its IntrInfo subcode"),
+    # T4-06: the catalog's row 163 says "No GPU reset required"
+    (163, "warning", "no GPU reset required"),
 ])
 def test_xid_findings_follow_nvidias_catalog(state, number, severity, says):
     finding = only(state(host={"xid_events": [xid_event(number, "x")] * 2}), f"xid-{number}")
@@ -208,6 +220,24 @@ def test_xid_154_severity_comes_from_the_recovery_action_it_names(state):
         found = only(state(host={"xid_events": [xid_event(154, line.format(code, action))]}),
                      "xid-154")
         assert found["severity"] == severity and f"'{action}'" in found["message"], action
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    # the six words of 595.45.04's _gpuRecoveryActionName: "Recover IMEX Domain" is new
+    ("GPU recovery action changed from 0x0 (None) to 0x5 (Recover IMEX Domain)",
+     "'Recover IMEX Domain': the IMEX domain needs recovery"),
+    ("GPU recovery action changed from 0x0 (None) to 0x2 (OS Reboot)",
+     "'OS Reboot': drain the host and reboot it"),
+    ("GPU recovery action changed from 0x0 (None) to 0x9 (Something New)",
+     "'Something New': a recovery action gpuhost does not know"),
+    ("GPU recovery action changed, see the log", "an action gpuhost cannot read"),
+])
+def test_an_xid_154_action_gpuhost_does_not_know_is_told_with_the_drivers_words(state, text,
+                                                                                 says):
+    """T4-02: an unknown action is never read as a reset."""
+    found = only(state(host={"xid_events": [xid_event(154, text)]}), "xid-154")
+    assert found["severity"] == "critical" and says in found["message"]
+    assert "reset the GPU" not in found["message"] or "does not reset" in found["message"]
 
 
 def test_unknown_xid_and_sxids(state):
@@ -245,6 +275,11 @@ def test_the_xid_catalog_is_dated_and_sourced():
     assert data["xids"]["95"]["immediate"] == "RESET_GPU"
     for entry in data["xids"].values():  # every severity is one gpuhost knows
         assert entry["severity"] in ("critical", "warning", "info", "by-text")
+    # the subcode tables carry their own source and date (149's NETIR, 154's actions, 48's SRAM)
+    actions = data["xid_154_actions"]
+    assert "gpu.c _gpuRecoveryActionName" in actions["_source"]
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", actions["_date"])
+    assert "NETIR_BER_EVENT" in data["xids"]["149"]["severity_note"]
 
 
 @pytest.mark.parametrize(("bus", "spelled"), [

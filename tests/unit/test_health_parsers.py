@@ -11,7 +11,8 @@ FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "output
 HEALTH_KEYS = ("ecc_mode_current", "ecc_volatile_uncorrectable", "ecc_aggregate_uncorrectable",
                "retired_pages_double_bit", "retired_pages_pending", "remapped_rows_uncorrectable",
                "remapped_rows_pending", "remapped_rows_failure", "pcie_gen_current", "pcie_gen_max",
-               "pcie_width_current", "pcie_width_max", "throttle_reasons_active", "fabric_state")
+               "pcie_width_current", "pcie_width_max", "throttle_reasons_active", "fabric_state",
+               "fabric_status", "sram_threshold_exceeded")
 
 
 def fx(name):
@@ -103,6 +104,10 @@ def test_split_sram_layout_fabric_states_and_threshold_not_counted():
     assert failing["throttle_reasons_active"] == ["sw_power_cap"]
     assert (failing["pcie_gen_current"], failing["pcie_gen_max"]) == (5, 5)
     assert healthy["fabric_state"] == "Completed"
+    # T4-05: the probe's status beside the state; T4-04: the SRAM threshold flag is read
+    assert (failing["fabric_status"], healthy["fabric_status"]) == (None, "Success")
+    assert (failing["sram_threshold_exceeded"], healthy["sram_threshold_exceeded"]) == (True,
+                                                                                       False)
     assert (healthy["ecc_volatile_uncorrectable"], healthy["ecc_aggregate_uncorrectable"]) == (0, 0)
 
 
@@ -130,6 +135,10 @@ def test_v13_reads_max_link_gen_not_the_device_and_skips_new_counters():
     ("<pci><pci_gpu_link_info><link_widths><current_link_width>Unknown</current_link_width>"
      "</link_widths></pci_gpu_link_info></pci>", "pcie_width_current", None),
     ("<fabric><state>Not Started</state></fabric>", "fabric_state", "Not Started"),
+    ("<fabric><state>Completed</state><status>Insufficient Resources</status></fabric>",
+     "fabric_status", "Insufficient Resources"),
+    ("<ecc_errors><aggregate><sram_threshold_exceeded>No</sram_threshold_exceeded></aggregate>"
+     "</ecc_errors>", "sram_threshold_exceeded", False),
     ("<retired_pages><pending_retirement>No</pending_retirement><pending_blacklist>N/A"
      "</pending_blacklist></retired_pages>", "retired_pages_pending", False),
     ("<ecc_errors><volatile>N/A</volatile></ecc_errors>", "ecc_volatile_uncorrectable", None),

@@ -83,6 +83,46 @@ def test_topo_of_older_drivers_names_nic_columns_by_device():
     assert rdma.nearest_nics(topo, set()) == {"GPU0": ("mlx5_0", "PIX"), "GPU1": ("mlx5_0", "SYS")}
 
 
+def topo_fixture(name):
+    return rdma.parse_topo((FIXTURES / name).read_text())
+
+
+@pytest.mark.parametrize("name", ["topo_2x-a100__ansi-underlined-header.txt",
+                                  "topo_1x-l40s__ansi-underlined-header-one-nic.txt"])
+def test_a_header_underlined_with_ansi_escapes_is_the_header(name):
+    """nvidia-smi prints the header between ESC[4m and ESC[0m, also into a pipe: the first
+    data row was taken for the header and legend lines for rows (a wrong matrix, silently)."""
+    topo = topo_fixture(name)
+    assert topo["columns"][0] == "GPU0" and topo["columns"][-1].startswith("NIC")
+    assert set(topo["matrix"]) == set(topo["columns"])
+    if name.startswith("topo_2x"):
+        assert rdma.nearest_nics(topo, set()) == {"GPU0": ("mlx5_0", "PIX"),
+                                                  "GPU1": ("mlx5_1", "PXB")}
+    else:
+        assert rdma.nearest_nics(topo, set()) == {"GPU0": ("mlx5_2", "PIX")}
+
+
+def test_the_soc_era_pasted_with_spaces_ranks_soc_as_sys():
+    """Drivers before the NODE/SYS split print SOC ("the SMP link between CPU sockets"):
+    GPU0/GPU1 had no nearest NIC at all, so no finding."""
+    topo = topo_fixture("topo_4x-k80__soc-era-pasted.txt")
+    assert topo["matrix"]["GPU0"]["mlx4_0"] == "SOC"  # as printed
+    assert rdma.nearest_nics(topo, set()) == {"GPU0": ("mlx4_0", "SYS"), "GPU1": ("mlx4_0", "SYS"),
+                                              "GPU2": ("mlx4_0", "PHB"), "GPU3": ("mlx4_0", "PHB")}
+
+
+def test_a_terminal_paste_of_the_nic_legend_layout():
+    topo = topo_fixture("topo_4x-a6000__terminal-paste-spaces.txt")
+    assert topo["columns"] == ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1"]
+    assert topo["nic_names"] == {"NIC0": "mlx5_0", "NIC1": "mlx5_bond_0"}
+    assert rdma.nearest_nics(topo, set())["GPU3"] == ("mlx5_bond_0", "PHB")
+
+
+def test_a_misread_matrix_is_an_error_never_a_result():
+    with pytest.raises(ValueError, match="no X in its own column"):
+        rdma.parse_topo("\tGPU0\tGPU1\tCPU Affinity\nGPU0\tNV4\t X \t0-7\n")
+
+
 def test_topo_without_header_is_an_error_in_the_fact_not_a_crash():
     with pytest.raises(ValueError):
         rdma.parse_topo("NVML: Unable to determine the device handle\n")
@@ -101,9 +141,9 @@ def test_acs_redirect_counts_only_below_the_root_port_a_gpu_and_nic_share():
 def test_health_findings_name_the_bridge_the_gpu_and_what_to_do():
     found = health.findings(_state())
     ids = sorted((f["id"], f["severity"], f["gpu"]) for f in found if f["id"].startswith("rdma"))
+    # GPU1 and GPU3 are NODE from their nearest NIC, but NVLinked to a GPU with a PIX/PXB
+    # NIC: NCCL's PXN uses that one (T4-12)
     assert ids == [("rdma-acs-redirect", "warning", "0000:05:00.0"),
-                   ("rdma-nic-across-cpu", "info", "0000:45:00.0"),
-                   ("rdma-nic-across-cpu", "info", "0000:c5:00.0"),
                    ("rdma-peermem-missing", "warning", None)]
     acs = next(f for f in found if f["id"] == "rdma-acs-redirect")
     assert "0000:02:08.0" in acs["message"] and "setpci" in acs["message"]
@@ -123,10 +163,23 @@ def test_a_host_without_rdma_nic_has_no_rdma_finding_and_runs_no_topo():
     assert rdma.wanted("peermem", state["rdma"]) == "refuse"
 
 
-def test_sys_nearest_nic_is_a_warning():
+@pytest.mark.parametrize("link", ["PHB", "NODE", "SYS"])
+def test_a_nearest_nic_beyond_pxb_without_an_nvlink_peer_is_a_warning(link):
+    """T4-12: NCCL's default netGdrLevel is PATH_PXB (ncclTopoCheckGdr)."""
+    topo = (TOPO.replace("GPU1\tNV18\t X \tNV18\tNV18\tNODE", f"GPU1\tSYS\t X \tSYS\tSYS\t{link}")
+            .replace("GPU0\t X \tNV18", "GPU0\t X \tSYS").replace("GPU2\tNV18\tNV18",
+                                                                  "GPU2\tNV18\tSYS")
+            .replace("GPU3\tNV18\tNV18", "GPU3\tNV18\tSYS"))
+    found = [f for f in health.findings(_state(topo=topo)) if f["id"] == "rdma-nic-across-cpu"]
+    assert [(f["severity"], f["gpu"]) for f in found] == [("warning", "0000:45:00.0")]
+    assert f"({link})" in found[0]["message"] and "beyond PXB" in found[0]["message"]
+
+
+def test_a_far_nic_is_no_finding_where_an_nvlink_peer_has_a_near_one():
+    """NCCL's PXN: GPU0 reaches GPU2's PXB NIC over NVLink (ncclTopoCheckGdr)."""
     topo = TOPO.replace("GPU0\t X \tNV18\tNV18\tNV18\tPIX", "GPU0\t X \tNV18\tNV18\tNV18\tSYS")
     found = [f for f in health.findings(_state(topo=topo)) if f["id"] == "rdma-nic-across-cpu"]
-    assert ("warning", "0000:05:00.0") in {(f["severity"], f["gpu"]) for f in found}
+    assert found == []
 
 
 def test_drift_wants_the_module_loaded_and_at_boot_only_where_asked_and_a_nic_is_seen():
@@ -153,8 +206,36 @@ def test_the_setting_refuses_dmabuf_with_the_proprietary_module_before_any_host(
 
 
 def test_finding_ids_are_known_to_the_metrics():
-    assert {"rdma-peermem-missing", "rdma-acs-redirect", "rdma-nic-across-cpu"} <= set(
-        prom.FINDING_IDS)
+    assert {"rdma-peermem-missing", "rdma-peermem-unusable", "rdma-acs-redirect",
+            "rdma-nic-across-cpu"} <= set(prom.FINDING_IDS)
+
+
+INBOX = SECTION + "peer_api absent\n"
+
+
+def test_an_inbox_rdma_stack_loads_no_peermem_and_the_audit_names_dma_buf():
+    """T4-03: ib_core loaded without ib_register_peer_memory_client (/proc/kallsyms): an
+    inbox stack, where nvidia_peermem fails with -EINVAL (nvidia-peermem.c)."""
+    state = _state(flavor="open", rdma_out=INBOX)
+    assert state["rdma"]["peer_api"] == "absent"
+    assert rdma.wanted("auto", state["rdma"]) == "inbox"
+    assert rdma.wanted("peermem", state["rdma"]) == "inbox"  # converges, not refused
+    assert rdma.drift(state, "auto") == [] and rdma.drift(state, "peermem") == []
+    found = {f["id"]: f for f in health.findings(state)}
+    assert "rdma-peermem-missing" not in found
+    assert found["rdma-peermem-unusable"]["severity"] == "info"
+    assert "DMA-BUF" in found["rdma-peermem-unusable"]["message"]
+    assert "ib_register_peer_memory_client" in found["rdma-peermem-unusable"]["message"]
+    old = {f["id"]: f for f in health.findings(_state(rdma_out=INBOX))}  # proprietary module
+    assert old["rdma-peermem-unusable"]["severity"] == "warning"
+    assert "MLNX_OFED/DOCA-OFED" in old["rdma-peermem-unusable"]["message"]
+    mofed = _state(rdma_out=SECTION + "peer_api exported\n")
+    assert rdma.wanted("auto", mofed["rdma"]) == "peermem"
+
+
+def test_the_section_asks_kallsyms_for_the_peer_memory_api():
+    section = script.SECTIONS["rdma"]
+    assert "/ ib_register_peer_memory_client/" in section and "' /proc/kallsyms" in section
 
 
 def test_the_sections_are_constant_shell_and_topo_runs_only_after_a_nic():

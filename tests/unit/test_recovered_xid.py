@@ -66,7 +66,34 @@ def test_only_this_boots_records_are_read():
     record = {SLOT: {"boot_id": "b1", "xid_count": 2, "ecc_volatile": 0},
               "0000:08:00.0": {"boot_id": "old", "xid_count": 5, "ecc_volatile": 0}}
     got = recovered_state(sections("boot_id: b1\n" + json.dumps(record)))
-    assert got == {SLOT: {"xid_count": 2, "ecc_volatile": 0}}
+    assert got == {SLOT: {"xid_count": 2, "xid_time": None, "ecc_volatile": 0}}
     assert recovered_state(sections("", rc=3)) == {}            # no file
     assert recovered_state(sections("cat: Permission denied", rc=1)) == {}
     assert recovered_state(sections("boot_id: b1\nnot json")) == {}
+
+
+def test_a_new_xid_is_told_by_its_time_when_the_count_stays(make_state, with_health):
+    """T4-11: the window read from the host keeps its size; the times tell the new line."""
+    def timed(times):
+        return [{**xid48()[0], "time": t} for t in times]
+    record = {SLOT: {"xid_count": 2, "xid_time": 20.0}}
+    same = xid_finding(host(make_state, with_health, timed((10.0, 20.0)), record))
+    assert same["severity"] == "info" and same["recovered"] is True
+    moved = xid_finding(host(make_state, with_health, timed((20.0, 31.0)), record))
+    assert moved["severity"] == "critical" and "recovered" not in moved
+
+
+def test_a_volatile_ecc_count_a_recovery_handled_asks_for_no_reset_again(make_state,
+                                                                          with_health):
+    """Build 5: after a successful reset the audit must not say "reset it" again for the
+    same count (NVML: volatile counts restart only at a driver load)."""
+    def finding(recovered, count=2):
+        state = with_health(make_state(driver="580.95.05"),
+                            gpu={**IDLE, "ecc_volatile_uncorrectable": count})
+        state["health"]["recovered"] = recovered
+        return next(f for f in health.findings(state, today=TODAY)
+                    if f["id"] == "ecc-volatile-uncorrectable")
+    assert finding({})["severity"] == "warning"
+    handled = finding({SLOT: {"xid_count": 0, "ecc_volatile": 2}})
+    assert handled["severity"] == "info" and handled["message"].startswith("handled:")
+    assert finding({SLOT: {"xid_count": 0, "ecc_volatile": 2}}, count=3)["severity"] == "warning"

@@ -47,6 +47,20 @@ def test_reasons_keep_their_spaces_and_lose_the_user_stamp():
     assert A.busy(foreign) and A.drained(foreign) and not A.busy(ours)
 
 
+@pytest.mark.parametrize("after", [
+    " ReservationName=maint", " Comment=rack4 Extra=x InstanceId=i-1 InstanceType=p5"])
+def test_fields_newer_slurm_prints_after_the_reason_are_not_the_reason(after):
+    """T4-13: node_info.c slurm_sprint_node_table prints Comment=, Extra=, InstanceId=,
+    InstanceType=, ReservationName= after "Reason=... [user@time]" in -o mode."""
+    base = ("NodeName=gpu-01 Arch=x86_64 CoresPerSocket=8 State=IDLE+DRAIN Gres=gpu:2 "
+            "Reason=gpuhost: GPU 1 recovery (reset)")
+    stamped = A.parse_node_line(f"{base} [root@2026-11-29T03:00:00]{after}")
+    assert stamped["reason"] == "gpuhost: GPU 1 recovery (reset)"
+    assert (stamped["state"], stamped["flags"], stamped["gpus"]) == ("IDLE", ["DRAIN"], 2)
+    bare = A.parse_node_line(f"{base}{after}")  # no stamp: cut at the first known key
+    assert bare["reason"] == "gpuhost: GPU 1 recovery (reset)"
+
+
 def test_a_stopped_slurmctld_is_an_error_not_a_node():
     got = state_of("slurmctld-stopped")
     assert got["node"] is None and "Unable to contact slurm controller" in got["node_error"]

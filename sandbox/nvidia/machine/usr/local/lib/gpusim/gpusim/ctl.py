@@ -21,7 +21,7 @@ or an Xid for the next load of the nvidia module (the next boot, or modprobe nvi
 import os
 import sys
 
-from . import health, host, jsonlite, kmod, mig, models
+from . import health, host, jsonlite, kmod, mig, models, procs
 
 
 def _mount_proc_driver():
@@ -118,6 +118,9 @@ def process_add(args):
         gpu = state["gpus"][args.gpu]
         proc = {"gpu": args.gpu, "pid": args.pid, "name": args.name, "mem": args.mem,
                 "type": args.type, "gi": None, "ci": None}
+        start = procs.process_start(args.pid)  # a live process: reaped (Xid 45) when it dies
+        if start:
+            proc["start"] = start
         if gpu["mig_current"]:
             info = models.model(machine["gpu_model"])
             devs = mig.devices(info, gpu)

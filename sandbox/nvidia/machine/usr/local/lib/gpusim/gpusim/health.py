@@ -42,10 +42,15 @@ GPU_FAULTS = {
     "row_remap_pending": ("count", 1, "rows remapped after uncorrectable errors, waiting "
                           "for a GPU reset (Ampere and newer)"),
     "row_remap_failure": ("flag", True, "a row remapping failed (Ampere and newer)"),
+    "sram_threshold_exceeded": ("flag", True, "uncorrectable SRAM errors passed the RMA "
+                                "threshold: <sram_threshold_exceeded>Yes in the aggregate "
+                                "ECC block (drivers that print it)"),
     "pcie_degraded": ("width", 8, "the PCIe link trained below its x16 width"),
     "throttle": ("reasons", "hw_thermal_slowdown", "clock event (throttle) reasons active now"),
     "fabric_in_progress": ("flag", True, "NVLink fabric registration stuck 'In Progress' "
                            "(Hopper and newer on NVSwitch hosts)"),
+    "fabric_status": ("status", "Insufficient Resources", "NVLink fabric state 'Completed' "
+                      "with a failed probe status (Hopper and newer on NVSwitch hosts)"),
     "gpu_missing": ("flag", True, "on the PCI bus, but the driver failed to initialise it: "
                     "nvidia-smi does not list it"),
     "gpu_lost": ("flag", True, "fell off the bus (Xid 79): nvidia-smi fails until a reboot"),
@@ -58,6 +63,11 @@ GPU_FAULTS = {
     "nvlink_crc_errors": ("count", 1, "NVLink CRC errors on link 0 since the driver loaded "
                           "(SXM models)"),
 }
+# Failed fabric probe statuses seen with state Completed on real hosts: "Insufficient
+# Resources" (Azure/azhpc-images PR #506, 2026-03), "Unknown Error" (NVIDIA/NVSentinel#883,
+# 2026-02); NVML nvmlGpuFabricInfo_t: the status "Must be checked only if Probe state
+# returns complete".
+FABRIC_FAILED_STATUSES = ("Insufficient Resources", "Unknown Error")
 NVLINK_COUNTERS = ("nvlink_replay_errors", "nvlink_recovery_errors", "nvlink_crc_errors")
 
 # Default texts of injected Xid/SXid lines, from real logs (sandbox/README.md).
@@ -99,7 +109,7 @@ def check_fault(machine, name, index):
                 "retired_pages / retired_pages_pending")
     if name.startswith("nvlink_") and not info.get("nvlink"):
         return f"{info['name']} has no NVLink (the SXM models do)"
-    if name == "fabric_in_progress" and not fabric_capable(machine):
+    if name in ("fabric_in_progress", "fabric_status") and not fabric_capable(machine):
         return ("the NVLink fabric state exists on Hopper and newer GPUs of NVSwitch hosts "
                 f"(this host: {info['name']}, nvswitch={bool(machine.get('nvswitch'))})")
     return None
@@ -143,6 +153,11 @@ def parse_value(name, text):
             raise host.SimError(f"gpusim: unknown throttle reason {','.join(bad) or text!r} "
                                 f"(known: {', '.join(THROTTLE_REASONS)}).", 2)
         return ",".join(reasons)
+    if kind == "status":
+        if text not in FABRIC_FAILED_STATUSES:
+            raise host.SimError(f"gpusim: fabric_status takes a failed status NVML names "
+                                f"({', '.join(FABRIC_FAILED_STATUSES)}), not {text!r}.", 2)
+        return text
     if text.lower() in ("1", "true", "yes", "on"):
         return True
     raise host.SimError(f"gpusim: {name} takes no value.", 2)
@@ -251,9 +266,6 @@ def settle_at_load(gpu):
     remaps apply."""
     for name in NVLINK_COUNTERS:
         gpu.pop(name, None)
-    vol = gpu.pop("ecc_volatile_uncorrectable", 0)
-    if vol:
-        gpu["ecc_aggregate_uncorrectable"] = gpu.get("ecc_aggregate_uncorrectable", 0) + vol
     pending = gpu.pop("retired_pages_pending", 0)
     if pending:
         gpu["retired_pages"] = gpu.get("retired_pages", 0) + pending
@@ -262,7 +274,14 @@ def settle_at_load(gpu):
 
 
 def settle_at_reset(gpu):
-    """A GPU reset: pending row remappings take effect (NVIDIA: "at the next GPU reset")."""
+    """A GPU reset (also part of every driver load): pending row remappings take effect
+    (NVIDIA: "at the next GPU reset"); the volatile ECC count restarts, kept in the
+    aggregate (nvidia-smi(1) -r: a reset "can be used to clear GPU HW and SW state ...
+    Typically useful if a double bit ECC error has occurred"; NVML: volatile counts restart
+    whenever the driver (re)initialises the GPU)."""
+    vol = gpu.pop("ecc_volatile_uncorrectable", 0)
+    if vol:
+        gpu["ecc_aggregate_uncorrectable"] = gpu.get("ecc_aggregate_uncorrectable", 0) + vol
     pending = gpu.pop("row_remap_pending", 0)
     if pending:
         gpu["remapped_rows_uncorrectable"] = gpu.get("remapped_rows_uncorrectable", 0) + pending
@@ -401,7 +420,8 @@ def gpu_health(machine, state, index, faults, driver_version, idle):
         "retired": None, "remap": None,
         "gen_max": info["max_link_gen"], "gen_current": 1 if idle else info["max_link_gen"],
         "width_max": 16, "width_current": f.get("pcie_degraded", 16),
-        "fabric": None,
+        "fabric": None, "fabric_status": None,
+        "sram_threshold": bool(f.get("sram_threshold_exceeded")),
     }
     if arch in models.PAGE_RETIREMENT_ARCHS:
         pending = f.get("retired_pages_pending", 0)
@@ -435,4 +455,5 @@ def gpu_health(machine, state, index, faults, driver_version, idle):
         done = (running == driver_version and not f.get("fabric_in_progress")
                 and (not nvlink5(machine) or host.nvlsm_running()))
         health["fabric"] = "Completed" if done else "In Progress"
+        health["fabric_status"] = (f.get("fabric_status") or "Success") if done else None
     return health

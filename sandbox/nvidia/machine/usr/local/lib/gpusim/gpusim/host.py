@@ -241,6 +241,10 @@ class Session:
             self.lock_fh = None
         self.state = normalize(read_json(STATE, "simulator state") or {}, self.machine)
         sync_persistenced(self.state)
+        from . import procs  # procs imports health, which imports this module
+
+        if self.lock_fh and procs.reap(self.state, self.machine):
+            self.save()  # the driver tore them down: kept even by a read-only session
         return self
 
     def save(self):

@@ -74,6 +74,10 @@ def load(s, name):
         return host.load_driver(state, s.machine)
     if not state.get("driver"):
         return f"modprobe: ERROR: could not insert '{name}': Unknown symbol in module"
+    if name == "nvidia_peermem" and "rdma-inbox" in (s.machine.get("traits") or []):
+        # an inbox ib_core has no peer-memory API: nv_mem_client_init() returns -EINVAL
+        # (open-gpu-kernel-modules nvidia-peermem.c; trait rdma-inbox, sandbox/README.md)
+        return f"modprobe: ERROR: could not insert '{name}': Invalid argument"
     state["modules"].append(name)
     if name == "nvidia_uvm":
         host.make_uvm_nodes()

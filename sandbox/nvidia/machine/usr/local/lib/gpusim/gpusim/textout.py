@@ -216,7 +216,7 @@ def _query_fabric(q, h, br):
     done = h["fabric"] == "Completed"
     q.kv(1, "Fabric")
     q.kv(2, "State", h["fabric"] or "N/A")
-    q.kv(2, "Status", "Success" if done else "N/A")
+    q.kv(2, "Status", h.get("fabric_status") or "N/A")
     if br < 550:
         return
     q.kv(2, "CliqueId", 0 if done else "N/A")

@@ -8,6 +8,11 @@ NVLinks (NV<links>), elsewhere NODE (same node) or SYS (across the inter-socket 
 RDMA NIC (lspci.rdma_nics) sits under the PCIe switch of GPU 0: PIX to it, NODE to the
 other GPUs of node 0, SYS to node 1's. Every mlx5_core function (NVLink 5 switch ports too)
 gets an mlx5_N name in bus order, as the kernel probes them; only NICs are columns.
+
+The header is underlined with ANSI escapes (ESC[4m ... ESC[0m) whether or not stdout is a
+terminal, as real nvidia-smi prints it: public captures by scripts (Python subprocess,
+kubectl exec, CI logs) carry "\t\x1b[4mGPU0\tGPU1...\tGPU NUMA ID\x1b[0m"
+(tests/fixtures/rdma/README.md names them).
 """
 
 from . import lspci, models, nvlink
@@ -54,7 +59,7 @@ def render(machine, indexes):
             return "PIX"
         return "NODE" if nodes[a] == nodes[b] else "SYS"
 
-    lines = ["\t" + "\t".join(columns) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+    lines = ["\t\x1b[4m" + "\t".join(columns) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m"]
     for row in columns:
         cells = [link(row, col) for col in columns]
         if row.startswith("GPU"):

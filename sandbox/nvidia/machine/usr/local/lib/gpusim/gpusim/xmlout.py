@@ -89,7 +89,7 @@ def _ecc_errors(h, br):
     split = [(kind, [("sram_correctable", 0), ("sram_uncorrectable_parity", 0),
                      ("sram_uncorrectable_secded", 0), ("dram_correctable", 0),
                      ("dram_uncorrectable", n)]) for kind, n in (("volatile", vol), ("aggregate", agg))]
-    split[1][1].append(("sram_threshold_exceeded", "No"))
+    split[1][1].append(("sram_threshold_exceeded", "Yes" if h.get("sram_threshold") else "No"))
     split.append(("aggregate_uncorrectable_sram_sources", [
         (k, 0) for k in ("sram_l2", "sram_sm", "sram_microcontroller", "sram_pcie", "sram_other")]))
     if br >= 590:
@@ -134,7 +134,7 @@ def _remapped_rows(h):
 
 def _fabric(h, br):
     done = h["fabric"] == "Completed"
-    body = [("state", h["fabric"] or NA), ("status", "Success" if done else NA)]
+    body = [("state", h["fabric"] or NA), ("status", h.get("fabric_status") or NA)]
     if br >= 550:
         body += [("cliqueId", 0 if done else NA),
                  ("clusterUuid", "00000000-0000-0000-0000-000000000000" if done else NA)]
