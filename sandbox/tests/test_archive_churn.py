@@ -139,7 +139,7 @@ class Archive:
 
 
 @pytest.fixture()
-def archive(tmp_path, monkeypatch) -> Archive:
+def archive(tmp_path, monkeypatch):
     """A local archive, and the mirror's code pointed at it with its cache in tmp_path."""
     arch = Archive(tmp_path / "archive")
     cache = tmp_path / "cache"
@@ -160,7 +160,10 @@ def archive(tmp_path, monkeypatch) -> Archive:
     # the image module takes the sandbox's cache lock around the mirror: not this one's
     monkeypatch.setattr(fleet, "cache_lock", contextlib.nullcontext)
     monkeypatch.delenv("GPUHOST_VM_KERNEL", raising=False)
-    return arch
+    yield arch
+    for home in (arch.gnupg, cache / "gnupg"):   # gpg leaves an agent per home behind
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"],
+                       capture_output=True)
 
 
 def installable(*pkgs: str) -> subprocess.CompletedProcess:
