@@ -3,8 +3,8 @@
 The meta package follows kernel updates of one flavour with their headers, so DKMS builds the
 NVIDIA module for the next kernel too. It must be the running (or next boot's) kernel's
 flavour: ``linux-headers-generic`` on an AWS kernel pulls headers of a kernel the host does
-not run, DKMS builds for them, and the AWS kernel's next update gets no headers (issue 23
-item 7; ../shared/docs/real-host-review-2026-11.md, A8).
+not run, DKMS builds for them, and the AWS kernel's next update gets no headers (found by a
+review of gpuhost against the vendors' documents, 2026-11).
 
 Naming, as the archives carry it (packages.ubuntu.com and packages.debian.org, read
 2026-11-27):

@@ -1,7 +1,7 @@
 """Hardware and driver facts the simulator needs: GPU models, MIG profiles, driver eras.
 
-Figures come from ../shared/docs/nvidia-facts.md, the real outputs in ../shared/corpus/
-(nvidia-smi -q/-x/table/lgip of the same GPUs) and the PCI ID database. Where a figure
+Figures come from NVIDIA's documentation, real captured outputs (nvidia-smi -q/-x/table/lgip
+of the same GPUs, the team's corpus) and the PCI ID database. Where a figure
 was not available it is marked "approx" and only feeds cosmetic columns.
 """
 

@@ -1,7 +1,7 @@
 """Human-readable nvidia-smi outputs: `-L`, the default table, `-q`, `--version`.
 
-Column positions are those of real outputs of the same era (checked against
-../shared/corpus by sandbox/tests/test_gpusim.py): the table of 550-575 drivers (inner
+Column positions are those of real outputs of the same era (checked against the team's
+corpus of real captures by sandbox/tests/test_gpusim.py): the table of 550-575 drivers (inner
 separator line "|---+", narrow PID column before 570), the -q key column 42 wide.
 """
 
