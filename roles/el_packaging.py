@@ -156,14 +156,19 @@ def version_lock(version: str):
         commands.append(StringCommand("dnf install -y", QuoteString(el_packages.VERSIONLOCK_PLUGIN)))
     stale, add = el_packages.versionlock_changes(info["nvidia"], info["locks"], version)
     if stale:
-        commands.append(StringCommand("dnf versionlock delete",
-                                      *[QuoteString(lock.removesuffix(".*")) for lock in stale]))
+        commands.append(_delete_locks(stale))
     if add:
         commands.append(StringCommand("dnf versionlock add", *[QuoteString(a) for a in add]))
     if not commands:
         host.noop(f"the NVIDIA packages are locked at {version}")
         return
     yield from commands
+
+
+def _delete_locks(locks: list[str]) -> StringCommand:
+    """``dnf versionlock delete`` of LOCKS as versionlock.list writes them (``name-evr.*``)."""
+    return StringCommand("dnf versionlock delete",
+                         *[QuoteString(lock.removesuffix(".*")) for lock in locks])
 
 
 @operation()
@@ -178,9 +183,7 @@ def release_lock():
     if not locks:
         host.noop("no NVIDIA driver version lock")
         return
-    yield StringCommand("dnf versionlock delete",
-                        *[QuoteString(lock.removesuffix(".*")) for lock in locks])
-
+    yield _delete_locks(locks)
 
 
 @operation()
@@ -207,8 +210,7 @@ def install_locked(names: list[str], version: str):
     stale, add = el_packages.versionlock_changes(info["nvidia"], info["locks"], version)
     commands = []
     if stale:
-        commands.append(StringCommand("dnf versionlock delete",
-                                      *[QuoteString(lock.removesuffix(".*")) for lock in stale]))
+        commands.append(_delete_locks(stale))
     if missing or not info["versionlock_plugin"]:
         commands.append(StringCommand(
             "dnf install -y", QuoteString(el_packages.VERSIONLOCK_PLUGIN),
