@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -109,7 +110,6 @@ class Archive:
 
     def publish(self, suites: dict[str, list]) -> None:
         """Make the archive hold exactly SUITES ({suite: [(name, version, depends)]})."""
-        import shutil
         for sub in ("dists", "pool"):
             shutil.rmtree(self.root / sub, ignore_errors=True)
         for suite, pkgs in suites.items():

@@ -126,8 +126,7 @@ def kernel(max_age: float | None = None) -> tuple[str, str]:
         raise ImageError(f"the sandbox mirror (which chooses the VM's kernel): {exc}") from None
     if forced and forced != state["kernel_release"]:
         return forced, f"linux-image-{forced}"
-    return state["kernel_release"], state.get("kernel_image") or \
-        f"linux-image-{state['kernel_release']}"
+    return state["kernel_release"], state["kernel_image"]   # MIRROR_FORMAT 3 records both
 
 
 def preseed_layers() -> list[str]:
