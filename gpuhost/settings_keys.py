@@ -323,7 +323,7 @@ class Settings:
         "/etc/yum.repos.d/gpuhost-mirrors.repo; with it gpuhost enables no vendor "
         "repository itself and a RHEL host need not be registered", _repo_urls, None)
     debian_enable_contrib: bool = _key(
-        "bool", "Debian 12: add Debian's contrib component, which NVIDIA's Debian packages "
+        "bool", "Debian (12, 13): add Debian's contrib component, which NVIDIA's Debian packages "
         "need, for the suites the host's own sources use, in gpuhost's own "
         "/etc/apt/sources.list.d/gpuhost-debian-contrib.sources (false: leave the sources "
         "alone, e.g. mirrors that carry contrib under other names, and remove that file)",

@@ -21,7 +21,7 @@ from gpuhost.facts.kernel import PackageAvailable
 from gpuhost.facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
 from gpuhost.facts.pyinfra_api import joined
 from gpuhost.facts.services import ServiceInstalled
-from gpuhost import fabric, packages
+from gpuhost import aptdistros, fabric, packages
 from gpuhost.upgrade.reboot import needs_reboot
 from gpuhost.settings import Settings
 from gpuhost.roles import boot_safety, debian_archive, el_packaging, kernel_headers
@@ -165,6 +165,19 @@ def pin_driver(version: str, name: str) -> None:
     )
 
 
+_INITRAMFS = {"update-initramfs": "update-initramfs -u", "dracut": "dracut --force"}
+
+
+def initramfs_command(tag: str) -> str:
+    """Rebuild the initramfs with whichever tool the host has, the release's own first
+    (``AptRelease.initramfs``: dracut on Ubuntu 26.04, update-initramfs on the others)."""
+    first = aptdistros.RELEASES[tag].initramfs if tag in aptdistros.RELEASES else "update-initramfs"
+    tools = [first, *(t for t in _INITRAMFS if t != first)]
+    tests = [f"command -v {t} >/dev/null 2>&1; then {_INITRAMFS[t]}; " for t in tools]
+    return ("if " + "elif ".join(tests)
+            + "else echo 'gpuhost: no initramfs tool on this host, nothing to rebuild'; fi")
+
+
 @deploy("NVIDIA driver")
 def install() -> None:
     config = host_settings()
@@ -185,11 +198,7 @@ def install() -> None:
     )
     server.shell(
         name="Rebuild the initramfs without nouveau",
-        commands=[
-            "if command -v update-initramfs >/dev/null 2>&1; then update-initramfs -u; "
-            "elif command -v dracut >/dev/null 2>&1; then dracut --force; "
-            "else echo 'gpuhost: no initramfs tool on this host, nothing to rebuild'; fi"
-        ],
+        commands=[initramfs_command(tag)],
         _if=nouveau.did_change,
     )
 
@@ -202,6 +211,9 @@ def install() -> None:
     wanted = fabric_role.wanted_packages(tag, version, flavor, fabric_kind, nvlink5)
     if family == "debian":
         pin_driver(version, name=f"Pin the driver packages at {version}")
+        if aptdistros.release(tag).needs_zstd:
+            apt.packages(name="zstd (dkms compresses the modules it builds with it, without "
+                              "depending on it)", packages=["zstd"], no_recommends=True)
         apt.packages(
             name=f"Install the {flavor} driver {version} ({', '.join(wanted)})",
             packages=wanted,
