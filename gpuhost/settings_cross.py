@@ -28,6 +28,22 @@ def _flavor_problems(v: dict) -> list[str]:
             f"{PROPRIETARY_REMOVED_BRANCH} (R580 for pre-Turing GPUs)"]
 
 
+def _driver_source_problems(v: dict) -> list[str]:
+    """A driver source without its setting (which hosts need which is known per host)."""
+    from gpuhost.settings_keys import BY_NAME
+
+    local, network = v["nvidia_local_repo"] or {}, v["nvidia_driver_repo"] or {}
+    if v["nvidia_driver_source"] == "network" and not network:
+        return ["nvidia_driver_repo: empty, but nvidia_driver_source is network (give "
+                "{tag: {url, key, fingerprint}} of NVIDIA's network repository or your mirror)"]
+    if v["nvidia_driver_source"] == "local_repo" and not local:
+        return ["nvidia_local_repo: empty, but nvidia_driver_source is local_repo"]
+    if not local and not network:
+        return [f"nvidia_local_repo: missing (required): {BY_NAME['nvidia_local_repo'].meaning}; "
+                "or nvidia_driver_repo for NVIDIA's network repository"]
+    return []
+
+
 def cross_checks(v: dict) -> list[str]:
     problems = []
     if v["docker_source"] == "local" and not v["docker_local_packages"]:
@@ -50,6 +66,7 @@ def cross_checks(v: dict) -> list[str]:
                                          v["nvidia_imex_peers"] or ())
     problems += _mig_config_problems(v)
     problems += _local_repo_version_problems(v)
+    problems += _driver_source_problems(v)
     problems += _flavor_problems(v)
     if v["verify_image_archive"] is not None and v["verify_image"] is None:
         problems.append("verify_image_archive: set without verify_image (name the image it holds)")

@@ -1,8 +1,9 @@
-"""The NVIDIA driver from NVIDIA's local repo package, pinned, nouveau out of the way.
+"""The NVIDIA driver from NVIDIA's local repo package (or its network repository:
+``roles.driver_repo``), pinned, nouveau out of the way.
 
 Steps: blacklist nouveau (initramfs rebuilt only when the blacklist changed), send the
 verified local repo package to the host only when the host lacks that exact file, install it
-and trust its key, select the branch (EL8/9: dnf module stream; EL10: none, the exact version; apt: the branch's
+and trust its key (or the verified network repository's key and source), select the branch (EL8/9: dnf module stream; EL10: none, the exact version; apt: the branch's
 meta package) and pin it (apt preferences at 1000 + unattended-upgrades blacklist; dnf
 versionlock at the exact version), then reboot only when the policy allows it and the state
 needs it.
@@ -24,7 +25,7 @@ from gpuhost.facts.services import ServiceInstalled
 from gpuhost import aptdistros, fabric, packages
 from gpuhost.upgrade.reboot import needs_reboot
 from gpuhost.settings import Settings
-from gpuhost.roles import boot_safety, debian_archive, el_packaging, kernel_headers
+from gpuhost.roles import boot_safety, debian_archive, driver_repo, el_packaging, kernel_headers
 from gpuhost.roles import fabric as fabric_role
 from gpuhost.roles.files import config_file
 from gpuhost.roles.common import (
@@ -127,9 +128,19 @@ def _service_exists(service: str) -> bool:
     return False
 
 
+def install_driver_repo(config: Settings, tag: str, version: str, flavor: str) -> None:
+    """The driver's repository, install and upgrade alike: NVIDIA's network repository (or a
+    mirror) where ``nvidia_driver_source`` takes it (``roles.driver_repo``), else the local
+    repo package."""
+    if driver_repo.source(config, tag) == "network":
+        driver_repo.install(config, tag, version, flavor)
+    else:
+        install_local_repo(config, tag, version)
+
+
 def install_local_repo(config: Settings, tag: str, version: str) -> None:
     """Send the verified local repo package (only when the host lacks that exact file),
-    install it and trust its key: install and upgrade alike."""
+    install it and trust its key."""
     artifact = local_repo_artifact(config, tag)
     remote_file = f"{REMOTE_CACHE}/{artifact.name}"
     files.put(
@@ -203,7 +214,7 @@ def install() -> None:
     )
 
     debian_archive.enable_contrib(tag, config.debian_enable_contrib)
-    install_local_repo(config, tag, version)
+    install_driver_repo(config, tag, version, flavor)
 
     fabric_kind = fabric.resolve(config.nvidia_fabric, config.nvidia_fabricmanager,
                                  fabric.switch_count(state))

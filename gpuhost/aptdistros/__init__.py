@@ -13,7 +13,7 @@ from gpuhost.aptdistros.base import AptRelease
 _MODULES = (debian, ubuntu)
 RELEASES: dict[str, AptRelease] = {r.tag: r for m in _MODULES for r in m.RELEASES}
 
-__all__ = ["RELEASES", "AptRelease", "release"]
+__all__ = ["RELEASES", "AptRelease", "driver_problem", "release"]
 
 
 def release(tag: str) -> AptRelease:
@@ -21,3 +21,17 @@ def release(tag: str) -> AptRelease:
     if tag not in RELEASES:
         raise ValueError(f"no apt distribution {tag!r} (known: {', '.join(RELEASES)})")
     return RELEASES[tag]
+
+
+def driver_problem(tag: str | None, kernel_releases, version: str) -> str | None:
+    """Why driver ``version`` cannot be built for one of ``kernel_releases`` (the running
+    kernel and the next boot's, as ``uname -r`` prints them) on ``tag``, in one line naming
+    the first version that builds; None when nothing is known against it (or not apt)."""
+    entry = RELEASES.get(tag or "")
+    if entry is None:
+        return None
+    for kernel in dict.fromkeys(k for k in kernel_releases if k):
+        problem = entry.driver_problem(kernel, version)
+        if problem:
+            return problem
+    return None

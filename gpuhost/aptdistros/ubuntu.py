@@ -78,6 +78,8 @@ def headers_meta_for(series: str, ga: str):
 # Branches before 580 are not packaged for 26.04 and none is known to build on 7.0.
 KERNEL_7_0_FIRST = {580: "580.142", 590: None, 595: "595.71.05"}
 KERNEL_7_0_NEWER_BRANCHES_FROM = 610
+_BUILDING = ", ".join([*(f"{v}+" for v in KERNEL_7_0_FIRST.values() if v),
+                       f"{KERNEL_7_0_NEWER_BRANCHES_FROM}+"])
 
 
 def _key(version: str) -> tuple[int, ...]:
@@ -110,8 +112,7 @@ def kernel_7_driver_problem(kernel_release: str, version: str) -> str | None:
         return None
     return (f"driver {version} does not build on kernel {kernel_release} (Linux 7.0, Ubuntu "
             f"26.04): the first that does is {first_building_on_kernel_7_0(version)}; set "
-            "nvidia_driver_version to it or newer (580.142+, 595.71.05+ or 610+), nothing was "
-            "changed")
+            f"nvidia_driver_version to it or a newer one ({_BUILDING})")
 
 
 _COMMON = dict(os_id="ubuntu", driver_names="ubuntu")

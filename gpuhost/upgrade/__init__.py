@@ -17,7 +17,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from gpuhost import converged, el_packages, packages, policy
+from gpuhost import aptdistros, converged, el_packages, packages, policy
 
 # GPU clients stopped before the switch, in this order (then upgrade_stop_services), started
 # again in the reverse order: display managers first (an X or Wayland session holds
@@ -134,6 +134,11 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     if probe.get("marker_error"):
         problems.append(f"{probe['marker_error']}: it is gpuhost's resume point; look at it, "
                         "remove it, then rerun")
+    unbuildable = aptdistros.driver_problem(tag, (
+        state["os"].get("kernel_release"),
+        ((state.get("kernel") or {}).get("next_boot") or {}).get("kernel_release")), target)
+    if unbuildable:
+        problems.append(unbuildable)
     flavor = None
     try:
         flavor = policy.flavor_for_gpus(config["nvidia_driver_flavor"], state["gpus"], target)
