@@ -52,7 +52,7 @@ def source(config: settings.Settings, tag: str) -> str:
 
 
 def _get(config: settings.Settings, tag: str):
-    session = artifacts.make_session(proxy=config.http_proxy, retries=2)
+    session = artifacts.make_session(proxy=config.http_proxy, retries=2, backoff_factor=0.5)
 
     def get(url: str) -> bytes:
         shown = settings.mask_url(url)
@@ -60,12 +60,14 @@ def _get(config: settings.Settings, tag: str):
                 and not settings.is_local_source(url):
             raise driver_repo.RepoError(f"offline is set but {shown} is not under "
                                         "offline_mirror_urls")
-        try:
-            if url.startswith("file://"):
+        if url.startswith("file://"):
+            try:
                 return Path(url.removeprefix("file://")).read_bytes()
+            except OSError as error:
+                raise driver_repo.RepoError(
+                    f"cannot read {shown}: {error.strerror or error}") from None
+        try:
             response = session.get(url, timeout=driver_repo.TIMEOUT)
-        except OSError as error:
-            raise driver_repo.RepoError(f"cannot read {shown}: {error.strerror or error}") from None
         except Exception as error:  # requests raises many types; one line
             raise driver_repo.RepoError(
                 f"cannot reach {shown} ({artifacts._reason(error)}): check the URL, the "
