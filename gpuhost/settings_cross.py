@@ -137,6 +137,10 @@ def _urls_in_use(v: dict) -> list[tuple[str, str]]:
     for tag, src in (v["nvidia_local_repo"] or {}).items():
         if isinstance(src, Mapping) and isinstance(src.get("url"), str):
             found.append((f"nvidia_local_repo[{tag}].url", src["url"]))
+    for tag, repo in (v["nvidia_driver_repo"] or {}).items():
+        found += [(f"nvidia_driver_repo[{tag}].{part}", repo[part]) for part in ("url", "key")
+                  if isinstance(repo, Mapping) and isinstance(repo.get(part), str)
+                  and "://" in repo[part]]
     groups = []
     if v["docker_source"] == "docker":
         groups += ["docker_repo_url", "docker_repo_gpgkey"]
@@ -156,7 +160,8 @@ def _offline_problems(v: dict) -> list[str]:
     bad: dict[str, list[str]] = {}
     for key, url in _urls_in_use(v):
         if not is_local_source(url) and not on_mirror(url, mirrors):
-            group = key if key.startswith("nvidia_local_repo") else key.split("[")[0]
+            group = key if key.startswith(("nvidia_local_repo", "nvidia_driver_repo")) \
+                else key.split("[")[0]
             bad.setdefault(group, []).append(url)
     return [f"{key}: {', '.join(show(u) for u in urls)} not reachable offline (want a local path, "
             f"a file:// URL or {where})" for key, urls in bad.items()]

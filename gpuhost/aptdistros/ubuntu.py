@@ -69,8 +69,9 @@ def headers_meta_for(series: str, ga: str):
 #   2026-04-14); 580.126.18 fails on 7.0.1 (void-linux/void-packages#60171, 2026-04-25) and
 #   580.119.02 on 7.0.9 (Frogging-Family/nvidia-all#379, 2026-05-21). Canonical's signed
 #   580-server modules for 7.0 are built from its own patched 580-server packages.
-# - 590: none: 590.48.01 fails on 7.0 (NVIDIA/open-gpu-kernel-modules#1041, 2026-02-26) and
-#   resolute's nvidia-*-590 packages are transitional to 595 (packages.ubuntu.com).
+# - 590: none known: 590.48.01 fails on 7.0-rc1 (NVIDIA/open-gpu-kernel-modules#1041,
+#   2026-02-26), no later 590 is reported to build, and resolute's nvidia-*-590 packages are
+#   transitional to 595 (packages.ubuntu.com).
 # - 595: 595.71.05 (resolute's own nvidia-dkms-595 595.71.05-0ubuntu0.26.04.1, built for its
 #   7.0 kernels; packages.ubuntu.com). No earlier 595 is known to build.
 # - branches after 595 (610 and on) came out after kernel 7.0 and build on it (610.43.02

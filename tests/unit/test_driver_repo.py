@@ -169,3 +169,18 @@ def test_a_source_without_its_setting_is_refused_by_the_inventory_check():
         "url": "https://m.example/u/", "key": "/k.asc", "fingerprint": "A" * 40}}}) == []
     assert any("nvidia_driver_source:" in p for p in S.validate({**base,
                                                                 "nvidia_driver_source": "nvidia"}))
+
+
+def test_offline_the_network_repository_must_be_on_a_mirror():
+    base = {"nvidia_driver_version": VERSION, "container_toolkit_version": "1.18.2",
+            "offline": True, "offline_mirror_urls": ["https://mirror.site/"],
+            "docker_source": "distro", "container_toolkit_source": "local",
+            "container_toolkit_local_packages": ["/pkgs/t.deb"]}
+    on = {"url": "https://mirror.site/cuda/ubuntu2604/x86_64/", "key": "/keys/nvidia.asc",
+          "fingerprint": "A" * 40}
+    assert S.validate({**base, "nvidia_driver_repo": {"ubuntu2604": on}}) == []
+    off = {**on, "url": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2604/"
+                        "x86_64/"}
+    problems = S.validate({**base, "nvidia_driver_repo": {"ubuntu2604": off}})
+    assert len(problems) == 1 and problems[0].startswith(
+        "nvidia_driver_repo[ubuntu2604].url: \"https://developer.download.nvidia.com/"), problems
