@@ -148,12 +148,14 @@ def cdi_spec_section(path: str) -> str:
     return _section("cdi_specs", 0, f"==> {path} <==\n{spec}")
 
 
-def converged_output(name: str, toolkit: bool = True, cdi_spec: str | None = None) -> str:
+def converged_output(name: str, toolkit: bool = True, cdi_spec: str | None = None,
+                     driver: str | None = None) -> str:
     """The same host after gpu_host converged it (driver loaded, toolkit, runtime); with
     ``toolkit=False`` before the toolkit packages were installed; ``cdi_spec``: the path an
-    ``nvidia-ctk cdi generate`` wrote (issue 16)."""
+    ``nvidia-ctk cdi generate`` wrote (issue 16); ``driver``: the version running (default:
+    the scenario's, ``driver_of``)."""
     s = SCENARIOS[name]
-    DRIVER = driver_of(name)  # noqa: N806 (the module's DRIVER, or the scenario's own)
+    DRIVER = driver or driver_of(name)  # noqa: N806 (the driver the inventory asked for)
     rpm = packages.family(s["tag"]) == "rhel"
     toolkit_dpkg = "".join(f"{p}\t{TOOLKIT}-1\tii \n" for p in packages.TOOLKIT_PACKAGES
                            if toolkit)

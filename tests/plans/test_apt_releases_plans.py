@@ -104,3 +104,30 @@ def test_a_wrong_key_or_an_unreachable_mirror_is_one_line_before_any_change():
     line = _refused_before_any_change({"nvidia_driver_repo": {"ubuntu2604": {
         **repo, "url": f"http://127.0.0.1:{port}/cuda/"}}})
     assert f"cannot reach http://127.0.0.1:{port}/cuda/InRelease" in line
+
+
+def test_the_upgrades_move_debian13_and_ubuntu2604_from_580_to_595():
+    debian = (GOLDEN / "upgrade-debian13.plan").read_text().splitlines()
+    new = _index(debian, "dpkg -i /var/cache/gpuhost/nvidia-driver-local-repo-debian13-595.71.05")
+    old = _index(debian, "apt-get purge -y nvidia-driver-local-repo-debian13-580.105.08")
+    switch = _index(debian, "--no-install-recommends nvidia-driver-pinning-595 nvidia-open "
+                            "nvidia-smi cuda-drivers- nvidia-kernel-dkms-")
+    assert new < old < switch
+    ubuntu = (GOLDEN / "upgrade-ubuntu2604-reboot.plan").read_text().splitlines()
+    assert not any("local-repo" in line for line in ubuntu)
+    sources = ubuntu.index("upload /etc/apt/sources.list.d/gpuhost-nvidia-driver.sources"
+                           ".gpuhost-new")
+    pin = ubuntu.index("upload /etc/apt/preferences.d/gpuhost-nvidia-driver.gpuhost-new")
+    switch = _index(ubuntu, "install -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::="
+                            "--force-confold --no-install-recommends nvidia-driver-pinning-"
+                            "595.71.05 nvidia-open cuda-drivers-580- nvidia-dkms-580-")
+    assert sources < pin < switch < _index(ubuntu, "reboot )")
+
+
+def test_an_upgrade_to_a_driver_that_does_not_build_on_kernel_7_is_refused_before_any_host():
+    from tests.plans.test_upgrade_plans import commands, run_plan
+
+    result = run_plan("ubuntu2604", {"nvidia_driver_version": "590.48.01"})
+    assert result.returncode != 0 and commands(result) == []
+    assert "driver 590.48.01 does not build on kernel 7.0.0-12-generic (Linux 7.0, Ubuntu " \
+           "26.04): the first that does is 595.71.05" in result.stdout + result.stderr
