@@ -167,7 +167,7 @@ class Settings:
         "auto")
     nvidia_driver_repo: dict[str, dict[str, str]] = _key(
         "dict", "NVIDIA's network repository or your mirror of it (aptly, Artifactory, Pulp) "
-        "per apt distro tag: {tag: {url: the flat repository's directory (NVIDIA's "
+        "per distro tag: {tag: {url: the repository's directory (NVIDIA's "
         "https://developer.download.nvidia.com/compute/cuda/repos/<tag>/x86_64/), key: its "
         "signing key (URL or controller path), fingerprint: that key's 40-hex fingerprint}}; "
         "verified on the controller before any host changes", driver_repo.check_setting, {})

@@ -1,9 +1,12 @@
-"""A signed flat apt repository in a directory, as NVIDIA's network repositories are laid out
-(``InRelease``, ``Packages.gz`` beside it), for the ``nvidia_driver_repo`` tests.
+"""Signed repositories in a directory, as NVIDIA's network repositories are laid out, for the
+``nvidia_driver_repo`` tests.
 
-The index is written by hand (name, version, a fake file name: nothing is downloaded from
-it); ``Release`` by the real ``apt-ftparchive``, ``InRelease`` clearsigned by the real
-``gpg`` with a key made for the repository.
+apt (``publish``): a flat repository, ``InRelease`` and ``Packages``/``Packages.gz`` beside
+it; the index is written by hand (name, version, a fake file name: nothing is downloaded
+from it), ``Release`` by the real ``apt-ftparchive``, ``InRelease`` clearsigned by the real
+``gpg`` with a key made for the repository. dnf (``publish_rpm``): empty noarch packages built
+by the real ``rpmbuild``, indexed by the real ``createrepo_c``, ``repomd.xml`` signed
+(detached, armored) when asked.
 """
 
 from __future__ import annotations
@@ -59,18 +62,22 @@ def stop_agent(home: Path) -> None:
                    capture_output=True, check=False)
 
 
-def cached(base: Path, name: str, packages: list[tuple[str, str]]) -> dict:
-    """A signed repository ``base/name`` holding ``packages``, built once and reused (built
-    aside and renamed into place, so parallel test processes never see half of one):
-    ``{"url": file:// URL, "key": path of the armored key, "fingerprint": ...}``."""
+def cached(base: Path, name: str, packages: list[tuple], rpm: bool = False) -> dict:
+    """A signed repository ``base/name`` holding ``packages`` (apt: [(name, version)]; with
+    ``rpm``: a dnf repository of [(name, version, release)], metadata unsigned as NVIDIA's),
+    built once and reused (built aside and renamed into place, so parallel test processes never
+    see half of one): ``{"url": file:// URL, "key": path of the armored key, "fingerprint"}``."""
     target = base / name
-    if not (target / "InRelease").is_file():
+    if not (target / "fingerprint").is_file():
         base.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=base))
         home = Path(tempfile.mkdtemp(prefix="gpuhost-netrepo-gnupg-"))
         try:
             make_key(home)
-            publish(work / "repo", home, packages)
+            if rpm:
+                publish_rpm(work / "repo", None, packages)
+            else:
+                publish(work / "repo", home, packages)
             export_key(home, work / "repo" / "key.asc")
             (work / "repo" / "fingerprint").write_text(fingerprint_of(home))
             try:
@@ -83,3 +90,29 @@ def cached(base: Path, name: str, packages: list[tuple[str, str]]) -> dict:
             shutil.rmtree(work, ignore_errors=True)
     return {"url": f"file://{target}/", "key": str(target / "key.asc"),
             "fingerprint": (target / "fingerprint").read_text().strip()}
+
+
+def _rpm(work: Path, name: str, version: str, release: str) -> Path:
+    work.mkdir(parents=True, exist_ok=True)
+    spec = work / f"{name}-{version}.spec"
+    spec.write_text(f"Name: {name}\nVersion: {version}\nRelease: {release}\nSummary: stand-in\n"
+                    "License: none\nBuildArch: noarch\n%description\nstand-in for NVIDIA's "
+                    f"{name}\n%files\n")
+    subprocess.run(["rpmbuild", "-bb", "--define", f"_topdir {work}", str(spec)],
+                   check=True, capture_output=True)
+    return next((work / "RPMS" / "noarch").glob(f"{name}-{version}-{release}*.rpm"))
+
+
+def publish_rpm(root: Path, home: Path | None, packages: list[tuple[str, str, str]]) -> None:
+    """``root`` as a dnf repository of ``packages`` ([(name, version, release)]), its
+    ``repomd.xml`` signed with ``home``'s key (None: unsigned metadata, as NVIDIA's)."""
+    work = root.parent / f".{root.name}-build"
+    root.mkdir(parents=True, exist_ok=True)
+    for name, version, release in packages:
+        shutil.copy(_rpm(work, name, version, release), root)
+    subprocess.run(["createrepo_c", "--general-compress-type=gz", str(root)], check=True,
+                   capture_output=True)
+    if home is not None:
+        _gpg(home, "--yes", "--armor", "--detach-sign", "--output",
+             str(root / "repodata/repomd.xml.asc"), str(root / "repodata/repomd.xml"))
+    shutil.rmtree(work, ignore_errors=True)

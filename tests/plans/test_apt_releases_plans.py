@@ -131,3 +131,26 @@ def test_an_upgrade_to_a_driver_that_does_not_build_on_kernel_7_is_refused_befor
     assert result.returncode != 0 and commands(result) == []
     assert "driver 590.48.01 does not build on kernel 7.0.0-12-generic (Linux 7.0, Ubuntu " \
            "26.04): the first that does is 595.71.05" in result.stdout + result.stderr
+
+
+def test_an_el_host_takes_the_network_repository_when_its_inventory_says_so():
+    """dnf: the verified key imported, gpuhost's .repo with gpgcheck=1 (NVIDIA signs packages,
+    not metadata), no local repo package; the exact version installed and locked as before."""
+    from tests.plans import scenarios
+
+    repo = scenarios.netrepo.cached(scenarios.ARTIFACTS, "netrepo-rhel10",
+                                    [("nvidia-open", scenarios.DRIVER, "1.el10")], rpm=True)
+    result, lines = _plan("rocky10", {"nvidia_driver_source": "network",
+                                      "nvidia_driver_repo": {"rhel10": repo}})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert not any("local-repo" in line for line in lines)
+    key = lines.index("upload /etc/pki/rpm-gpg/gpuhost-nvidia-driver.asc.gpuhost-new")
+    imported = lines.index("rpm --import /etc/pki/rpm-gpg/gpuhost-nvidia-driver.asc")
+    added = lines.index("upload /etc/yum.repos.d/gpuhost-nvidia-driver.repo.gpuhost-new")
+    install = _index(lines, f"dnf install -y python3-dnf-plugin-versionlock nvidia-open-"
+                            f"{scenarios.DRIVER} && locks=")
+    assert key < imported < added < install
+    # otherwise rocky10's golden plan: the local repo package's 4 lines became these 9
+    golden = _golden("rocky10")
+    start = golden.index("mkdir -p /var/cache/gpuhost")
+    assert lines[:start] == golden[:start] and lines[start + 9:] == golden[start + 4:]

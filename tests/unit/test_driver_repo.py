@@ -150,10 +150,8 @@ def test_the_setting_is_checked_before_anything_is_read():
     assert any("[ubuntu2604] url:" in p and "must end with /" in p for p in problems)
     assert any("[debian13] fingerprint:" in p and "40 hex digits" in p for p in problems)
     assert any("[ubuntu2404]" in p and "all three required" in p for p in problems)
-    assert any("[rhel10] network repositories are supported on apt distributions" in p
-               for p in problems)
     assert any("unknown distro tag 'sles15'" in p for p in problems)
-    assert len(problems) == 5
+    assert len(problems) == 4  # rhel10: dnf repositories are taken too
     resolved = _settings(nvidia_driver_repo={"ubuntu2604": good})
     assert resolved.nvidia_driver_repo["ubuntu2604"]["fingerprint"] == \
         "EB693B3035CD5710E231E123A4B469963BF863CC"
@@ -184,3 +182,49 @@ def test_offline_the_network_repository_must_be_on_a_mirror():
     problems = S.validate({**base, "nvidia_driver_repo": {"ubuntu2604": off}})
     assert len(problems) == 1 and problems[0].startswith(
         "nvidia_driver_repo[ubuntu2604].url: \"https://developer.download.nvidia.com/"), problems
+
+
+@pytest.fixture(scope="module")
+def rpm_repo(repo):
+    """dnf repositories beside the apt one: NVIDIA's layout (packages, unsigned metadata) and
+    a mirror that signs its repomd.xml."""
+    base = repo["base"]
+    pkgs = [("nvidia-open", VERSION, "1.el10"), ("nvidia-open", "580.142", "1.el10")]
+    netrepo.publish_rpm(base / "rpm", None, pkgs)
+    netrepo.publish_rpm(base / "rpm-signed", repo["home"], pkgs)
+    netrepo.publish_rpm(base / "rpm-other", repo["other_home"], pkgs)
+    return {name: repo["url"].replace("/repo/", f"/{name}/")
+            for name in ("rpm", "rpm-signed", "rpm-other")}
+
+
+def _verify_rpm(url: str, key: Path, fingerprint: str, version: str = VERSION):
+    get = role._get(_settings(), "rhel10")
+    return driver_repo.verify_rpm(url, key.read_bytes(), fingerprint, version, "nvidia-open",
+                                  get, key_shown=str(key))
+
+
+def test_dnf_repositories_are_verified_as_far_as_they_are_signed(repo, rpm_repo):
+    plain = _verify_rpm(rpm_repo["rpm"], repo["key"], repo["fingerprint"])
+    assert plain.signed_metadata is False  # NVIDIA's: packages signed, dnf checks them
+    assert "gpgcheck=1\nrepo_gpgcheck=0\n" in driver_repo.rpm_repo_file(
+        plain.url, plain.signed_metadata, "/etc/pki/rpm-gpg/k.asc")
+    signed = _verify_rpm(rpm_repo["rpm-signed"], repo["key"], repo["fingerprint"])
+    assert signed.signed_metadata is True
+    assert "repo_gpgcheck=1" in driver_repo.rpm_repo_file(signed.url, True, "/k.asc")
+    with pytest.raises(driver_repo.RepoError, match="repomd.xml is not signed by the "
+                                                    "configured key"):
+        _verify_rpm(rpm_repo["rpm-other"], repo["key"], repo["fingerprint"])
+    with pytest.raises(driver_repo.RepoError, match="refusing to trust it"):
+        _verify_rpm(rpm_repo["rpm"], repo["other_key"], repo["fingerprint"])
+    with pytest.raises(driver_repo.RepoError, match=r"has no nvidia-open at 595.58.03 \(it has: "
+                                                    r"580.142-1.el10, 595.71.05-1.el10\)"):
+        _verify_rpm(rpm_repo["rpm"], repo["key"], repo["fingerprint"], "595.58.03")
+    with pytest.raises(driver_repo.RepoError, match="repodata/repomd.xml answered HTTP 404"):
+        _verify_rpm(repo["url"], repo["key"], repo["fingerprint"])  # an apt repository
+
+
+def test_a_binary_key_is_armored_for_rpm(repo, tmp_path):
+    binary = netrepo.export_key(repo["home"], tmp_path / "key.gpg", armor=False)
+    armored = driver_repo.armored(binary.read_bytes())
+    assert armored.startswith(b"-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    assert driver_repo.key_fingerprints(armored) == {repo["fingerprint"]}
