@@ -51,7 +51,7 @@ def source(config: settings.Settings, tag: str) -> str:
     return chosen
 
 
-def _get(config: settings.Settings, tag: str):
+def _get(config: settings.Settings):
     session = artifacts.make_session(proxy=config.http_proxy, retries=2, backoff_factor=0.5)
 
     def get(url: str, optional: bool = False) -> bytes | None:
@@ -101,7 +101,7 @@ def verified(config: settings.Settings, tag: str, version: str, flavor: str) -> 
             check = driver_repo.verify if packages.family(tag) == "debian" else \
                 driver_repo.verify_rpm
             cache[key] = check(entry["url"], signing_key, entry["fingerprint"], version, meta,
-                               _get(config, tag), key_shown=settings.mask_url(entry["key"]))
+                               _get(config), key_shown=settings.mask_url(entry["key"]))
         except (driver_repo.RepoError, GpuhostError, OSError) as error:
             raise GpuhostError(f"nvidia_driver_repo[{tag}] (checked on the controller, nothing "
                                f"was changed on any host): {error}") from None

@@ -46,7 +46,7 @@ def local_repo(remote_file: str, distro_tag: str, version: str):
     Install NVIDIA's local repo package from a file already on the host, and trust its key.
 
     + remote_file: the package on the host
-    + distro_tag: ``debian12``, ``ubuntu2204``, ``ubuntu2404``, ``rhel8``, ``rhel9`` or ``rhel10``
+    + distro_tag: NVIDIA's tag (``gpuhost.distro.DISTRO_TAGS``: ``debian12`` ... ``rhel10``)
     + version: the driver version the repo carries
     """
     name = packages.local_repo_package(distro_tag, version)

@@ -55,7 +55,7 @@ def _settings(**extra) -> S.Settings:
 
 
 def _verify(url: str, key: Path, fingerprint: str, version: str = VERSION):
-    get = role._get(_settings(), "ubuntu2604")
+    get = role._get(_settings())
     return driver_repo.verify(url, key.read_bytes(), fingerprint, version, "nvidia-open", get,
                               key_shown=str(key))
 
@@ -198,7 +198,7 @@ def rpm_repo(repo):
 
 
 def _verify_rpm(url: str, key: Path, fingerprint: str, version: str = VERSION):
-    get = role._get(_settings(), "rhel10")
+    get = role._get(_settings())
     return driver_repo.verify_rpm(url, key.read_bytes(), fingerprint, version, "nvidia-open",
                                   get, key_shown=str(key))
 
