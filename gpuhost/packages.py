@@ -136,7 +136,8 @@ def driver_packages(distro_tag: str, version: str, flavor: str, fabricmanager: b
     else:
         release = aptdistros.release(distro_tag)
         pinned = version if release.pinning == "version" else br
-        pinning = [f"nvidia-driver-pinning-{pinned}"] if int(br) >= APT_UNVERSIONED_FROM else []
+        unversioned = int(br) >= min(APT_UNVERSIONED_FROM, release.unversioned_from)
+        pinning = [f"nvidia-driver-pinning-{pinned}"] if unversioned else []
         if release.driver_names == "debian":
             # unversioned on every branch (docs/real-hosts.md, "Debian 12's driver names");
             # what the driver's packages only recommend is named (--no-install-recommends)

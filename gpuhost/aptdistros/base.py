@@ -25,8 +25,10 @@ class AptRelease:
     the same names on every branch) or ``"ubuntu"`` (before 590 the branch is in the names;
     from 590 unversioned names and a pinning package); ``pinning``: what the pinning
     package names from 590 on, ``"branch"`` (``nvidia-driver-pinning-590``) or
-    ``"version"`` (``nvidia-driver-pinning-595.71.05``); ``explicit``: packages installed
-    beside the meta package because the driver's packages only recommend them.
+    ``"version"`` (``nvidia-driver-pinning-595.71.05``); ``unversioned_from``: the first
+    branch whose Ubuntu-style names drop the branch (590; 0 where every branch is unversioned);
+    ``explicit``: packages installed beside the meta package because the driver's packages
+    only recommend them.
 
     ``local_repo``: NVIDIA publishes a local repo package for it (else the driver comes
     from a network repository: ``nvidia_driver_repo``); ``contrib``: NVIDIA's packages
@@ -48,6 +50,7 @@ class AptRelease:
     driver_names: str
     headers_meta: Callable[[str], str]
     pinning: str = "branch"
+    unversioned_from: int = 590
     explicit: tuple[str, ...] = ()
     local_repo: bool = True
     contrib: bool = False

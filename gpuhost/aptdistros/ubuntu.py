@@ -8,7 +8,12 @@ container installs ``nvidia-driver-pinning-${DRIVER_VERSION}`` (the full version
 then the unversioned open packages, and installs ``zstd`` itself because "zstd is used by
 dkms to compress built modules (kernel modules are zstd-compressed on 26.04) but is not one
 of its dependencies" (NVIDIA/gpu-driver-container@bd20cb2 ``ubuntu26.04/install.sh``,
-read 2026-11-29). dkms on 26.04 is 3.2.2-1ubuntu1 (packages.ubuntu.com, resolute).
+read 2026-11-29). That container names no branch in any package, whatever the version, so
+gpuhost installs the unversioned names with the full-version pinning package on every branch
+there (NVIDIA's repositories carry both ``nvidia-driver-pinning-580`` and
+``nvidia-driver-pinning-580.105.08``, "APT driver pinning file for driver branch 580", as a
+user's ``apt-cache search`` shows). dkms on 26.04 is 3.2.2-1ubuntu1 (packages.ubuntu.com,
+resolute).
 
 No ``nvidia-driver-local-repo-ubuntu2604-*`` package was found in any public source as of
 2026-11-29: on 26.04 the driver comes from NVIDIA's network repository
@@ -125,6 +130,7 @@ RELEASES = (
                headers_meta=headers_meta_for("24.04", "6.8"), **_COMMON),
     AptRelease(tag="ubuntu2604", version_id="26.04", name="Ubuntu 26.04", codename="resolute",
                headers_meta=headers_meta_for("26.04", "7.0"), pinning="version",
+               unversioned_from=0,
                local_repo=False, needs_zstd=True, initramfs="dracut",
                driver_problem=kernel_7_driver_problem, **_COMMON),
 )

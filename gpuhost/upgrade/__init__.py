@@ -269,11 +269,13 @@ def old_packages(installed: list[str], version: str, flavor: str, wanted: list[s
     """Installed driver packages the target does not keep: another branch's, and the other
     flavour's meta packages (their dependencies follow through the package manager)."""
     branch = packages.branch(version)
-    # (and on Debian 12 the other flavour's module package, which keeps its name across
-    # branches: nvidia-kernel-dkms / nvidia-kernel-open-dkms)
-    other_meta = ({"cuda-drivers", f"cuda-drivers-{branch}", "nvidia-kernel-dkms"}
+    # (and where names carry no branch, the other flavour's module package: Debian's
+    # nvidia-kernel-dkms / nvidia-kernel-open-dkms, Ubuntu's unversioned nvidia-dkms /
+    # nvidia-dkms-open, every branch on 26.04)
+    other_meta = ({"cuda-drivers", f"cuda-drivers-{branch}", "nvidia-kernel-dkms", "nvidia-dkms"}
                   if flavor == "open"
-                  else {"nvidia-open", f"nvidia-open-{branch}", "nvidia-kernel-open-dkms"})
+                  else {"nvidia-open", f"nvidia-open-{branch}", "nvidia-kernel-open-dkms",
+                        "nvidia-dkms-open"})
     # a companion the target spells otherwise (EL nvidia-fabric-manager -> nvidia-fabricmanager)
     renamed = {_companion_kind(name) for name in wanted} - {None}
     old = []

@@ -120,7 +120,7 @@ def test_the_upgrades_move_debian13_and_ubuntu2604_from_580_to_595():
     pin = ubuntu.index("upload /etc/apt/preferences.d/gpuhost-nvidia-driver.gpuhost-new")
     switch = _index(ubuntu, "install -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::="
                             "--force-confold --no-install-recommends nvidia-driver-pinning-"
-                            "595.71.05 nvidia-open cuda-drivers-580- nvidia-dkms-580-")
+                            "595.71.05 nvidia-open cuda-drivers- nvidia-dkms-")
     assert sources < pin < switch < _index(ubuntu, "reboot )")
 
 

@@ -59,8 +59,9 @@ def _packages(name: str, version: str) -> tuple[str, str]:
         rpm = "".join(f"{name}\t3:{version}-1.{el}\n" for name in
                       ("cuda-drivers", "nvidia-driver", "kmod-nvidia-latest-dkms"))
         return "", rpm + f"{repo}\t(none):1.0-1\n"
-    rows = [f"cuda-drivers-{branch}", f"nvidia-driver-{branch}", f"nvidia-dkms-{branch}",
-            f"nvidia-utils-{branch}", f"nvidia-kernel-common-{branch}"]
+    suffix = "" if int(branch) >= aptdistros.release(tag).unversioned_from else f"-{branch}"
+    rows = [f"cuda-drivers{suffix}", f"nvidia-driver{suffix}", f"nvidia-dkms{suffix}",
+            f"nvidia-utils{suffix}", f"nvidia-kernel-common{suffix}"]
     if aptdistros.release(tag).driver_names == "debian":  # the same names on every branch
         rows = ["cuda-drivers", "nvidia-kernel-dkms", "nvidia-kernel-support",
                 "nvidia-driver-cuda", "libcuda1", "nvidia-smi"]

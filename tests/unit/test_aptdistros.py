@@ -31,7 +31,7 @@ def test_every_release_has_one_entry_and_the_tags_follow_it():
     ("ubuntu2404", "590.48.01", ["nvidia-driver-pinning-590", "nvidia-open"]),
     # Ubuntu 26.04: pinning by the full version (NVIDIA's 26.04 driver container)
     ("ubuntu2604", "595.71.05", ["nvidia-driver-pinning-595.71.05", "nvidia-open"]),
-    ("ubuntu2604", "580.142", ["nvidia-open-580"]),
+    ("ubuntu2604", "580.142", ["nvidia-driver-pinning-580.142", "nvidia-open"]),  # every branch
 ])
 def test_driver_packages_per_release(tag, version, names):
     assert packages.driver_packages(tag, version, "open", False) == names
@@ -70,6 +70,7 @@ def test_what_differs_per_release():
     assert [t for t, e in r.items() if e.dkms_line == "2.8"] == ["ubuntu2204"]
     assert [t for t, e in r.items() if e.contrib] == ["debian12", "debian13"]
     assert [t for t, e in r.items() if e.pinning == "version"] == ["ubuntu2604"]
+    assert [t for t, e in r.items() if e.unversioned_from == 0] == ["ubuntu2604"]
 
 
 @pytest.mark.parametrize("version, builds", [
