@@ -12,8 +12,9 @@ Vendor facts:
 - NVIDIA's Debian guide starts with ``add-apt-repository contrib``: the packages depend on
   packages Debian ships in contrib (``roles/debian_archive.py``).
 - Local repo packages exist for both: ``nvidia-driver-local-repo-debian12-*``,
-  ``nvidia-driver-local-repo-debian13-590.48.01_1.0-1_amd64.deb`` (seen in public install
-  scripts, 2026).
+  ``https://developer.download.nvidia.com/compute/nvidia-driver/590.48.01/local_installers/
+  nvidia-driver-local-repo-debian13-590.48.01_1.0-1_amd64.deb`` (a public Makefile that
+  downloads it, read 2026-11-29).
 - Debian 13 (released 2025-08-09): kernel 6.12 LTS, apt 3 with deb822 sources by default,
   dkms 3.2.x, ``initramfs-tools`` still the default initramfs generator.
 - Kernel meta packages: ``<ABI>-<flavour>`` -> ``linux-headers-<flavour>``: ``6.1.0-56-amd64``
