@@ -154,3 +154,19 @@ def test_an_el_host_takes_the_network_repository_when_its_inventory_says_so():
     golden = _golden("rocky10")
     start = golden.index("mkdir -p /var/cache/gpuhost")
     assert lines[:start] == golden[:start] and lines[start + 9:] == golden[start + 4:]
+
+
+def test_an_upgrade_from_an_unreachable_mirror_changes_nothing_anywhere():
+    from tests.plans import scenarios
+    from tests.plans.test_upgrade_plans import commands, run_plan
+
+    repo = scenarios.netrepo.cached(scenarios.ARTIFACTS, "netrepo-ubuntu2604",
+                                    scenarios.NETWORK_REPOS["ubuntu2604"])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = run_plan("ubuntu2604", {"nvidia_driver_repo": {"ubuntu2604": {
+        **repo, "url": f"http://127.0.0.1:{port}/cuda/"}}})
+    assert result.returncode != 0 and commands(result) == []
+    assert f"nvidia_driver_repo[ubuntu2604] (checked on the controller, nothing was changed on " \
+           f"any host): cannot reach http://127.0.0.1:{port}/cuda/InRelease" in result.stdout
