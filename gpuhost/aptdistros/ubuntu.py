@@ -69,11 +69,11 @@ def headers_meta_for(series: str, ga: str):
 
 
 # Kernel 7.0 (Ubuntu 26.04's GA kernel): the first driver of each branch whose kernel module
-# builds on it, read 2026-11-29. None: no release of that branch does.
+# builds on it, read 2026-11-29. None: no release of that branch is known to.
 # - 580: 580.142 ("DKMS for Linux 7.0.0 now builds", void-linux/void-packages PR #59943,
 #   2026-04-14); 580.126.18 fails on 7.0.1 (void-linux/void-packages#60171, 2026-04-25) and
 #   580.119.02 on 7.0.9 (Frogging-Family/nvidia-all#379, 2026-05-21). Canonical's signed
-#   580-server modules for 7.0 are built from its own patched 580-server packages.
+#   580-server modules for 7.0 are built from its own 580-server packages (inferred: patched).
 # - 590: none known: 590.48.01 fails on 7.0-rc1 (NVIDIA/open-gpu-kernel-modules#1041,
 #   2026-02-26), no later 590 is reported to build, and resolute's nvidia-*-590 packages are
 #   transitional to 595 (packages.ubuntu.com).
@@ -81,7 +81,7 @@ def headers_meta_for(series: str, ga: str):
 #   7.0 kernels; packages.ubuntu.com). No earlier 595 is known to build.
 # - branches after 595 (610 and on) came out after kernel 7.0 and build on it (610.43.02
 #   builds even on 7.1: olafkfreund/nixos_config PR #921, 2026-06-17).
-# Branches before 580 are not packaged for 26.04 and none is known to build on 7.0.
+# Branches before 580: none is known to build on 7.0 (and none is in resolute's archive).
 KERNEL_7_0_FIRST = {580: "580.142", 590: None, 595: "595.71.05"}
 KERNEL_7_0_NEWER_BRANCHES_FROM = 610
 _BUILDING = ", ".join([*(f"{v}+" for v in KERNEL_7_0_FIRST.values() if v),
