@@ -21,7 +21,7 @@ class KernelHeaders(SectionFact):
 
         {"kernel_release": "6.1.0-56-amd64",
          "flavour": "generic" | "uek" | "rhck",
-         "distro_tag": "debian12" | "ubuntu2204" | "ubuntu2404" | "rhel8" | "rhel9" | "rhel10" | None,
+         "distro_tag": "debian12" | ... | "ubuntu2604" | "rhel8" | "rhel9" | "rhel10" | None,
          "headers_packages": ["linux-headers-6.1.0-56-amd64"],   # what the kernel needs
          "headers_packages_missing": [...],                      # of those, not installed
          "headers_installed": bool,     # /lib/modules/$(uname -r)/build has a Makefile

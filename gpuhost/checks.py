@@ -173,7 +173,7 @@ def _check_source(tag, value):
 
 
 def check_local_repo(key, value):
-    if not isinstance(value, Mapping) or not value:
+    if not isinstance(value, Mapping):
         return [f"{show(value)} is not a mapping of distro tag to {{url or path, sha256}} "
                 f"(tags: {', '.join(DISTRO_TAGS)})"]
     problems = [f"unknown distro tag {t!r} (want {', '.join(DISTRO_TAGS)})"

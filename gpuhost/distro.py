@@ -11,20 +11,23 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from gpuhost import aptdistros
 from gpuhost.eldistros import DISTRIBUTIONS
 
-DISTRO_TAGS = ("debian12", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9", "rhel10")
+RPM_TAGS = ("rhel8", "rhel9", "rhel10")
+DISTRO_TAGS = (*aptdistros.RELEASES, *RPM_TAGS)
 
-# os-release ID -> (family, {major or VERSION_ID: tag}). NVIDIA ships no Oracle, Rocky or
-# Alma build: its RHEL packages are used there (same row in NVIDIA's install tables). The
-# Enterprise Linux entries come from gpuhost.eldistros, one module per distribution.
-_SUPPORTED = {
-    "debian": ("debian", {"12": "debian12"}),
-    "ubuntu": ("debian", {"22.04": "ubuntu2204", "24.04": "ubuntu2404"}),
-    **{os_id: ("rhel", {str(m): f"rhel{m}" for m in d.majors})
-       for os_id, d in DISTRIBUTIONS.items()},
-}
-SUPPORTED_TEXT = "Debian 12, Ubuntu 22.04, Ubuntu 24.04, " + ", ".join(
+# os-release ID -> (family, {major or VERSION_ID: tag}). The apt releases come from
+# gpuhost.aptdistros (one module per distribution, Ubuntu keyed by VERSION_ID, Debian by its
+# major). NVIDIA ships no Oracle, Rocky or Alma build: its RHEL packages are used there (same
+# row in NVIDIA's install tables); the Enterprise Linux entries come from gpuhost.eldistros,
+# one module per distribution.
+_SUPPORTED: dict[str, tuple[str, dict[str, str]]] = {}
+for _release in aptdistros.RELEASES.values():
+    _SUPPORTED.setdefault(_release.os_id, ("debian", {}))[1][_release.version_id] = _release.tag
+_SUPPORTED.update({os_id: ("rhel", {str(m): f"rhel{m}" for m in d.majors})
+                   for os_id, d in DISTRIBUTIONS.items()})
+SUPPORTED_TEXT = ", ".join(r.name for r in aptdistros.RELEASES.values()) + ", " + ", ".join(
     f"{d.name} {'/'.join(str(m) for m in d.majors)}" for d in DISTRIBUTIONS.values())
 
 # UEK release -> kernel base version (uname -r prefix).
@@ -46,8 +49,8 @@ def identify(os_release: Mapping[str, str], kernel_release: str | None = None) -
     major = version_id.split(".")[0]
     entry = _SUPPORTED.get(os_id)
     tag = None
-    if entry:
-        tag = entry[1].get(version_id if os_id == "ubuntu" else major)
+    if entry:  # an exact VERSION_ID (Ubuntu's 24.04) or the major (Debian's 13, EL's 9)
+        tag = entry[1].get(version_id) or entry[1].get(major)
     if tag is None:
         name = data.get("PRETTY_NAME") or f"{os_id or 'unknown'} {version_id}".strip()
         raise ValueError(f"unsupported operating system {name!r}: gpuhost supports {SUPPORTED_TEXT}")
@@ -103,7 +106,7 @@ def _distro(distro) -> dict:
     if isinstance(distro, Mapping):
         return dict(distro)
     if distro in DISTRO_TAGS:
-        family = "debian" if distro.startswith(("debian", "ubuntu")) else "rhel"
+        family = "debian" if distro in aptdistros.RELEASES else "rhel"
         major = re.sub(r"\D", "", distro) if family == "rhel" else re.sub(r"\D", "", distro)[:2]
         return {"family": family, "distro_tag": distro, "major": int(major or 0)}
     raise ValueError(f"unknown distro {distro!r} (known tags: {', '.join(DISTRO_TAGS)})")

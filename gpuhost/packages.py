@@ -2,13 +2,15 @@
 
 Names follow NVIDIA's packaging as its driver installation guide documents it:
 
-- apt, Ubuntu 22.04/24.04: before branch 590 the branch is in the package name
-  (``nvidia-open-570``, ``cuda-drivers-570``); from 590 the branch is chosen by
-  ``nvidia-driver-pinning-<branch>`` and the driver packages are unversioned.
-- apt, Debian 12: NVIDIA's debian12 repositories carry Debian's packaging (``nvidia-open``,
-  ``cuda-drivers``, ``nvidia-kernel-open-dkms``, ``nvidia-driver-cuda``, ``libcuda1``,
-  ``nvidia-smi``, ...) under the same names on every branch; the local repo holds one
-  version and gpuhost's apt pin holds it (docs/real-hosts.md, "Debian 12's driver names").
+- apt, Ubuntu: before branch 590 the branch is in the package name (``nvidia-open-570``,
+  ``cuda-drivers-570``); from 590 the branch is chosen by a pinning package and the driver
+  packages are unversioned: ``nvidia-driver-pinning-<branch>`` on 22.04/24.04,
+  ``nvidia-driver-pinning-<full version>`` on 26.04 (``gpuhost.aptdistros.ubuntu``).
+- apt, Debian 12/13: NVIDIA's debian12/debian13 repositories carry Debian's packaging
+  (``nvidia-open``, ``cuda-drivers``, ``nvidia-kernel-open-dkms``, ``nvidia-driver-cuda``,
+  ``libcuda1``, ``nvidia-smi``, ...) under the same names on every branch; gpuhost's apt pin
+  holds the version (docs/real-hosts.md, "Debian 12's driver names";
+  ``gpuhost.aptdistros.debian``).
 - dnf, EL 8/9 (NVIDIA's rhel8/rhel9 builds on RHEL, Oracle Linux, Rocky Linux, AlmaLinux):
   the branch is a module stream ``nvidia-driver:<branch>-open`` or ``<branch>-dkms``; the
   packages are ``nvidia-open`` or ``cuda-drivers``.
@@ -25,8 +27,11 @@ from __future__ import annotations
 
 import re
 
-DEB_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
-RPM_DISTROS = ("rhel8", "rhel9", "rhel10")
+from gpuhost import aptdistros
+from gpuhost.distro import RPM_TAGS
+
+DEB_DISTROS = tuple(aptdistros.RELEASES)
+RPM_DISTROS = RPM_TAGS
 # The last EL major with dnf module streams of the driver (NVIDIA's R620 kernel-modules page:
 # EL 8/9 `dnf module enable nvidia-driver:<branch>-open`; EL 10 `dnf versionlock`).
 MODULE_STREAMS_UNTIL = 9
@@ -122,27 +127,25 @@ def fabricmanager_package(distro_tag: str, version: str) -> str:
     return "nvidia-fabric-manager" if family(distro_tag) == "rhel" else f"nvidia-fabricmanager-{br}"
 
 
-# Debian 12: what gpuhost installs besides the meta package. NVIDIA's Debian packages follow
-# Debian's, where nvidia-smi is not a dependency of the driver's libraries (Debian's libcuda1
-# only Recommends the kernel module and its helpers, packages.debian.org bookworm) and gpuhost
-# installs with --no-install-recommends (nvidia-persistenced: roles/nvidia_driver.py).
-DEBIAN12_EXPLICIT = ("nvidia-smi",)
-
-
 def driver_packages(distro_tag: str, version: str, flavor: str, fabricmanager: bool) -> list[str]:
     """The packages to install for this driver (the pin or stream chooses the version)."""
     br = branch(version)
     meta = "nvidia-open" if flavor == "open" else "cuda-drivers"
-    pinning = [f"nvidia-driver-pinning-{br}"] if int(br) >= APT_UNVERSIONED_FROM else []
     if family(distro_tag) == "rhel":
         names = [meta]
-    elif distro_tag == "debian12":
-        # unversioned on every branch (docs/real-hosts.md, "Debian 12's driver names")
-        names = [*pinning, meta, *DEBIAN12_EXPLICIT]
-    elif pinning:
-        names = [*pinning, meta]
     else:
-        names = [f"{meta}-{br}"]
+        release = aptdistros.release(distro_tag)
+        pinned = version if release.pinning == "version" else br
+        unversioned = int(br) >= min(APT_UNVERSIONED_FROM, release.unversioned_from)
+        pinning = [f"nvidia-driver-pinning-{pinned}"] if unversioned else []
+        if release.driver_names == "debian":
+            # unversioned on every branch (docs/real-hosts.md, "Debian 12's driver names");
+            # what the driver's packages only recommend is named (--no-install-recommends)
+            names = [*pinning, meta, *release.explicit]
+        elif pinning:
+            names = [*pinning, meta]
+        else:
+            names = [f"{meta}-{br}"]
     if fabricmanager:
         names.append(fabricmanager_package(distro_tag, version))
     return names

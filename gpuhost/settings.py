@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 
 from gpuhost.checks import SHA256_RE, is_local_source, mask_url, on_mirror
+from gpuhost.driver_repo import normalise_fingerprint
 from gpuhost.settings_cross import cross_checks
 from gpuhost.settings_docs import DOCS_BEGIN, DOCS_END, render_markdown_table, sync_docs
 from gpuhost.settings_keys import (
@@ -101,6 +102,8 @@ def resolve(data: Mapping, host_name: str | None = None) -> Settings:
             merged[key] = {k: merged[key] for k in default}
     for src in merged["nvidia_local_repo"].values():
         src["sha256"] = src["sha256"].lower()
+    for repo in merged["nvidia_driver_repo"].values():
+        repo["fingerprint"] = normalise_fingerprint(repo["fingerprint"])
     return Settings(**{k: _freeze(v) for k, v in json.loads(json.dumps(merged)).items()})
 
 

@@ -28,6 +28,22 @@ def _flavor_problems(v: dict) -> list[str]:
             f"{PROPRIETARY_REMOVED_BRANCH} (R580 for pre-Turing GPUs)"]
 
 
+def _driver_source_problems(v: dict) -> list[str]:
+    """A driver source without its setting (which hosts need which is known per host)."""
+    from gpuhost.settings_keys import BY_NAME
+
+    local, network = v["nvidia_local_repo"] or {}, v["nvidia_driver_repo"] or {}
+    if v["nvidia_driver_source"] == "network" and not network:
+        return ["nvidia_driver_repo: empty, but nvidia_driver_source is network (give "
+                "{tag: {url, key, fingerprint}} of NVIDIA's network repository or your mirror)"]
+    if v["nvidia_driver_source"] == "local_repo" and not local:
+        return ["nvidia_local_repo: empty, but nvidia_driver_source is local_repo"]
+    if not local and not network:
+        return [f"nvidia_local_repo: missing (required): {BY_NAME['nvidia_local_repo'].meaning}; "
+                "or nvidia_driver_repo for NVIDIA's network repository"]
+    return []
+
+
 def cross_checks(v: dict) -> list[str]:
     problems = []
     if v["docker_source"] == "local" and not v["docker_local_packages"]:
@@ -50,6 +66,7 @@ def cross_checks(v: dict) -> list[str]:
                                          v["nvidia_imex_peers"] or ())
     problems += _mig_config_problems(v)
     problems += _local_repo_version_problems(v)
+    problems += _driver_source_problems(v)
     problems += _flavor_problems(v)
     if v["verify_image_archive"] is not None and v["verify_image"] is None:
         problems.append("verify_image_archive: set without verify_image (name the image it holds)")
@@ -120,6 +137,10 @@ def _urls_in_use(v: dict) -> list[tuple[str, str]]:
     for tag, src in (v["nvidia_local_repo"] or {}).items():
         if isinstance(src, Mapping) and isinstance(src.get("url"), str):
             found.append((f"nvidia_local_repo[{tag}].url", src["url"]))
+    for tag, repo in (v["nvidia_driver_repo"] or {}).items():
+        found += [(f"nvidia_driver_repo[{tag}].{part}", repo[part]) for part in ("url", "key")
+                  if isinstance(repo, Mapping) and isinstance(repo.get(part), str)
+                  and "://" in repo[part]]
     groups = []
     if v["docker_source"] == "docker":
         groups += ["docker_repo_url", "docker_repo_gpgkey"]
@@ -139,7 +160,8 @@ def _offline_problems(v: dict) -> list[str]:
     bad: dict[str, list[str]] = {}
     for key, url in _urls_in_use(v):
         if not is_local_source(url) and not on_mirror(url, mirrors):
-            group = key if key.startswith("nvidia_local_repo") else key.split("[")[0]
+            group = key if key.startswith(("nvidia_local_repo", "nvidia_driver_repo")) \
+                else key.split("[")[0]
             bad.setdefault(group, []).append(url)
     return [f"{key}: {', '.join(show(u) for u in urls)} not reachable offline (want a local path, "
             f"a file:// URL or {where})" for key, urls in bad.items()]

@@ -33,7 +33,7 @@ from gpuhost.checks import (
     masked,
     show,
 )
-from gpuhost import fabric, rdma, slurm
+from gpuhost import driver_repo, fabric, rdma, slurm
 from gpuhost.distro import DISTRO_TAGS
 from gpuhost.driver_rules import DRIVER_RE
 
@@ -156,7 +156,21 @@ class Settings:
         check_choice("open", "proprietary", "auto"), "auto")
     nvidia_local_repo: dict[str, dict[str, str]] = _key(
         "dict", "NVIDIA local repo package per distro tag: {tag: {url or path, sha256}}, tags "
-        + ", ".join(DISTRO_TAGS), check_local_repo)
+        + ", ".join(DISTRO_TAGS) + " (required unless every host takes nvidia_driver_repo)",
+        check_local_repo, {})
+    nvidia_driver_source: str = _key(
+        "str", "where the driver comes from: local_repo (NVIDIA's local repo package, "
+        "nvidia_local_repo), network (NVIDIA's network repository or a mirror of it, "
+        "nvidia_driver_repo), auto: the local repo package where NVIDIA publishes one for the "
+        "host's distribution, else the network repository (Ubuntu 26.04); docs/settings.md, "
+        "\"How the driver's source is verified\"", check_choice("auto", "local_repo", "network"),
+        "auto")
+    nvidia_driver_repo: dict[str, dict[str, str]] = _key(
+        "dict", "NVIDIA's network repository or your mirror of it (aptly, Artifactory, Pulp) "
+        "per distro tag: {tag: {url: the repository's directory (NVIDIA's "
+        "https://developer.download.nvidia.com/compute/cuda/repos/<tag>/x86_64/), key: its "
+        "signing key (URL or controller path), fingerprint: that key's 40-hex fingerprint}}; "
+        "verified on the controller before any host changes", driver_repo.check_setting, {})
     nvidia_artifact_cache: str = _key(
         "path", "controller cache for downloads", check_path, "~/.cache/gpuhost")
     nvidia_fabric: str = _key(
@@ -323,7 +337,7 @@ class Settings:
         "/etc/yum.repos.d/gpuhost-mirrors.repo; with it gpuhost enables no vendor "
         "repository itself and a RHEL host need not be registered", _repo_urls, None)
     debian_enable_contrib: bool = _key(
-        "bool", "Debian 12: add Debian's contrib component, which NVIDIA's Debian packages "
+        "bool", "Debian (12, 13): add Debian's contrib component, which NVIDIA's Debian packages "
         "need, for the suites the host's own sources use, in gpuhost's own "
         "/etc/apt/sources.list.d/gpuhost-debian-contrib.sources (false: leave the sources "
         "alone, e.g. mirrors that carry contrib under other names, and remove that file)",

@@ -46,6 +46,7 @@ CHANGED = "== changed =="  # between the stamp's header and what changed, in the
 WITNESS_FILES = (
     "/etc/apt/sources.list", "/etc/apt/sources.list.d/*", "/etc/apt/preferences.d/*",
     "/etc/apt/apt.conf.d/*gpuhost*", "/etc/apt/keyrings/*", "/usr/share/keyrings/nvidia-*",
+    "/usr/share/keyrings/gpuhost-nvidia-*", "/etc/pki/rpm-gpg/gpuhost-nvidia-*",
     "/etc/yum.repos.d/*", "/etc/pki/rpm-gpg/docker-ce.asc", "/etc/pki/rpm-gpg/nvidia-*",
     "/etc/dnf/dnf.conf", "/etc/dnf/modules.d/*", "/etc/dnf/plugins/versionlock.list",
     "/etc/dkms/*.conf", "/etc/dkms/gpuhost-*", "/etc/dkms/framework.conf.d/*",

@@ -21,6 +21,7 @@ from pyinfra import host
 from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.operations import files, server
 
+from gpuhost import aptdistros
 from gpuhost.facts.dkms import DkmsSigning
 from gpuhost.facts.files import FileDigest
 from gpuhost.facts.kernel import KernelHeaders
@@ -38,8 +39,12 @@ SHIM_MOK_DIR = "/var/lib/shim-signed/mok"
 
 def dkms_line(dkms: dict, distro_tag: str | None) -> str:
     """The dkms line whose signing mechanism this host needs: the version read on the host,
-    else the one its release ships (Ubuntu 22.04: 2.8.7; every other supported OS 3.x)."""
-    return dkms.get("line") or ("2.8" if distro_tag == "ubuntu2204" else "3")
+    else the one its release ships (Ubuntu 22.04: 2.8.7; every other supported OS 3.x:
+    ``gpuhost.aptdistros``)."""
+    if dkms.get("line"):
+        return dkms["line"]
+    release = aptdistros.RELEASES.get(distro_tag or "")
+    return release.dkms_line if release else "3"
 
 
 def secure_boot_problem(kernel: dict, key: str | None, cert: str | None) -> str | None:

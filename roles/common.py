@@ -22,7 +22,7 @@ from pyinfra.operations import server
 
 from gpuhost.facts import pyinfra_api
 from gpuhost.facts.host import GpuHostState
-from gpuhost import artifacts, el_packages, fabric, packages, policy, settings
+from gpuhost import aptdistros, artifacts, el_packages, fabric, packages, policy, settings
 from gpuhost.runtime import docker_packages, daemon_json as daemon_json_rules
 
 REMOTE_CACHE = "/var/cache/gpuhost"
@@ -140,6 +140,12 @@ def host_ready() -> bool:
                 raise GpuhostError(problem)
         if state["kernel"]["problem"]:
             raise GpuhostError(f"{host.name}: {state['kernel']['problem']}")
+        kernels = (state["os"]["kernel_release"],
+                   (state["kernel"].get("next_boot") or {}).get("kernel_release"))
+        unbuildable = aptdistros.driver_problem(state["os"]["distro_tag"], kernels,
+                                                config.nvidia_driver_version)
+        if unbuildable:  # a driver whose module cannot build on the kernel: before any change
+            raise GpuhostError(f"{host.name}: {unbuildable}")
         docker = state.get("docker") or {}
         if docker.get("exists") and not docker.get("valid"):
             # Refused before anything changes: with it, Docker's unit cannot start (a real

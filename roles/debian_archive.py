@@ -1,4 +1,4 @@
-"""Debian 12: Debian's ``contrib`` component, which NVIDIA's Debian packages need.
+"""Debian: Debian's ``contrib`` component, which NVIDIA's Debian packages need.
 
 NVIDIA's installation guide for Debian starts with ``add-apt-repository contrib``: its
 Debian-style driver packages depend on packages Debian ships only in contrib (in bookworm
@@ -16,11 +16,11 @@ from __future__ import annotations
 from pyinfra import host, logger
 from pyinfra.operations import apt, files
 
+from gpuhost import aptdistros
 from gpuhost.facts.apt_sources import REDACTED, AptSources
 from gpuhost.roles.files import config_file
 
 CONTRIB_FILE = "/etc/apt/sources.list.d/gpuhost-debian-contrib.sources"
-CODENAME = {"debian12": "bookworm"}
 
 
 def _debian_suite(suite: str, codename: str) -> bool:
@@ -85,9 +85,10 @@ def _remove(name: str) -> None:
 def enable_contrib(tag: str, enabled: bool) -> None:
     """Operations: gpuhost's contrib sources file written (or removed), apt-get update on
     change. Debian only; nothing on Ubuntu (NVIDIA's Ubuntu packages need no contrib)."""
-    codename = CODENAME.get(tag)
-    if codename is None:
+    release = aptdistros.RELEASES.get(tag)
+    if release is None or not release.contrib:
         return
+    codename = release.codename
     entries = host.get_fact(AptSources)
     ours = [e for e in entries if e["file"] == CONTRIB_FILE]
     if not enabled:

@@ -101,7 +101,7 @@ def headers_meta_package(tag: str, flavour: str | None, release: str = "") -> st
     module for the next kernel too: Debian/Ubuntu the meta package of kernel ``release``'s
     flavour (``gpuhost.kernel_meta``: linux-headers-amd64, -cloud-amd64, -generic,
     -generic-hwe-22.04, -aws ...), EL kernel-uek-devel / kernel-devel."""
-    if tag == "debian12" or tag.startswith("ubuntu"):
+    if packages.family(tag) == "debian":
         return kernel_meta.headers_meta(tag, release)
     return "kernel-uek-devel" if flavour == "uek" else "kernel-devel"
 

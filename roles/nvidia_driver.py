@@ -1,8 +1,9 @@
-"""The NVIDIA driver from NVIDIA's local repo package, pinned, nouveau out of the way.
+"""The NVIDIA driver from NVIDIA's local repo package (or its network repository:
+``roles.driver_repo``), pinned, nouveau out of the way.
 
 Steps: blacklist nouveau (initramfs rebuilt only when the blacklist changed), send the
 verified local repo package to the host only when the host lacks that exact file, install it
-and trust its key, select the branch (EL8/9: dnf module stream; EL10: none, the exact version; apt: the branch's
+and trust its key (or the verified network repository's key and source), select the branch (EL8/9: dnf module stream; EL10: none, the exact version; apt: the branch's
 meta package) and pin it (apt preferences at 1000 + unattended-upgrades blacklist; dnf
 versionlock at the exact version), then reboot only when the policy allows it and the state
 needs it.
@@ -21,10 +22,10 @@ from gpuhost.facts.kernel import PackageAvailable
 from gpuhost.facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
 from gpuhost.facts.pyinfra_api import joined
 from gpuhost.facts.services import ServiceInstalled
-from gpuhost import fabric, packages
+from gpuhost import aptdistros, fabric, packages
 from gpuhost.upgrade.reboot import needs_reboot
 from gpuhost.settings import Settings
-from gpuhost.roles import boot_safety, debian_archive, el_packaging, kernel_headers
+from gpuhost.roles import boot_safety, debian_archive, driver_repo, el_packaging, kernel_headers
 from gpuhost.roles import fabric as fabric_role
 from gpuhost.roles.files import config_file
 from gpuhost.roles.common import (
@@ -45,7 +46,7 @@ def local_repo(remote_file: str, distro_tag: str, version: str):
     Install NVIDIA's local repo package from a file already on the host, and trust its key.
 
     + remote_file: the package on the host
-    + distro_tag: ``debian12``, ``ubuntu2204``, ``ubuntu2404``, ``rhel8``, ``rhel9`` or ``rhel10``
+    + distro_tag: NVIDIA's tag (``gpuhost.distro.DISTRO_TAGS``: ``debian12`` ... ``rhel10``)
     + version: the driver version the repo carries
     """
     name = packages.local_repo_package(distro_tag, version)
@@ -127,9 +128,19 @@ def _service_exists(service: str) -> bool:
     return False
 
 
+def install_driver_repo(config: Settings, tag: str, version: str, flavor: str) -> None:
+    """The driver's repository, install and upgrade alike: NVIDIA's network repository (or a
+    mirror) where ``nvidia_driver_source`` takes it (``roles.driver_repo``), else the local
+    repo package."""
+    if driver_repo.source(config, tag) == "network":
+        driver_repo.install(config, tag, version, flavor)
+    else:
+        install_local_repo(config, tag, version)
+
+
 def install_local_repo(config: Settings, tag: str, version: str) -> None:
     """Send the verified local repo package (only when the host lacks that exact file),
-    install it and trust its key: install and upgrade alike."""
+    install it and trust its key."""
     artifact = local_repo_artifact(config, tag)
     remote_file = f"{REMOTE_CACHE}/{artifact.name}"
     files.put(
@@ -165,6 +176,19 @@ def pin_driver(version: str, name: str) -> None:
     )
 
 
+_INITRAMFS = {"update-initramfs": "update-initramfs -u", "dracut": "dracut --force"}
+
+
+def initramfs_command(tag: str) -> str:
+    """Rebuild the initramfs with whichever tool the host has, the release's own first
+    (``AptRelease.initramfs``: dracut on Ubuntu 26.04, update-initramfs on the others)."""
+    first = aptdistros.RELEASES[tag].initramfs if tag in aptdistros.RELEASES else "update-initramfs"
+    tools = [first, *(t for t in _INITRAMFS if t != first)]
+    tests = [f"command -v {t} >/dev/null 2>&1; then {_INITRAMFS[t]}; " for t in tools]
+    return ("if " + "elif ".join(tests)
+            + "else echo 'gpuhost: no initramfs tool on this host, nothing to rebuild'; fi")
+
+
 @deploy("NVIDIA driver")
 def install() -> None:
     config = host_settings()
@@ -185,16 +209,12 @@ def install() -> None:
     )
     server.shell(
         name="Rebuild the initramfs without nouveau",
-        commands=[
-            "if command -v update-initramfs >/dev/null 2>&1; then update-initramfs -u; "
-            "elif command -v dracut >/dev/null 2>&1; then dracut --force; "
-            "else echo 'gpuhost: no initramfs tool on this host, nothing to rebuild'; fi"
-        ],
+        commands=[initramfs_command(tag)],
         _if=nouveau.did_change,
     )
 
     debian_archive.enable_contrib(tag, config.debian_enable_contrib)
-    install_local_repo(config, tag, version)
+    install_driver_repo(config, tag, version, flavor)
 
     fabric_kind = fabric.resolve(config.nvidia_fabric, config.nvidia_fabricmanager,
                                  fabric.switch_count(state))
@@ -202,6 +222,9 @@ def install() -> None:
     wanted = fabric_role.wanted_packages(tag, version, flavor, fabric_kind, nvlink5)
     if family == "debian":
         pin_driver(version, name=f"Pin the driver packages at {version}")
+        if aptdistros.release(tag).needs_zstd:
+            apt.packages(name="zstd (dkms compresses the modules it builds with it, without "
+                              "depending on it)", packages=["zstd"], no_recommends=True)
         apt.packages(
             name=f"Install the {flavor} driver {version} ({', '.join(wanted)})",
             packages=wanted,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from gpuhost import aptdistros
 from gpuhost.packages import family
 
 
@@ -91,7 +92,7 @@ def docker_rpm_specs(version: str) -> list[str]:
 
 
 def docker_apt_suite(distro_tag: str) -> str:
-    return {"debian12": "bookworm", "ubuntu2204": "jammy", "ubuntu2404": "noble"}[distro_tag]
+    return aptdistros.release(distro_tag).codename
 
 
 def docker_apt_sources(distro_tag: str, url: str) -> str:

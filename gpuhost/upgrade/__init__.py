@@ -17,7 +17,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from gpuhost import converged, el_packages, packages, policy
+from gpuhost import aptdistros, converged, el_packages, packages, policy
 
 # GPU clients stopped before the switch, in this order (then upgrade_stop_services), started
 # again in the reverse order: display managers first (an X or Wayland session holds
@@ -134,6 +134,11 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     if probe.get("marker_error"):
         problems.append(f"{probe['marker_error']}: it is gpuhost's resume point; look at it, "
                         "remove it, then rerun")
+    unbuildable = aptdistros.driver_problem(tag, (
+        state["os"].get("kernel_release"),
+        ((state.get("kernel") or {}).get("next_boot") or {}).get("kernel_release")), target)
+    if unbuildable:
+        problems.append(unbuildable)
     flavor = None
     try:
         flavor = policy.flavor_for_gpus(config["nvidia_driver_flavor"], state["gpus"], target)
@@ -264,11 +269,13 @@ def old_packages(installed: list[str], version: str, flavor: str, wanted: list[s
     """Installed driver packages the target does not keep: another branch's, and the other
     flavour's meta packages (their dependencies follow through the package manager)."""
     branch = packages.branch(version)
-    # (and on Debian 12 the other flavour's module package, which keeps its name across
-    # branches: nvidia-kernel-dkms / nvidia-kernel-open-dkms)
-    other_meta = ({"cuda-drivers", f"cuda-drivers-{branch}", "nvidia-kernel-dkms"}
+    # (and where names carry no branch, the other flavour's module package: Debian's
+    # nvidia-kernel-dkms / nvidia-kernel-open-dkms, Ubuntu's unversioned nvidia-dkms /
+    # nvidia-dkms-open, every branch on 26.04)
+    other_meta = ({"cuda-drivers", f"cuda-drivers-{branch}", "nvidia-kernel-dkms", "nvidia-dkms"}
                   if flavor == "open"
-                  else {"nvidia-open", f"nvidia-open-{branch}", "nvidia-kernel-open-dkms"})
+                  else {"nvidia-open", f"nvidia-open-{branch}", "nvidia-kernel-open-dkms",
+                        "nvidia-dkms-open"})
     # a companion the target spells otherwise (EL nvidia-fabric-manager -> nvidia-fabricmanager)
     renamed = {_companion_kind(name) for name in wanted} - {None}
     old = []

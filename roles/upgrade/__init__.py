@@ -152,7 +152,7 @@ def _switch(plan: dict[str, Any], config: settings.Settings) -> None:
     pkglock.ready()  # the package manager's lock free, dpkg whole: before any install
     # the target's packages may need Debian's contrib as the first install's did
     debian_archive.enable_contrib(tag, config.debian_enable_contrib)
-    nvidia_driver.install_local_repo(config, tag, target)
+    nvidia_driver.install_driver_repo(config, tag, target, flavor)
     ops.remove_local_repos(name="Remove the other local repos, their sources and keyrings",
                            distro_tag=tag, keep_version=target)
     wanted = packages.driver_packages(tag, target, flavor, plan["fabricmanager"])

@@ -80,8 +80,9 @@ class PlanConnector(FakeConnector):
                                 else "yes")
         if self.installed and "_gh()" in command:
             scenario = self.host.data.get("plan_scenario")
-            return True, output(scenarios.converged_output(scenario, toolkit=self.toolkit,
-                                                           cdi_spec=self.cdi_spec))
+            return True, output(scenarios.converged_output(
+                scenario, toolkit=self.toolkit, cdi_spec=self.cdi_spec,
+                driver=self.host.data.get("plan_converged_driver")))
         if self.installed and scenarios.EL_PACKAGING.search(command):
             scenario = self.host.data.get("plan_scenario")
             return True, output(scenarios.el_packaging_output(scenario, installed=True))

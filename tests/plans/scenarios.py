@@ -7,7 +7,8 @@ import re
 import tempfile
 from pathlib import Path
 
-from gpuhost import el_packages, eldistros, packages
+from gpuhost import aptdistros, el_packages, eldistros, packages
+from tests import netrepo
 
 DRIVER = "570.172.08"
 TOOLKIT = "1.17.8"
@@ -72,7 +73,31 @@ SCENARIOS = {
     "debian12": {"os": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n'
                        'VERSION_ID="12"\nVERSION_CODENAME=bookworm\n',
                  "kernel": "6.1.0-56-amd64", "tag": "debian12"},
+    # Debian 13: trixie's os-release and kernel naming (6.12.<N>+deb13-<flavour>); the driver
+    # of the debian13 local repo package seen published (590.48.01)
+    "debian13": {"os": 'PRETTY_NAME="Debian GNU/Linux 13 (trixie)"\nNAME="Debian GNU/Linux"\n'
+                       'VERSION_ID="13"\nVERSION="13 (trixie)"\nVERSION_CODENAME=trixie\n'
+                       'DEBIAN_VERSION_FULL=13.2\nID=debian\n',
+                 "kernel": "6.12.57+deb13-amd64", "tag": "debian13", "driver": "590.48.01"},
+    # Ubuntu 26.04 at release (kernel 7.0.0-12-generic); no local repo package exists: the
+    # driver comes from the network repository (NETWORK_REPOS), at a version that builds on 7.0
+    "ubuntu2604": {"os": 'PRETTY_NAME="Ubuntu 26.04 LTS"\nNAME="Ubuntu"\nVERSION_ID="26.04"\n'
+                         'VERSION="26.04 LTS (Resolute Raccoon)"\nVERSION_CODENAME=resolute\n'
+                         'ID=ubuntu\nID_LIKE=debian\nUBUNTU_CODENAME=resolute\n',
+                   "kernel": "7.0.0-12-generic", "tag": "ubuntu2604", "driver": "595.71.05",
+                   "network": True},
 }
+
+# What the network repository of a scenario holds (tests/netrepo.py builds it, signed).
+NETWORK_REPOS = {"ubuntu2604": [
+    ("nvidia-open", "580.142-0ubuntu1"), ("nvidia-driver-pinning-580.142", "580.142-1"),
+    ("nvidia-open", "595.71.05-0ubuntu1"), ("nvidia-driver-pinning-595.71.05", "595.71.05-1"),
+]}
+
+
+def driver_of(name: str) -> str:
+    """The driver a scenario's plans install (DRIVER unless the release needs another)."""
+    return SCENARIOS[name].get("driver", DRIVER)
 
 ARTIFACTS = Path(tempfile.gettempdir()) / "gpuhost-plan-artifacts"
 
@@ -123,11 +148,14 @@ def cdi_spec_section(path: str) -> str:
     return _section("cdi_specs", 0, f"==> {path} <==\n{spec}")
 
 
-def converged_output(name: str, toolkit: bool = True, cdi_spec: str | None = None) -> str:
+def converged_output(name: str, toolkit: bool = True, cdi_spec: str | None = None,
+                     driver: str | None = None) -> str:
     """The same host after gpu_host converged it (driver loaded, toolkit, runtime); with
     ``toolkit=False`` before the toolkit packages were installed; ``cdi_spec``: the path an
-    ``nvidia-ctk cdi generate`` wrote (issue 16)."""
+    ``nvidia-ctk cdi generate`` wrote (issue 16); ``driver``: the version running (default:
+    the scenario's, ``driver_of``)."""
     s = SCENARIOS[name]
+    DRIVER = driver or driver_of(name)  # noqa: N806 (the driver the inventory asked for)
     rpm = packages.family(s["tag"]) == "rhel"
     toolkit_dpkg = "".join(f"{p}\t{TOOLKIT}-1\tii \n" for p in packages.TOOLKIT_PACKAGES
                            if toolkit)
@@ -135,9 +163,11 @@ def converged_output(name: str, toolkit: bool = True, cdi_spec: str | None = Non
         pkgs = (f"nvidia-open\t3:{DRIVER}-1.el9\n" +
                 "".join(f"{p}\t(none):{TOOLKIT}-1\n" for p in packages.TOOLKIT_PACKAGES
                         if toolkit))
-    elif s["tag"] == "debian12":  # Debian's packaging (gpuhost/packages.py)
+    elif aptdistros.release(s["tag"]).driver_names == "debian":  # Debian's packaging
         pkgs = "".join(f"{p}\t{DRIVER}-1\tii \n" for p in (
             "nvidia-open", "nvidia-kernel-open-dkms", "nvidia-smi")) + toolkit_dpkg
+    elif int(packages.branch(DRIVER)) >= packages.APT_UNVERSIONED_FROM:
+        pkgs = f"nvidia-open\t{DRIVER}-0ubuntu1\tii \n" + toolkit_dpkg
     else:
         pkgs = f"nvidia-open-570\t{DRIVER}-1\tii \n" + toolkit_dpkg
     xml = (
@@ -178,6 +208,18 @@ DEBIAN12_SOURCES = (
     "deb http://deb.debian.org/debian/ bookworm main non-free-firmware\n"
     "deb http://security.debian.org/debian-security bookworm-security main non-free-firmware\n"
     "deb http://deb.debian.org/debian/ bookworm-updates main non-free-firmware\n")
+
+
+# /etc/apt/sources.list.d/debian.sources of a Debian 13 install (deb822, apt 3's default)
+DEBIAN13_SOURCES = (
+    "@@gpuhost-file@@ /etc/apt/sources.list.d/debian.sources\n"
+    "Types: deb\nURIs: http://deb.debian.org/debian/\nSuites: trixie trixie-updates\n"
+    "Components: main non-free-firmware\n"
+    "Signed-By: /usr/share/keyrings/debian-archive-keyring.pgp\n\n"
+    "Types: deb\nURIs: http://security.debian.org/debian-security/\nSuites: trixie-security\n"
+    "Components: main non-free-firmware\n"
+    "Signed-By: /usr/share/keyrings/debian-archive-keyring.pgp\n")
+APT_SOURCES_OF = {"debian12": DEBIAN12_SOURCES, "debian13": DEBIAN13_SOURCES}
 
 
 def _os_id(name: str) -> str:
@@ -244,9 +286,9 @@ def host_data(name: str, extra: dict) -> dict:
     s = SCENARIOS[name]
     extra = dict(extra)
     pci = extra.pop("plan_pci", None)
-    version = extra.get("nvidia_driver_version", DRIVER)
+    version = extra.get("nvidia_driver_version", driver_of(name))
     if not re.fullmatch(r"[0-9]+(\.[0-9]+)+", str(version)):
-        version = DRIVER  # an invalid version is the test's point: refused by the settings
+        version = driver_of(name)  # an invalid version is the test's point: refused by the settings
     data = {
         "plan_scenario": name,
         "fake_delay": 0,
@@ -254,7 +296,7 @@ def host_data(name: str, extra: dict) -> dict:
         "fake_responses": {
             "_gh()": bare_output(name, pci),
             re.compile(r"^command -v systemctl"): "/usr/bin/systemctl",
-            APT_SOURCES: DEBIAN12_SOURCES if s["tag"] == "debian12" else "",
+            APT_SOURCES: APT_SOURCES_OF.get(s["tag"], ""),
             EL_PACKAGING: el_packaging_output(name, False)
             if s["tag"] and packages.family(s["tag"]) == "rhel" else "",
             "docker run --rm --network=none --gpus all": [
@@ -262,7 +304,7 @@ def host_data(name: str, extra: dict) -> dict:
             "docker run --rm --network=none --device nvidia.com/gpu=all": [
                 "rc=0", "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-00000000-1111-2222-3333-4444)"],
         },
-        "nvidia_driver_version": DRIVER,
+        "nvidia_driver_version": driver_of(name),
         # the package of the driver the plan asks for (settings check the name's version)
         "nvidia_local_repo": {s["tag"] or "rhel10": _artifact(s["tag"] or "rhel10", version)},
         "nvidia_artifact_cache": str(ARTIFACTS / "cache"),
@@ -271,6 +313,10 @@ def host_data(name: str, extra: dict) -> dict:
         "container_toolkit_version": TOOLKIT,
         "container_toolkit_gpgkey": _key("nvidia-container-toolkit"),
     }
+    if s.get("network"):  # NVIDIA publishes no local repo package: its network repository
+        data["nvidia_local_repo"] = {}
+        data["nvidia_driver_repo"] = {s["tag"]: netrepo.cached(
+            ARTIFACTS, f"netrepo-{s['tag']}", NETWORK_REPOS[s["tag"]])}
     extra_el = extra.pop("plan_el_packaging", "")  # more ElPackaging lines (a host's own state)
     if extra_el:
         data["fake_responses"][EL_PACKAGING] += extra_el

@@ -22,7 +22,7 @@ ROOT = HERE.parents[1]
 GOLDEN = HERE / "golden"
 SCENARIOS = ["ol8-uek", "ol8-rhck", "ol9-uek8", "ol9-rhck", "ol10-uek8", "ol10-rhck", "rhel8",
              "rhel9", "rhel10", "rocky8", "rocky9", "rocky10", "alma8", "alma9", "alma10",
-             "ubuntu2204", "ubuntu2404", "debian12"]
+             "ubuntu2204", "ubuntu2404", "ubuntu2604", "debian12", "debian13"]
 
 
 def run_plan(scenario: str, extra: dict | None = None, deploy: str = "deploys/gpu_host.py"):

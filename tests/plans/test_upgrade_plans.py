@@ -31,6 +31,10 @@ PLANS = {
     # EL10: no module stream; the versionlock moves with the driver
     "ol10-uek8": ("ol10-uek8", {}),
     "rocky10-reboot": ("rocky10", REBOOT),
+    # issue 35: 580 -> 595 on Debian 13 (local repo) and Ubuntu 26.04 (network repository)
+    "debian13": ("debian13", {"nvidia_driver_version": "595.71.05",
+                              "plan_converged_driver": "595.71.05"}),
+    "ubuntu2604-reboot": ("ubuntu2604", REBOOT),
 }
 
 

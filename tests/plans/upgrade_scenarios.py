@@ -12,10 +12,22 @@ import hashlib
 import re
 
 import scenarios
-from gpuhost import el_packages, packages
+from gpuhost import aptdistros, el_packages, packages
 
 FROM = "550.163.01"
 TARGET = scenarios.DRIVER  # 570.172.08
+# Releases whose plans start from another driver (it must build on their kernel): 580 -> 595
+FROMS = {"debian13": "580.105.08", "ubuntu2604": "580.142"}
+
+
+def from_of(name: str) -> str:
+    return FROMS.get(name, FROM)
+
+
+def target_of(data: dict) -> str:
+    """The driver the fake host runs once switched: ``plan_converged_driver`` (the upgrade's
+    target) where a plan sets it, else the scenario's (the fake host keeps answering it)."""
+    return data.get("plan_converged_driver") or scenarios.driver_of(data["plan_scenario"])
 _section = scenarios._section
 _bare_host_data = scenarios.host_data
 
@@ -36,8 +48,10 @@ PYTHON_PROCESS = (
 )
 
 
-def _packages(tag: str, version: str) -> tuple[str, str]:
-    """(dpkg section, rpm section) of a host running ``version`` proprietary."""
+def _packages(name: str, version: str) -> tuple[str, str]:
+    """(dpkg section, rpm section) of a host of scenario ``name`` running ``version``
+    proprietary (its local repo package installed, unless it takes a network repository)."""
+    tag = scenarios.SCENARIOS[name]["tag"]
     branch = packages.branch(version)
     repo = packages.local_repo_package(tag, version)
     if packages.family(tag) == "rhel":
@@ -45,20 +59,25 @@ def _packages(tag: str, version: str) -> tuple[str, str]:
         rpm = "".join(f"{name}\t3:{version}-1.{el}\n" for name in
                       ("cuda-drivers", "nvidia-driver", "kmod-nvidia-latest-dkms"))
         return "", rpm + f"{repo}\t(none):1.0-1\n"
-    rows = [f"cuda-drivers-{branch}", f"nvidia-driver-{branch}", f"nvidia-dkms-{branch}",
-            f"nvidia-utils-{branch}", f"nvidia-kernel-common-{branch}"]
-    if tag == "debian12":  # Debian's packaging, the same names on every branch
+    suffix = "" if int(branch) >= aptdistros.release(tag).unversioned_from else f"-{branch}"
+    rows = [f"cuda-drivers{suffix}", f"nvidia-driver{suffix}", f"nvidia-dkms{suffix}",
+            f"nvidia-utils{suffix}", f"nvidia-kernel-common{suffix}"]
+    if aptdistros.release(tag).driver_names == "debian":  # the same names on every branch
         rows = ["cuda-drivers", "nvidia-kernel-dkms", "nvidia-kernel-support",
                 "nvidia-driver-cuda", "libcuda1", "nvidia-smi"]
-    dpkg = "".join(f"{name}\t{version}-1\tii \n" for name in rows)
+    dpkg = "".join(f"{row}\t{version}-1\tii \n" for row in rows)
+    if scenarios.SCENARIOS[name].get("network"):
+        return dpkg, ""
     return dpkg + f"{repo}\t1.0-1\tii \n", ""
 
 
-def running_output(name: str, version: str = FROM, busy: bool = False) -> str:
-    """GpuHostState of OS scenario ``name`` running driver ``version`` (proprietary)."""
+def running_output(name: str, version: str | None = None, busy: bool = False) -> str:
+    """GpuHostState of OS scenario ``name`` running driver ``version`` (proprietary; default
+    the scenario's ``from_of``)."""
     s = scenarios.SCENARIOS[name]
+    version = version or from_of(name)
     rpm = packages.family(s["tag"]) == "rhel"
-    dpkg, rpm_rows = _packages(s["tag"], version)
+    dpkg, rpm_rows = _packages(name, version)
     xml = A100_XML.replace(FROM, version).format(processes=PYTHON_PROCESS if busy else "")
     return "".join([
         _section("os_release", 0, s["os"]),
@@ -114,7 +133,8 @@ def _service_state(name: str, record: list[str], variant: str) -> str:
     return state
 
 
-def _probe(command: str, variant: str, tag: str, record: list[str]) -> str:
+def _probe(command: str, variant: str, tag: str, record: list[str],
+           versions: tuple[str, str] = (FROM, TARGET)) -> str:
     at_target = variant == "at570"
     listed = re.search(r"for s in (.*?) ?; do ", command)
     names = [n.strip("'") for n in listed.group(1).split()] if listed else []
@@ -135,7 +155,7 @@ def _probe(command: str, variant: str, tag: str, record: list[str]) -> str:
     lines += [f"module {m}" for m in modules]
     lines.append(f"daemon_json_sha256 {DAEMON_SHA}")
     if packages.family(tag) == "debian":
-        lines.append(f"apt_pin_sha256 {_pin_sha(TARGET if at_target else FROM)}")
+        lines.append(f"apt_pin_sha256 {_pin_sha(versions[1] if at_target else versions[0])}")
     else:
         lines += [f"dnf_stream {'570-open' if at_target else '550-dkms'}", "dnf_state enabled"]
     return "\n".join(lines) + "\n"
@@ -144,15 +164,17 @@ def _probe(command: str, variant: str, tag: str, record: list[str]) -> str:
 _INSTALL = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*(nvidia-open|cuda-drivers)")
 
 
-def mismatch_output(name: str, dkms_built: bool = True) -> str:
-    """After the package switch, before a reboot or reload: 570 installed, 550 loaded (with
-    ``dkms_built=False``: DKMS built nothing, yet the package scriptlet exited 0)."""
-    out = scenarios.converged_output(name)
+def mismatch_output(name: str, dkms_built: bool = True, target: str | None = None) -> str:
+    """After the package switch, before a reboot or reload: the target (570) installed, the
+    old driver (550) loaded (with ``dkms_built=False``: DKMS built nothing, yet the package
+    scriptlet exited 0)."""
+    out = scenarios.converged_output(name, driver=target)
     if not dkms_built:
         out = re.sub(r"@@gpuhost@@ dkms rc=0\n.*?\n(?=@@gpuhost@@)", "@@gpuhost@@ dkms rc=0\n\n",
                      out, flags=re.S)
     out = re.sub(r"(@@gpuhost@@ proc_version rc=0\n).*?\n(?=@@gpuhost@@)",
-                 lambda m: m.group(1) + f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {FROM}"
+                 lambda m: m.group(1) + "NVRM version: NVIDIA UNIX x86_64 Kernel Module  "
+                 f"{from_of(name)}"
                  "  Mon Jun  2 12:00:00 UTC 2025\n", out, flags=re.S)
     return re.sub(r"@@gpuhost@@ smi_xml rc=0\n.*?\n(?=@@gpuhost@@)",
                   "@@gpuhost@@ smi_xml rc=18\nFailed to initialize NVML: Driver/library version "
@@ -187,12 +209,14 @@ def respond(host_data: dict, command: str, record: list[str]) -> str | None:
         if not any("&& reboot )" in line or re.match(r"modprobe nvidia$", line)
                    for line in later):
             return mismatch_output(host_data["plan_scenario"],
-                                   dkms_built=not host_data.get("plan_dkms_failed"))
+                                   dkms_built=not host_data.get("plan_dkms_failed"),
+                                   target=target_of(host_data))
         return None  # the harness answers with the converged host
     if 'echo "service $s $st"' in command:
         base = host_data["plan_scenario"]
         return _probe(command, host_data.get("plan_variant", ""),
-                      scenarios.SCENARIOS[base]["tag"], record)
+                      scenarios.SCENARIOS[base]["tag"], record,
+                      (from_of(base), target_of(host_data)))
     marker = "/var/lib/gpuhost/driver-upgrade.json"
     if marker in command and "stat -c" in command:  # files.File(marker)
         if f"upload {marker}" in record:

@@ -280,6 +280,10 @@ OS = {
     "debian12": {"ID": "debian", "VERSION_ID": "12", "PRETTY_NAME": "Debian GNU/Linux 12 (bookworm)"},
     "ubuntu2204": {"ID": "ubuntu", "VERSION_ID": "22.04", "ID_LIKE": "debian"},
     "ubuntu2404": {"id": "ubuntu", "version_id": "24.04"},
+    "debian13": {"ID": "debian", "VERSION_ID": "13", "VERSION_CODENAME": "trixie",
+                 "PRETTY_NAME": "Debian GNU/Linux 13 (trixie)"},
+    "ubuntu2604": {"ID": "ubuntu", "VERSION_ID": "26.04", "VERSION_CODENAME": "resolute",
+                   "PRETTY_NAME": "Ubuntu 26.04 LTS"},
     "ol9": {"ID": "ol", "VERSION_ID": "9.4", "ID_LIKE": "fedora"},
     "ol8": {"ID": "\"ol\"", "VERSION_ID": "\"8.10\""},
     "rhel9": {"ID": "rhel", "VERSION_ID": "9.5"},
@@ -294,7 +298,8 @@ OS = {
 
 @pytest.mark.parametrize("name, family, tag, major", [
     ("debian12", "debian", "debian12", 12), ("ubuntu2204", "debian", "ubuntu2204", 22),
-    ("ubuntu2404", "debian", "ubuntu2404", 24), ("ol9", "rhel", "rhel9", 9), ("ol8", "rhel", "rhel8", 8),
+    ("ubuntu2404", "debian", "ubuntu2404", 24), ("debian13", "debian", "debian13", 13),
+    ("ubuntu2604", "debian", "ubuntu2604", 26), ("ol9", "rhel", "rhel9", 9), ("ol8", "rhel", "rhel8", 8),
     ("rhel9", "rhel", "rhel9", 9), ("rocky8", "rhel", "rhel8", 8),
     ("ol10", "rhel", "rhel10", 10), ("rhel10", "rhel", "rhel10", 10),
     ("rocky10", "rhel", "rhel10", 10), ("alma9", "rhel", "rhel9", 9),
@@ -310,9 +315,12 @@ def test_identify(name, family, tag, major):
     {"ID": "ol", "VERSION_ID": "7.9"}, {"ID": "arch"}, {},
     {"ID": "rocky", "VERSION_ID": "11.0"}, {"ID": "rhel", "VERSION_ID": "11.0"},
     {"ID": "ol", "VERSION_ID": "11.0"}, {"ID": "almalinux", "VERSION_ID": "11"},
+    {"ID": "debian", "VERSION_ID": "14"}, {"ID": "ubuntu", "VERSION_ID": "25.10"},
+    {"ID": "ubuntu", "VERSION_ID": "26"}, {"ID": "ubuntu", "VERSION_ID": "26.10"},
 ])
 def test_identify_unsupported(os_release):
-    with pytest.raises(ValueError, match="gpuhost supports Debian 12, Ubuntu 22.04"):
+    with pytest.raises(ValueError, match="gpuhost supports Debian 12, Debian 13, Ubuntu 22.04, "
+                                         "Ubuntu 24.04, Ubuntu 26.04, "):
         distro.identify(os_release)
 
 

@@ -144,7 +144,8 @@ def test_local_repo_entries():
         "rhel9": "https://x/y.rpm",
     })
     assert ("nvidia_local_repo: unknown distro tag 'rhel7' "
-            "(want debian12, ubuntu2204, ubuntu2404, rhel8, rhel9, rhel10)") in bad
+            "(want debian12, debian13, ubuntu2204, ubuntu2404, ubuntu2604, rhel8, rhel9, "
+            "rhel10)") in bad
     assert "nvidia_local_repo: [debian12] give exactly one of url or path" in bad
     assert any(p.startswith("nvidia_local_repo: [ubuntu2404] path:") for p in bad)
     assert any("[ubuntu2404] sha256" in p and "64 hex digits" in p for p in bad)
