@@ -13,10 +13,13 @@ import sys
 import time
 from pathlib import Path
 
-OUT_DIR = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+# Everything under the sandbox's cache directory (GPUHOST_CACHE_DIR, as sandbox/paths.py),
+# so that a private cache keeps the build's stamps and work files private too.
+CACHE_DIR = Path(os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost"))
+OUT_DIR = Path(os.environ.get("GPUHOST_NVIDIA_OUT", CACHE_DIR / "nvidia"))
 # Private state lives beside the served directory, never inside it.
-WORK_DIR = Path(os.environ.get("GPUHOST_NVIDIA_WORK", "/var/cache/gpuhost/nvidia-build"))
-GNUPG_DIR = Path(os.environ.get("GPUHOST_NVIDIA_GNUPG", "/var/cache/gpuhost/nvidia-gnupg"))
+WORK_DIR = Path(os.environ.get("GPUHOST_NVIDIA_WORK", CACHE_DIR / "nvidia-build"))
+GNUPG_DIR = Path(os.environ.get("GPUHOST_NVIDIA_GNUPG", CACHE_DIR / "nvidia-gnupg"))
 BASE_URL = os.environ.get("GPUHOST_NVIDIA_URL", "http://127.77.0.1:8000/nvidia")
 
 HERE = Path(__file__).resolve().parent
