@@ -35,7 +35,9 @@ GPUSIM_SRC = HERE.parent / "gpusim"
 DRIVER_VERSIONS = ("550.163.01", "570.172.08", "580.95.05", "595.71.05", "620.70.06")
 DEFAULT_DRIVER = "580.95.05"
 APT_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
-RPM_DISTROS = ("rhel8", "rhel9")
+RPM_DISTROS = ("rhel8", "rhel9", "rhel10")
+# NVIDIA's tags whose local repos have no dnf module metadata (EL10 has no module streams)
+NO_MODULE_STREAMS = ("rhel10",)
 # The toolkit versions the fake repos serve (apt pin / dnf version picks one) and their
 # release commits (NVIDIA/nvidia-container-toolkit tags v1.17.8, v1.18.2); TOOLKIT_VERSION is
 # the sandbox inventory's default (the newest 1.18.x, CHANGELOG.md of tag v1.18.2).
