@@ -279,7 +279,7 @@ def test_manifest_matches_the_files(built):
     assert checked == 3
     assert m["toolkit"]["version"] == TK
     assert m["toolkit"]["versions"] == [TK_OLD, TK]
-    assert set(m["ol_repos"]) == {"ol8", "ol9"}
+    assert set(m["ol_repos"]) == {"ol8", "ol9", "ol10", "rocky10", "rhel10"}
     assert m["verify_image"]["name"] == "gpuhost/verify:sandbox"
 
 
