@@ -158,7 +158,8 @@ def _el_repos(h: dict, upper: Path) -> None:
     if not tree.is_dir():
         return
     shutil.copytree(tree, upper, dirs_exist_ok=True)
-    shutil.copyfile(top / "gpgkey", _mk(upper / Path(v.GPG_KEY_FILE).parent) / Path(v.GPG_KEY_FILE).name)
+    key = upper / v.GPG_KEY_FILE.lstrip("/")
+    shutil.copyfile(top / "gpgkey", _mk(key.parent) / key.name)
     # built for the default server; a private fleet serves it on its own port
     url = (top / elrepos.URL_VAR).read_text().strip()
     write_file(_mk(upper / "etc/dnf/vars") / elrepos.URL_VAR,
