@@ -123,3 +123,23 @@ def test_gpuhost_upgrade_moves_the_el10_hosts_and_their_lock_to_595(first, ssh, 
         assert locks and all(f":{PRODUCTION}-" in lock for lock in locks), locks
         smi = ssh(name, "nvidia-smi --query-gpu=driver_version --format=csv,noheader").stdout
         assert smi.split()[0] == PRODUCTION
+
+
+def test_the_rhel_hosts_subscription_manager_does_what_red_hats_documents(first, ssh):
+    """Last: it registers the RHEL host. Unregistered: identity and repos exit 1, no Red Hat
+    repository; registered: redhat.repo with BaseOS and AppStream enabled, CodeReady Builder
+    enabled by `repos --enable`, and dnf reads them from the sandbox's RHEL repositories."""
+    crb = "codeready-builder-for-rhel-10-x86_64-rpms"
+    identity = ssh(RHEL10, "subscription-manager identity", check=False)
+    assert identity.returncode == 1 and "not yet registered" in identity.stderr
+    assert ssh(RHEL10, f"subscription-manager repos --enable={crb}", check=False).returncode == 1
+    assert ssh(RHEL10, "dnf -q repolist --enabled").stdout.strip() == ""
+    ssh(RHEL10, "subscription-manager register --org=example --activationkey=gpu-hosts")
+    assert ssh(RHEL10, "subscription-manager identity", check=False).returncode == 0
+    enabled = ssh(RHEL10, "dnf -q repolist --enabled").stdout.split()
+    assert "rhel-10-for-x86_64-baseos-rpms" in enabled and crb not in enabled
+    out = ssh(RHEL10, f"subscription-manager repos --enable={crb}").stdout
+    assert f"Repository '{crb}' is enabled for this system." in out
+    assert crb in ssh(RHEL10, "dnf -q repolist --enabled").stdout.split()
+    rhck = "6.12.0-55.9.1.el10_0.x86_64"
+    assert ssh(RHEL10, f"dnf -q repoquery --available kernel-devel-matched-{rhck}").stdout.strip()
