@@ -1,14 +1,16 @@
-"""Cached root filesystems: a Debian bookworm minbase root and one Enterprise Linux layer per
-release (Oracle Linux 8/9/10, Rocky Linux 10, RHEL 10: an overlay lower layer on top of the
-Debian root with rpm + dnf + the release's files, sandbox/elrelease.py). Each lives in a directory named after the hash of its recipe, so it is rebuilt
-only when the recipe changes:
+"""Cached root filesystems: a Debian bookworm minbase root, one layer with rpm + dnf that
+every Enterprise Linux release shares, and one small layer per release with its own files
+(Oracle Linux 8/9/10, Rocky Linux 10, RHEL 10: sandbox/elrelease.py). Each lives in a
+directory named after the hash of its recipe, so it is rebuilt only when the recipe changes:
 
   /var/cache/gpuhost/base/debian12-<hash>/
-  /var/cache/gpuhost/base/ol8-<hash>/      (a layer: only the files that differ)
-  /var/cache/gpuhost/base/ol9-<hash>/      (likewise ol10, rocky10, rhel10)
+  /var/cache/gpuhost/base/el-common-<hash>/  (overlay layer: rpm, dnf, dnf-plugins-core)
+  /var/cache/gpuhost/base/ol8-<hash>/        (the release's files only; likewise ol9,
+                                              ol10, rocky10, rhel10)
 """
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import tempfile
@@ -64,9 +66,18 @@ def debian_base_dir() -> Path:
 RHSM_STANDIN = paths.FILES_DIR / "subscription-manager"
 
 
-def ol_layer_dir(os_name: str) -> Path:
+def el_common_dir() -> Path:
+    """rpm, dnf and dnf-plugins-core over the Debian root: one layer every Enterprise Linux
+    release shares (the slow part: an apt-get install)."""
     recipe = {"base": debian_base_dir().name, "packages": OL_PACKAGES,
-              "release": OL_RELEASES[os_name], "version": OL_RECIPE_VERSION}
+              "drop": VERSIONLOCK_FILES, "version": OL_RECIPE_VERSION}
+    return paths.BASE_CACHE / f"el-common-{recipe_hash(recipe)}"
+
+
+def ol_layer_dir(os_name: str) -> Path:
+    """The release's own files, over el_common_dir() (sandbox/elrelease.py)."""
+    recipe = {"base": el_common_dir().name, "release": OL_RELEASES[os_name],
+              "files": inspect.getsource(elrelease), "version": OL_RECIPE_VERSION}
     if OL_RELEASES[os_name]["vendor"] == "redhat":
         recipe["rhsm"] = RHSM_STANDIN.read_text()
     return paths.BASE_CACHE / f"{os_name}-{recipe_hash(recipe)}"
@@ -77,7 +88,7 @@ def lower_dirs(os_name: str) -> list[Path]:
     if os_name == "debian12":
         return [debian_base_dir()]
     if os_name in OL_RELEASES:
-        return [ol_layer_dir(os_name), debian_base_dir()]
+        return [ol_layer_dir(os_name), el_common_dir(), debian_base_dir()]
     if ubuntu.is_ubuntu(os_name):
         return [ubuntu.layer_dir(debian_base_dir(), os_name), debian_base_dir()]
     raise SandboxError(f"unknown host OS {os_name!r}: use debian12, "
@@ -137,28 +148,45 @@ def _postprocess_base(root: Path) -> None:
     (root / "root/.ssh").mkdir(mode=0o700, exist_ok=True)
 
 
-def build_ol_layer(os_name: str) -> Path:
-    target = ol_layer_dir(os_name)
+def build_el_common() -> Path:
+    target = el_common_dir()
     if target.is_dir():
-        say(f"{os_name} layer {target} is cached")
+        say(f"Enterprise Linux layer {target} is cached")
         return target
     base = debian_base_dir()
-    tmp = Path(tempfile.mkdtemp(prefix=f".build-{os_name}-", dir=paths.BASE_CACHE))
+    tmp = Path(tempfile.mkdtemp(prefix=".build-el-common-", dir=paths.BASE_CACHE))
     upper, work, merged = tmp / "upper", tmp / "work", tmp / "merged"
     for d in (upper, work, merged):
         d.mkdir()
     try:
-        with step(f"{os_name} layer: apt-get install {' '.join(OL_PACKAGES)} in an overlay"):
+        with step(f"Enterprise Linux layer: apt-get install {' '.join(OL_PACKAGES)} in an overlay"):
             _install_in_overlay(base, upper, work, merged, OL_PACKAGES)
+        _drop_versionlock(upper)
+        os.replace(upper, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _prune_old("el-common-", keep=target)
+    return target
+
+
+def build_ol_layer(os_name: str) -> Path:
+    build_el_common()
+    target = ol_layer_dir(os_name)
+    if target.is_dir():
+        say(f"{os_name} layer {target} is cached")
+        return target
+    tmp = Path(tempfile.mkdtemp(prefix=f".build-{os_name}-", dir=paths.BASE_CACHE))
+    try:
         with step(f"{os_name} layer: {os_name} release files"):
-            elrelease.write_release(upper, os_name)
+            (tmp / "etc").mkdir()
+            elrelease.write_release(tmp, os_name)
             if OL_RELEASES[os_name]["vendor"] == "redhat":
-                dest = upper / "usr/sbin/subscription-manager"
+                dest = tmp / "usr/sbin/subscription-manager"
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(RHSM_STANDIN, dest)
                 dest.chmod(0o755)
-        _drop_versionlock(upper)
-        os.replace(upper, target)
+        tmp.chmod(0o755)
+        os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     _prune_old(f"{os_name}-", keep=target)
