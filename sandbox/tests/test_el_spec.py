@@ -3,6 +3,7 @@ repositories' layout (no host booted: sandbox/spec.py, sandbox/elrelease.py,
 sandbox/nvidia/pkg/elrepos.py). The booted hosts: tests/integration/test_el10.py."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from sandbox.nvidia.pkg import elrepos, elrpms, oracle, redhat, rocky
 from sandbox.util import SandboxError
 
 KERNEL = "6.1.0-99-amd64"
+VERSION = "595.71.05"
 
 
 def test_a_spec_os_puts_a_host_on_any_el_release_and_names_it_after_it():
@@ -93,3 +95,32 @@ def test_the_subscription_manager_stand_in_says_unregistered_where_no_consumer_c
                            "identity"], capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stderr.startswith("This system is not yet registered.")
+
+
+@pytest.fixture(scope="module")
+def rhel10_repo(tmp_path_factory) -> Path:
+    """NVIDIA's rhel10 local repo of one fake driver, built into a temporary directory and
+    unpacked (rpm2cpio); the path of its repository."""
+    base = tmp_path_factory.mktemp("el10")
+    env = {**os.environ, "GPUHOST_NVIDIA_OUT": str(base / "out"),
+           "GPUHOST_NVIDIA_WORK": str(base / "work"), "GPUHOST_NVIDIA_GNUPG": str(base / "gnupg")}
+    done = subprocess.run([sys.executable, "-m", "sandbox.nvidia.build", "--only", "local-repos",
+                           "--driver-version", VERSION, "--distro", "rhel10"],
+                          cwd=paths.PACKAGE_DIR.parent, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rpm = base / "out/local-repos" / VERSION / f"nvidia-driver-local-repo-rhel10-{VERSION}-1.0-1.x86_64.rpm"
+    root = base / "root"
+    root.mkdir()
+    subprocess.run(["sh", "-c", f'rpm2cpio "{rpm}" | (cd "{root}" && cpio -idm --quiet)'],
+                   check=True)
+    return root / f"var/nvidia-driver-local-repo-rhel10-{VERSION}"
+
+
+def test_the_rhel10_local_repo_has_no_module_streams(rhel10_repo):
+    """EL10 has no dnf module streams: NVIDIA's rhel10 repos carry no modules.yaml, and the
+    driver is `dnf install nvidia-open-<version>` plus a versionlock."""
+    repodata = {p.name for p in (rhel10_repo / "repodata").iterdir()}
+    assert any(name.endswith("primary.xml.gz") or name.endswith("primary.xml.zst")
+               or "primary" in name for name in repodata), repodata
+    assert not any("modules" in name for name in repodata), repodata
+    assert (rhel10_repo / f"nvidia-open-{VERSION}-1.el10.x86_64.rpm").is_file()
