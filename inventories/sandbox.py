@@ -1,7 +1,7 @@
 """pyinfra inventory of the sandbox fleet (`make sandbox-up HOSTS=N`).
 
 Reads fleet.json from $GPUHOST_SANDBOX_DIR (default /run/gpuhost-sandbox), written by
-`python -m sandbox up`. Groups: debian_hosts, ol_hosts, ubuntu_hosts, docker_hosts (each a pyinfra
+`python -m sandbox up`. Groups: debian_hosts, ol_hosts, el_hosts (every Enterprise Linux host), ubuntu_hosts, docker_hosts (each a pyinfra
 `(hosts, data)` tuple) and `all`, whose data is `sandbox_settings(fleet, manifest)`.
 
     .venv/bin/pyinfra inventories/sandbox.py fact server.LinuxDistribution --json
@@ -14,7 +14,10 @@ from pathlib import Path
 _RUN_DIR = Path(os.environ.get("GPUHOST_SANDBOX_DIR", "/run/gpuhost-sandbox"))
 # the fake NVIDIA artifacts (sandbox/nvidia/pkg/common.py: GPUHOST_NVIDIA_OUT, for a
 # private fleet beside the default one)
-_MANIFEST = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia")) / "manifest.json"
+_CACHE = Path(os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost"))
+_MANIFEST = Path(os.environ.get("GPUHOST_NVIDIA_OUT", _CACHE / "nvidia")) / "manifest.json"
+# Enterprise Linux hosts of the sandbox (sandbox/spec.py OL_KERNELS): Oracle, Rocky, RHEL
+_EL_PREFIXES = ("ol", "rocky", "rhel", "alma")
 _DEFAULT_MIRROR = "http://127.77.0.1:8000"
 
 
@@ -82,7 +85,7 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
     settings.update(
         nvidia_driver_version=version,
         nvidia_local_repo={tag: {"url": r["url"], "sha256": r["sha256"]} for tag, r in repos.items()},
-        nvidia_artifact_cache="/var/cache/gpuhost/controller",
+        nvidia_artifact_cache=str(_CACHE / "controller"),
         container_toolkit_version=toolkit["version"],
         container_toolkit_source="mirror",
         container_toolkit_repo_url={"apt": toolkit["apt"]["url"], "rpm": toolkit["rpm"]["url"]},
@@ -98,9 +101,9 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
     return settings
 
 
-def _ol_settings(manifest: dict | None, major: str) -> dict:
-    """Oracle Linux hosts take Docker from the sandbox's stand-in of Docker's RHEL repo."""
-    repo = (manifest or {}).get("ol_repos", {}).get(major)
+def _ol_settings(manifest: dict | None, os_name: str) -> dict:
+    """Enterprise Linux hosts take Docker from the sandbox's stand-in of Docker's RHEL repo."""
+    repo = (manifest or {}).get("ol_repos", {}).get(os_name)
     if not repo:
         return {}
     return {"docker_source": "docker", "docker_repo_url": {"rhel": repo["url"]},
@@ -145,7 +148,7 @@ _manifest = _load_manifest(_fleet["mirror"])
 # outranks every group's data.
 _hosts = [
     (name, {**data, **_ol_settings(_manifest, data["sandbox_os"])})
-    if data["sandbox_os"] in ("ol8", "ol9") else (name, data)
+    if data["sandbox_os"].startswith(_EL_PREFIXES) else (name, data)
     for name, data in (_host(_fleet, h) for h in _fleet["hosts"])
 ]
 # OL8 hosts with the container-tools trait (podman, buildah, runc): Docker replaces them,
@@ -162,7 +165,8 @@ docker_ce_debian = _docker_ce_settings(_manifest)
 docker_ce_28_debian = _docker_ce_settings(_manifest, "debian-28")
 
 debian_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "debian12"], {})
-ol_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("ol8", "ol9")], {})
+ol_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("ol8", "ol9", "ol10")], {})
+el_hosts = ([t for t in _hosts if _by_name[t[0]]["os"].startswith(_EL_PREFIXES)], {})
 ubuntu_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("ubuntu2204", "ubuntu2404")], {})
 docker_hosts = ([t for t in _hosts if _by_name[t[0]].get("docker")], {})
 # gpuhost's settings for the whole fleet. Not in the `all` group: group_data/all.py holds

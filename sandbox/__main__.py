@@ -25,7 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     p_up.add_argument("--docker-hosts", type=int, default=1,
                       help="how many Debian hosts form the docker_hosts group, default 1")
     p_up.add_argument("--spec", default=None,
-                      help='per-host overrides, JSON or @file: {"gpu-01": {"gpu_count": 8}}')
+                      help='per-host overrides, JSON or @file: {"gpu-01": {"gpu_count": 8}}; '
+                           '"os" by index puts a host on any OS: {"1": {"os": "ol10"}} '
+                           '(ol8, ol9, ol10, rocky10, rhel10, debian12, ubuntu2204, ubuntu2404)')
     p_up.add_argument("--refresh", action="store_true",
                       help="re-read the Debian archive's package lists for the mirror")
     start = p_up.add_mutually_exclusive_group()

@@ -1,20 +1,22 @@
-"""Cached root filesystems: a Debian bookworm minbase root and one Oracle Linux layer per
-major (an overlay lower layer on top of the Debian root with rpm + dnf + Oracle's release
-files). Each lives in a directory named after the hash of its recipe, so it is rebuilt
-only when the recipe changes:
+"""Cached root filesystems: a Debian bookworm minbase root, one layer with rpm + dnf that
+every Enterprise Linux release shares, and one small layer per release with its own files
+(Oracle Linux 8/9/10, Rocky Linux 10, RHEL 10: sandbox/elrelease.py). Each lives in a
+directory named after the hash of its recipe, so it is rebuilt only when the recipe changes:
 
   /var/cache/gpuhost/base/debian12-<hash>/
-  /var/cache/gpuhost/base/ol8-<hash>/      (a layer: only the files that differ)
-  /var/cache/gpuhost/base/ol9-<hash>/
+  /var/cache/gpuhost/base/el-common-<hash>/  (overlay layer: rpm, dnf, dnf-plugins-core)
+  /var/cache/gpuhost/base/ol8-<hash>/        (the release's files only; likewise ol9,
+                                              ol10, rocky10, rhel10)
 """
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from . import paths, ubuntu
+from . import elrelease, paths, ubuntu
 from .util import SandboxError, need_commands, recipe_hash, run, say, step, write_file
 
 BASE_PACKAGES = [
@@ -42,10 +44,9 @@ VERSIONLOCK_FILES = ["usr/lib/python3/dist-packages/dnf-plugins/versionlock.py",
                      # python3-dnf-plugin-show-leaves: prints "New leaves:" after each install
                      "usr/lib/python3/dist-packages/dnf-plugins/show_leaves.py"]
 
-OL_RELEASES = {
-    "ol8": {"version": "8.10", "major": "8", "rhel_codename": "Ootpa"},
-    "ol9": {"version": "9.5", "major": "9", "rhel_codename": "Plow"},
-}
+# Every Enterprise Linux release the sandbox boots (Oracle Linux, Rocky Linux, RHEL): the
+# same rpm/dnf layer with each release's files (sandbox/elrelease.py)
+OL_RELEASES = elrelease.RELEASES
 
 
 def _base_recipe() -> dict:
@@ -61,9 +62,24 @@ def debian_base_dir() -> Path:
     return paths.BASE_CACHE / f"debian12-{recipe_hash(_base_recipe())}"
 
 
-def ol_layer_dir(os_name: str) -> Path:
+# RHEL hosts: the stand-in of subscription-manager (installed by RHEL's default install)
+RHSM_STANDIN = paths.FILES_DIR / "subscription-manager"
+
+
+def el_common_dir() -> Path:
+    """rpm, dnf and dnf-plugins-core over the Debian root: one layer every Enterprise Linux
+    release shares (the slow part: an apt-get install)."""
     recipe = {"base": debian_base_dir().name, "packages": OL_PACKAGES,
-              "release": OL_RELEASES[os_name], "version": OL_RECIPE_VERSION}
+              "drop": VERSIONLOCK_FILES, "version": OL_RECIPE_VERSION}
+    return paths.BASE_CACHE / f"el-common-{recipe_hash(recipe)}"
+
+
+def ol_layer_dir(os_name: str) -> Path:
+    """The release's own files, over el_common_dir() (sandbox/elrelease.py)."""
+    recipe = {"base": el_common_dir().name, "release": OL_RELEASES[os_name],
+              "files": inspect.getsource(elrelease), "version": OL_RECIPE_VERSION}
+    if OL_RELEASES[os_name]["vendor"] == "redhat":
+        recipe["rhsm"] = RHSM_STANDIN.read_text()
     return paths.BASE_CACHE / f"{os_name}-{recipe_hash(recipe)}"
 
 
@@ -72,11 +88,11 @@ def lower_dirs(os_name: str) -> list[Path]:
     if os_name == "debian12":
         return [debian_base_dir()]
     if os_name in OL_RELEASES:
-        return [ol_layer_dir(os_name), debian_base_dir()]
+        return [ol_layer_dir(os_name), el_common_dir(), debian_base_dir()]
     if ubuntu.is_ubuntu(os_name):
         return [ubuntu.layer_dir(debian_base_dir(), os_name), debian_base_dir()]
-    raise SandboxError(f"unknown host OS {os_name!r}: use debian12, ol8, ol9, ubuntu2204 "
-                       "or ubuntu2404")
+    raise SandboxError(f"unknown host OS {os_name!r}: use debian12, "
+                       f"{', '.join(OL_RELEASES)}, ubuntu2204 or ubuntu2404")
 
 
 def _sources_lines() -> list[str]:
@@ -132,23 +148,45 @@ def _postprocess_base(root: Path) -> None:
     (root / "root/.ssh").mkdir(mode=0o700, exist_ok=True)
 
 
-def build_ol_layer(os_name: str) -> Path:
-    target = ol_layer_dir(os_name)
+def build_el_common() -> Path:
+    target = el_common_dir()
     if target.is_dir():
-        say(f"{os_name} layer {target} is cached")
+        say(f"Enterprise Linux layer {target} is cached")
         return target
     base = debian_base_dir()
-    tmp = Path(tempfile.mkdtemp(prefix=f".build-{os_name}-", dir=paths.BASE_CACHE))
+    tmp = Path(tempfile.mkdtemp(prefix=".build-el-common-", dir=paths.BASE_CACHE))
     upper, work, merged = tmp / "upper", tmp / "work", tmp / "merged"
     for d in (upper, work, merged):
         d.mkdir()
     try:
-        with step(f"{os_name} layer: apt-get install {' '.join(OL_PACKAGES)} in an overlay"):
+        with step(f"Enterprise Linux layer: apt-get install {' '.join(OL_PACKAGES)} in an overlay"):
             _install_in_overlay(base, upper, work, merged, OL_PACKAGES)
-        with step(f"{os_name} layer: Oracle Linux release files"):
-            _write_ol_release(upper, os_name)
         _drop_versionlock(upper)
         os.replace(upper, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _prune_old("el-common-", keep=target)
+    return target
+
+
+def build_ol_layer(os_name: str) -> Path:
+    build_el_common()
+    target = ol_layer_dir(os_name)
+    if target.is_dir():
+        say(f"{os_name} layer {target} is cached")
+        return target
+    tmp = Path(tempfile.mkdtemp(prefix=f".build-{os_name}-", dir=paths.BASE_CACHE))
+    try:
+        with step(f"{os_name} layer: {os_name} release files"):
+            (tmp / "etc").mkdir()
+            elrelease.write_release(tmp, os_name)
+            if OL_RELEASES[os_name]["vendor"] == "redhat":
+                dest = tmp / "usr/sbin/subscription-manager"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(RHSM_STANDIN, dest)
+                dest.chmod(0o755)
+        tmp.chmod(0o755)
+        os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     _prune_old(f"{os_name}-", keep=target)
@@ -190,51 +228,6 @@ def _drop_versionlock(upper: Path) -> None:
         cached.unlink()
 
 
-def _write_ol_release(upper: Path, os_name: str) -> None:
-    rel = OL_RELEASES[os_name]
-    ver, major = rel["version"], rel["major"]
-    minor = ver.split(".")[1]
-    os_release = (
-        'NAME="Oracle Linux Server"\n'
-        f'VERSION="{ver}"\n'
-        'ID="ol"\n'
-        'ID_LIKE="fedora"\n'
-        'VARIANT="Server"\n'
-        'VARIANT_ID="server"\n'
-        f'VERSION_ID="{ver}"\n'
-        f'PLATFORM_ID="platform:el{major}"\n'
-        f'PRETTY_NAME="Oracle Linux Server {ver}"\n'
-        'ANSI_COLOR="0;31"\n'
-        f'CPE_NAME="cpe:/o:oracle:linux:{major}:{minor}:server"\n'
-        'HOME_URL="https://linux.oracle.com/"\n'
-        'BUG_REPORT_URL="https://github.com/oracle/oracle-linux"\n'
-        "\n"
-        f'ORACLE_BUGZILLA_PRODUCT="Oracle Linux {major}"\n'
-        f"ORACLE_BUGZILLA_PRODUCT_VERSION={ver}\n"
-        'ORACLE_SUPPORT_PRODUCT="Oracle Linux"\n'
-        f"ORACLE_SUPPORT_PRODUCT_VERSION={ver}\n"
-        "# gpuhost sandbox: a Debian root with rpm and dnf dressed as Oracle Linux\n"
-    )
-    etc = upper / "etc"
-    # /etc/os-release is a symlink to ../usr/lib/os-release on Debian: replace both.
-    for p in (etc / "os-release", upper / "usr/lib/os-release"):
-        if p.is_symlink() or p.exists():
-            p.unlink()
-    write_file(upper / "usr/lib/os-release", os_release)
-    os.symlink("../usr/lib/os-release", etc / "os-release")
-    write_file(etc / "oracle-release", f"Oracle Linux Server release {ver}\n")
-    write_file(etc / "redhat-release",
-               f"Red Hat Enterprise Linux release {ver} ({rel['rhel_codename']})\n")
-    if not (etc / "system-release").exists():
-        os.symlink("oracle-release", etc / "system-release")
-    write_file(etc / "dnf/vars/releasever", f"{major}\n")
-    (etc / "yum.repos.d").mkdir(parents=True, exist_ok=True)
-    # Hide Debian's release marker, as an overlay whiteout (character device 0:0).
-    dv = etc / "debian_version"
-    if not dv.exists():
-        os.mknod(dv, 0o600 | 0o020000, os.makedev(0, 0))
-
-
 def _prune_old(prefix: str, keep: Path) -> None:
     """Remove older builds of the same kind (they are not used by any recipe any more),
     unless a running host still uses one (an overlay lower layer must not vanish)."""
@@ -263,10 +256,12 @@ def _in_use(d: Path) -> bool:
     return False
 
 
-def build_all(ol: bool, ubuntu_layers: bool = False) -> dict[str, Path]:
+def build_all(ol: bool, ubuntu_layers: bool = False, el: tuple[str, ...] = ()) -> dict[str, Path]:
+    """The Debian root, the OL8/OL9 layers (``ol``: a fleet's --ol hosts), the layers of the
+    other Enterprise Linux releases named in ``el`` (a spec's "os"), the Ubuntu layers."""
     out = {"debian12": build_debian_base()}
-    if ol:
-        for name in OL_RELEASES:
+    for name in OL_RELEASES:
+        if (ol and name in ("ol8", "ol9")) or name in el:
             out[name] = build_ol_layer(name)
     if ubuntu_layers:   # Ubuntu's release files on the Debian root (sandbox/ubuntu.py)
         for name in ubuntu.RELEASES:

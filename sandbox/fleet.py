@@ -147,7 +147,8 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
             _kill_strays()
             hosts.remove_tree(paths.HOSTS_DIR)
     with cache_lock():
-        base.build_all(ol=ol > 0, ubuntu_layers=ubuntu_hosts > 0)
+        base.build_all(ol=ol > 0, ubuntu_layers=ubuntu_hosts > 0,
+                       el=tuple(spec.os_names(overrides or {})))
         mstate = mirror.build(refresh=refresh)
         if ubuntu_hosts:
             ubuntu.build_repo(mstate)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from . import base, mirror, paths, pci, supervisor, traits, ubuntu
+from .nvidia.pkg import elrepos
 from .spec import machine_json
 from .util import SandboxError, pid_alive, read_json, read_pid, run, write_file
 
@@ -129,21 +130,10 @@ def create(h: dict, pubkey: str) -> None:
     # dockerd's sandbox flags for every host (Oracle hosts' docker-ce ships Debian's
     # docker.service, which reads /etc/default/docker)
     _docker_defaults(upper, name, lowers)
-    if h["os"] in ("ol8", "ol9"):
+    if h["os"] in base.OL_RELEASES:
         with open(upper / "etc/default/docker", "a") as defaults:
             defaults.write("# docker-ce's dockerd (a wrapper) lives in /usr/bin\nDOCKERD=/usr/bin/dockerd\n")
-        # The Oracle hosts' stock repositories (sandbox/nvidia/pkg/oracle.py, one repo per
-        # Oracle channel): the .repo files a fresh install has (oraclelinux-release-elN's),
-        # Oracle's key file they name, and the dnf variable their baseurl uses.
-        ol_dir = paths.NVIDIA_CACHE / "ol"
-        if (ol_dir / h["os"] / "yum.repos.d").is_dir():
-            for repo in sorted((ol_dir / h["os"] / "yum.repos.d").glob("*.repo")):
-                shutil.copyfile(repo, _mk(upper / "etc/yum.repos.d") / repo.name)
-            shutil.copyfile(ol_dir / "gpgkey", _mk(upper / "etc/pki/rpm-gpg") / "RPM-GPG-KEY-oracle")
-            # built for the default server; a private fleet serves it on its own port
-            url = (ol_dir / "gpuhost_sandbox_url").read_text().strip()
-            write_file(_mk(upper / "etc/dnf/vars") / "gpuhost_sandbox_url",
-                       url.replace(DEFAULT_MIRROR_URL + "/", paths.MIRROR_URL + "/") + "\n")
+        _el_repos(h, upper)
     # The fake-driver helper's machine scripts (lspci, gpusim-boot, ...), when present.
     if paths.NVIDIA_MACHINE_DIR.is_dir():
         shutil.copytree(paths.NVIDIA_MACHINE_DIR, upper, symlinks=True, dirs_exist_ok=True)
@@ -155,6 +145,25 @@ def create(h: dict, pubkey: str) -> None:
     # /sys/bus/pci/devices of the host (bound read-only by boot.sh; sandbox/pci.py).
     if paths.NVIDIA_MACHINE_DIR.is_dir():
         pci.write_tree(h, d / "pci")
+
+
+def _el_repos(h: dict, upper: Path) -> None:
+    """An Enterprise Linux host's stock repositories (sandbox/nvidia/pkg/elrepos.py, one
+    repo per vendor channel): the files a fresh install has (its .repo files; RHEL's
+    entitled redhat.repo for subscription-manager), the vendor key file they name, and the
+    dnf variable their baseurl uses."""
+    v = elrepos.vendor(h["os"])
+    top = paths.NVIDIA_CACHE / v.TOP
+    tree = top / h["os"] / "host-files"
+    if not tree.is_dir():
+        return
+    shutil.copytree(tree, upper, dirs_exist_ok=True)
+    key = upper / v.GPG_KEY_FILE.lstrip("/")
+    shutil.copyfile(top / "gpgkey", _mk(key.parent) / key.name)
+    # built for the default server; a private fleet serves it on its own port
+    url = (top / elrepos.URL_VAR).read_text().strip()
+    write_file(_mk(upper / "etc/dnf/vars") / elrepos.URL_VAR,
+               url.replace(DEFAULT_MIRROR_URL + "/", paths.MIRROR_URL + "/") + "\n")
 
 
 def _apply_faults(h: dict, upper: Path) -> None:

@@ -3,6 +3,8 @@
 Host N (1-based) is `gpu-NN` (Debian 12) for the first `hosts - ol` indexes, then
 `ol8-NN` and `ol9-NN` (the `ol` count split between the two, OL8 gets the odd one), then
 `u22-NN` and `u24-NN` (Ubuntu 22.04/24.04, the `ubuntu` count split, 24.04 gets the odd one).
+A spec's `"os"` (by index) puts any host on any OS of OSES (`ol10-NN`, `rocky10-NN`,
+`rhel10-NN`, ...), so one fleet mixes them.
 GPU model cycles A100-SXM4-40GB, H100-80GB-HBM3, L4 and the count cycles 1..8 with the
 index; an 8-GPU A100/H100 host has NVSwitch. The first `docker_hosts` Debian hosts are the
 docker hosts. Each host gets the default traits (sandbox/traits) unless its override names
@@ -22,12 +24,23 @@ GPU_MODELS = GPU_CYCLE + ["V100-SXM2-16GB", "T4", "V100-PCIE-16GB", "P100-PCIE-1
                           "RTX-PRO-6000-Blackwell-Server"]
 # Simulated kernels of the Oracle Linux hosts (RHCK on OL8, UEK 8 on OL9: both code paths,
 # and UEK 8's gcc-toolset-14). The fake OL repos (sandbox/nvidia) carry their devel packages.
+# OL10 boots UEK 8 (its default kernel), Rocky Linux 10 and RHEL 10 their 10.0 kernel.
 OL_KERNELS = {
     "ol8": "4.18.0-553.el8_10.x86_64",
     "ol9": "6.12.0-100.28.2.2.el9uek.x86_64",
+    "ol10": "6.12.0-100.28.2.el10uek.x86_64",
+    "rocky10": "6.12.0-55.12.1.el10_0.x86_64",
+    "rhel10": "6.12.0-55.9.1.el10_0.x86_64",
 }
+# "os" of a --spec entry (by host index: the name follows the OS): any host of the fleet
+OSES = ("debian12", *OL_KERNELS, *ubuntu_os.RELEASES)
 OVERRIDABLE = {"gpu_model": str, "gpu_count": int, "nvswitch": bool, "kernel_release": str,
-               "docker": bool, "traits": list, "faults": list}
+               "docker": bool, "traits": list, "faults": list, "os": str}
+
+
+def os_names(overrides: dict[str, dict]) -> set[str]:
+    """The OS names a spec asks for by "os"."""
+    return {s["os"] for s in overrides.values() if "os" in s}
 
 
 def load_overrides(text: str | None) -> dict[str, dict]:
@@ -67,6 +80,12 @@ def load_overrides(text: str | None) -> dict[str, dict]:
             raise SandboxError(f"--spec {host}: faults must be a list of gpusim commands, e.g. "
                                '["fault set row_remap_pending --gpu 1", '
                                '"xid 79 --gpu 0 --next-load"] (sandbox/nvidia/README.md)')
+        if "os" in settings and settings["os"] not in OSES:
+            raise SandboxError(f"--spec {host}: os {settings['os']!r} is not one of "
+                               f"{', '.join(OSES)}")
+        if "os" in settings and not host.isdigit():
+            raise SandboxError(f"--spec {host}: give \"os\" by host index (the name follows "
+                               'the OS), e.g. {"1": {"os": "ol10"}}')
         if "gpu_count" in settings and not 0 <= settings["gpu_count"] <= 16:
             raise SandboxError(f"--spec {host}: gpu_count must be 0..16")
     return data
@@ -98,6 +117,7 @@ def plan(hosts: int, ol: int, docker_hosts: int, overrides: dict[str, dict],
             os_name = "ubuntu2204"
         else:
             os_name = "ubuntu2404"
+        os_name = overrides.get(str(i), {}).get("os", os_name)
         if ubuntu_os.is_ubuntu(os_name):
             prefix = ubuntu_os.RELEASES[os_name]["prefix"]
             kernel = ubuntu_os.kernel_release(os_name)

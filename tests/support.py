@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import paths
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -129,6 +131,6 @@ def wait_for_reboot(ssh, boots, name: str, before: int, timeout: float = 300) ->
 def default_driver() -> str:
     """The sandbox inventory's driver version (the fake artifacts' manifest: its
     ``default_driver``, else the newest), as inventories/sandbox.py picks it."""
-    out = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+    out = paths.NVIDIA_CACHE
     manifest = json.loads((out / "manifest.json").read_text())
     return manifest.get("default_driver") or manifest["driver_versions"][-1]

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from sandbox.nvidia.pkg import common
+from sandbox.nvidia.pkg import common, elrepos
 from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DEFAULT_DRIVER, DRIVER_VERSIONS, OUT_DIR,
                                        RPM_DISTROS, TOOLKIT_VERSION, TOOLKIT_VERSIONS, BuildError,
                                        build_lock, code_digest, inputs_digest, log, mark_done, need_tools, sha256_file,
@@ -23,7 +23,7 @@ from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DEFAULT_DRIVER, DR
 from sandbox.nvidia.pkg.localrepo import build_apt_local_repo, build_rpm_local_repo
 from sandbox.nvidia.pkg.signing import SigningKey
 
-PARTS = ("local-repos", "toolkit", "ol-repos", "docker-repo", "verify-image")
+PARTS = ("local-repos", "toolkit", "el-repos", "docker-repo", "verify-image")
 
 
 def local_repo_filename(version: str, distro: str) -> str:
@@ -86,8 +86,11 @@ def manifest() -> dict:
         "toolkit": {"version": TOOLKIT_VERSION, "versions": list(TOOLKIT_VERSIONS),
                     "apt": {"url": f"{BASE_URL}/toolkit/deb", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"},
                     "rpm": {"url": f"{BASE_URL}/toolkit/rpm", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"}},
-        "ol_repos": {ol: {"url": f"{BASE_URL}/ol/{ol}/docker-ce-stable", "gpgkey": f"{BASE_URL}/ol/gpgkey"}
-                     for ol in ("ol8", "ol9")},
+        # Docker's RHEL repository beside each Enterprise Linux release's channels
+        # (sandbox/nvidia/pkg/elrepos.py), by the sandbox's os name
+        "ol_repos": {os_name: {"url": f"{BASE_URL}/{elrepos.vendor(os_name).TOP}/{os_name}/docker-ce-stable",
+                               "gpgkey": f"{BASE_URL}/{elrepos.vendor(os_name).TOP}/gpgkey"}
+                     for os_name in elrepos.releases()},
         # Docker's "Docker CE for Debian" (sandbox/nvidia/pkg/dockerce.py): docker-ce 26
         # ("debian") and docker-ce 28.5 with containerd.io 2.1 ("debian-28")
         "docker_repos": {"debian": {"url": f"{BASE_URL}/docker/debian",
@@ -139,9 +142,9 @@ def build(parts: list[str], versions: list[str], distros: list[str], force: bool
     if "toolkit" in parts:
         from sandbox.nvidia.pkg import toolkit
         toolkit.build(key, force)
-    if "ol-repos" in parts:
-        from sandbox.nvidia.pkg import oracle
-        oracle.build(key, force)
+    if "el-repos" in parts:
+        from sandbox.nvidia.pkg import elrepos
+        elrepos.build(key, force)
     if "docker-repo" in parts:
         from sandbox.nvidia.pkg import dockerce
         dockerce.build(key, force)

@@ -263,7 +263,8 @@ def test_manifest_matches_the_files(built):
     assert m["driver_versions"] == ["550.163.01", "570.172.08", "580.95.05", "595.71.05",
                                     "620.70.06"]
     assert m["default_driver"] == common.DEFAULT_DRIVER
-    assert set(m["local_repos"][VER]) == {"debian12", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9"}
+    assert set(m["local_repos"][VER]) == {"debian12", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9",
+                                        "rhel10"}
     checked = 0
     for version, distros in m["local_repos"].items():
         for entry in distros.values():
@@ -279,7 +280,7 @@ def test_manifest_matches_the_files(built):
     assert checked == 3
     assert m["toolkit"]["version"] == TK
     assert m["toolkit"]["versions"] == [TK_OLD, TK]
-    assert set(m["ol_repos"]) == {"ol8", "ol9"}
+    assert set(m["ol_repos"]) == {"ol8", "ol9", "ol10", "rocky10", "rhel10"}
     assert m["verify_image"]["name"] == "gpuhost/verify:sandbox"
 
 

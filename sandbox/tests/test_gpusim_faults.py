@@ -9,17 +9,18 @@ them. Bare hosts of SPEC (below).
 """
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from sandbox import paths
+
 from sandbox.tests import smi_health
 
 VERSION = "570.172.08"
-OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+OUT = paths.NVIDIA_CACHE
 LOCAL_REPO = OUT / "local-repos" / VERSION / f"nvidia-driver-local-repo-debian12-{VERSION}_1.0-1_amd64.deb"
 # gpu-01: an HGX H100 (8 GPUs, 4 NVSwitches) with two faults of its spec: a row remapping
 # failure (kept in the GPU) and an Xid 79 armed for the first driver load; gpu-02: two V100

@@ -39,7 +39,7 @@ def real_dkms(tmp_path_factory) -> dict[str, Path]:
     """{"2.8.4": script, "3.0.10": ..., "3.2.2": ...}: the dkms scripts of the sandbox hosts."""
     from sandbox import mirror, ubuntu
     from sandbox.fleet import cache_lock
-    from sandbox.nvidia.pkg.oracle import debian_dkms
+    from sandbox.nvidia.pkg.elrpms import debian_dkms
     from sandbox.paths import MIRROR_DEBIAN
 
     top = tmp_path_factory.mktemp("dkms")

@@ -12,11 +12,12 @@ Blackwell needs the open modules (auto picks them); the RTX PRO 6000 has MIG fro
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
+
+from sandbox import paths
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "tests/fixtures/mig/gpu-operator-v26.7.0-default-mig-parted-config.yaml"
@@ -82,8 +83,7 @@ def test_gpu_operators_all_balanced_fits_each_gpu_keeps_across_a_reboot_and_reru
 
 
 def test_a_v100_host_asked_for_r595_is_refused_before_anything_changes(fleet, pyinfra, ssh):
-    manifest = json.loads(Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"),
-                               "manifest.json").read_text())
+    manifest = json.loads((paths.NVIDIA_CACHE / "manifest.json").read_text())
     if R595 not in manifest["driver_versions"]:
         pytest.skip(f"no fake {R595} driver built yet (python -m sandbox.nvidia.build); "
                     "tests/plans/test_plans_gpu_current.py checks the same refusal")

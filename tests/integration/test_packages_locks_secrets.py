@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-from pathlib import Path
 
 import pytest
+
+from sandbox import paths
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, state="bare",
                                 why="the first install from local files and apt/dnf sources")]
 
-OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+OUT = paths.NVIDIA_CACHE
 SECRET = "s3cr3t-Pa55"
 
 

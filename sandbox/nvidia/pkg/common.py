@@ -13,10 +13,13 @@ import sys
 import time
 from pathlib import Path
 
-OUT_DIR = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+# Everything under the sandbox's cache directory (GPUHOST_CACHE_DIR, as sandbox/paths.py),
+# so that a private cache keeps the build's stamps and work files private too.
+CACHE_DIR = Path(os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost"))
+OUT_DIR = Path(os.environ.get("GPUHOST_NVIDIA_OUT", CACHE_DIR / "nvidia"))
 # Private state lives beside the served directory, never inside it.
-WORK_DIR = Path(os.environ.get("GPUHOST_NVIDIA_WORK", "/var/cache/gpuhost/nvidia-build"))
-GNUPG_DIR = Path(os.environ.get("GPUHOST_NVIDIA_GNUPG", "/var/cache/gpuhost/nvidia-gnupg"))
+WORK_DIR = Path(os.environ.get("GPUHOST_NVIDIA_WORK", CACHE_DIR / "nvidia-build"))
+GNUPG_DIR = Path(os.environ.get("GPUHOST_NVIDIA_GNUPG", CACHE_DIR / "nvidia-gnupg"))
 BASE_URL = os.environ.get("GPUHOST_NVIDIA_URL", "http://127.77.0.1:8000/nvidia")
 
 HERE = Path(__file__).resolve().parent
@@ -32,7 +35,9 @@ GPUSIM_SRC = HERE.parent / "gpusim"
 DRIVER_VERSIONS = ("550.163.01", "570.172.08", "580.95.05", "595.71.05", "620.70.06")
 DEFAULT_DRIVER = "580.95.05"
 APT_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
-RPM_DISTROS = ("rhel8", "rhel9")
+RPM_DISTROS = ("rhel8", "rhel9", "rhel10")
+# NVIDIA's tags whose local repos have no dnf module metadata (EL10 has no module streams)
+NO_MODULE_STREAMS = ("rhel10",)
 # The toolkit versions the fake repos serve (apt pin / dnf version picks one) and their
 # release commits (NVIDIA/nvidia-container-toolkit tags v1.17.8, v1.18.2); TOOLKIT_VERSION is
 # the sandbox inventory's default (the newest 1.18.x, CHANGELOG.md of tag v1.18.2).

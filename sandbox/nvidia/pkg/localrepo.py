@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from . import driver
-from .common import WORK_DIR, fresh_dir, publish
+from .common import NO_MODULE_STREAMS, WORK_DIR, fresh_dir, publish
 from .deb import DebPackage, build_deb, build_flat_repo
 from .rpm import RpmPackage, build_rpm, build_rpm_repo
 from .signing import SigningKey
@@ -57,7 +57,10 @@ def build_rpm_local_repo(version: str, el: str, key: SigningKey, outdir: Path) -
         build_rpm(pkg, stage)
     pubkey = f"{key.keyid}.pub"
     key.export_armored(stage / pubkey)
-    build_rpm_repo(stage, key, modules_yaml=driver.modules_yaml(version, el, pkgs))
+    # EL10: NVIDIA's rhel10 repositories carry no module streams (the R620 guide: install
+    # nvidia-open and lock it with dnf versionlock); EL 8/9's have the nvidia-driver module
+    streams = None if el in NO_MODULE_STREAMS else driver.modules_yaml(version, el, pkgs)
+    build_rpm_repo(stage, key, modules_yaml=streams)
     dest = repo_dir(el, version)
     name = f"nvidia-driver-local-{el}-{version}"
     repo_file = (f"[{name}]\nname={name}\nbaseurl=file://{dest}\nenabled=1\ngpgcheck=1\n"
