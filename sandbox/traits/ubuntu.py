@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from . import Trait, register
 
-APT_HOSTS = ("debian12", "ubuntu2204", "ubuntu2404")
-UBUNTU = ("ubuntu2204", "ubuntu2404")
+APT_HOSTS = ("debian12", "debian13", "ubuntu2204", "ubuntu2404", "ubuntu2604")
+UBUNTU = ("ubuntu2204", "ubuntu2404", "ubuntu2604")
 
 APT_INSTALL = ("export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && "
                "apt-get install -y -q --no-install-recommends {pkgs} >/dev/null")
