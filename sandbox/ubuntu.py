@@ -97,6 +97,8 @@ def debian_root(os_name: str) -> Path:
 def layer_dir(base_dir: Path, os_name: str) -> Path:
     recipe = {"base": base_dir.name, "release": RELEASES[os_name],
               "version": UBUNTU_RECIPE_VERSION}
+    if os_name == ubuntu2604.OS_NAME:
+        recipe["modules"] = ubuntu2604.RUNNING_MODULES
     return paths.BASE_CACHE / f"{os_name}-{recipe_hash(recipe)}"
 
 
@@ -143,6 +145,8 @@ def build_layer(base_dir: Path, os_name: str) -> Path:
             write_file(etc / "lsb-release", lsb_release(os_name))
             write_file(etc / "debian_version", RELEASES[os_name]["debian_version"] + "\n")
             write_file(etc / "issue", f"Ubuntu {RELEASES[os_name]['version'].split(' (')[0]} \\n \\l\n\n")
+            if os_name == ubuntu2604.OS_NAME:
+                ubuntu2604.layer_files(tmp)
         os.chmod(tmp, 0o755)
         os.replace(tmp, target)
     finally:

@@ -21,6 +21,10 @@ What differs from the 22.04/24.04 hosts, each on a vendor fact:
 """
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 OS_NAME = "ubuntu2604"
 CODENAME = "resolute"
 
@@ -70,3 +74,22 @@ def metas(version_of) -> list[tuple[str, str, str]]:
 
 def flavour_kernels() -> list[tuple[str, str]]:
     return [(release, version) for release, version, _ in FLAVOURS.values()]
+
+
+# The running kernel's own modules, as linux-modules-<abi>-generic installs them: a stand-in
+# file per directory dkms and modprobe look at, zstd-compressed like 26.04's (dkms 3.2
+# compresses the modules it installs as it finds the kernel's: dkms's set_module_suffix).
+RUNNING_MODULES = ("kernel/drivers/net/dummy.ko.zst", "kernel/fs/overlayfs/overlay.ko.zst")
+
+
+def layer_files(root: Path) -> None:
+    moddir = root / "usr/lib/modules" / RELEASE["kernel"]
+    for rel in RUNNING_MODULES:
+        dest = moddir / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        stub = f"simulated module {Path(rel).name} of {RELEASE['kernel']}\n".encode()
+        if shutil.which("zstd"):
+            stub = subprocess.run(["zstd", "-q", "-c"], input=stub, capture_output=True,
+                                  check=True).stdout
+        dest.write_bytes(stub)
+    (moddir / "modules.dep").write_text("".join(f"{r}:\n" for r in RUNNING_MODULES))
