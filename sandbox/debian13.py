@@ -39,7 +39,9 @@ RECIPE_VERSION = 1
 # 26.04's dkms compresses modules with it without depending on it: NVIDIA's 26.04 driver
 # container installs it, gpu-driver-container@06a208c ubuntu26.04/install.sh).
 _NOT_HERE = {"slurmd", "slurmctld", "slurm-client", "munge", "cgroupfs-mount"}
-PACKAGES = [p for p in mirror.MIRROR_PACKAGES if p not in _NOT_HERE] + ["zstd"]
+# docker-cli: trixie's docker client, split out of docker.io (which only Recommends it; the
+# mirror resolves without recommends).
+PACKAGES = [p for p in mirror.MIRROR_PACKAGES if p not in _NOT_HERE] + ["zstd", "docker-cli"]
 
 APT_KEYRING = f"/etc/apt/keyrings/{mirror.KEYRING_NAME}"
 

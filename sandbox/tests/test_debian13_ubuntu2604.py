@@ -4,7 +4,8 @@ and NVIDIA's repositories as apt sees them (signed, verified), and NVIDIA's pack
 installed from NVIDIA's ubuntu2604 network repository (dkms 3.2 builds the fake module and
 compresses it with zstd as 26.04's kernel modules are; the simulator loads it).
 
-One bare fleet: d13-01 (Debian 13) and u26-02 (Ubuntu 26.04), chosen with --spec "os".
+One bare fleet: d13-01 (Debian 13, with trixie's docker.io) and u26-02 (Ubuntu 26.04),
+chosen with --spec "os".
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 SPEC = {"hosts": 2, "docker_hosts": 0, "overrides": {
-    "1": {"os": "debian13"}, "2": {"os": "ubuntu2604", "traits": []}}}
+    "1": {"os": "debian13", "traits": ["distro-docker"]},
+    "2": {"os": "ubuntu2604", "traits": []}}}
 pytestmark = [pytest.mark.integration, pytest.mark.fleet(**SPEC, ol=0, state="bare")]
 
 D13, U26 = "d13-01", "u26-02"
@@ -75,6 +77,15 @@ def test_debian13_apt_sources_are_deb822_and_archive_verifies(ssh):
     # headers depend on their image: apt takes it too, as on a real host)
     depends = ssh(D13, "apt-cache depends linux-headers-amd64").stdout
     assert f"linux-headers-{ssh(D13, 'uname -r').stdout.strip()}" in depends
+
+
+def test_debian13_runs_trixies_docker(ssh):
+    """distro-docker: trixie's docker.io (with docker-cli, split out of it in trixie) runs."""
+    assert ssh(D13, "docker version --format '{{.Server.Version}}'").stdout.strip() \
+        .startswith("26.1.5")
+    info = ssh(D13, "docker info --format '{{.CgroupVersion}} {{.Driver}}'").stdout.split()
+    assert info == ["2", "overlay2"]
+    assert _version(ssh, D13, "containerd").startswith("1.7.")
 
 
 def test_ubuntu2604_archive_kernels_and_flavour_headers(ssh):
