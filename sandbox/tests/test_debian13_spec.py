@@ -82,3 +82,11 @@ def test_debian13_local_repos_from_r580_with_debian_names():
     names = {p.name for p in driver.apt_packages("595.71.05", "debian13")}
     assert {"nvidia-open", "nvidia-kernel-open-dkms", "nvidia-kernel-support",
             "nvidia-driver-pinning-595"} <= names
+
+
+def test_next_kernel_trait_follows_each_naming():
+    from sandbox.traits.boot import next_kernel
+    assert next_kernel({"os": "debian13", "kernel_release": K13}) == "6.12.119+deb13-amd64"
+    assert next_kernel({"os": "ubuntu2604", "kernel_release": "7.0.0-12-generic"}) \
+        == "7.0.0-13-generic"
+    assert next_kernel({"os": "debian12", "kernel_release": "6.1.0-56-amd64"}) == "6.1.0-57-amd64"
