@@ -152,9 +152,12 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
     with cache_lock():
         base.build_all(ol=ol > 0, ubuntu_layers=ubuntu_hosts > 0, oses=oses)
         mstate = mirror.build(refresh=refresh)
-        if oses & {debian13.OS_NAME, *ubuntu.ON_TRIXIE}:
+        with_ubuntu = bool(ubuntu_hosts or oses & set(ubuntu.RELEASES))
+        # the Ubuntu archive always carries resolute (trixie's pool): built once, never
+        # rebuilt under another fleet's Ubuntu hosts when a 26.04 host first appears
+        if with_ubuntu or debian13.OS_NAME in oses:
             kernels[debian13.OS_NAME] = debian13.build_mirror(refresh=refresh)["kernel_release"]
-        if ubuntu_hosts or oses & set(ubuntu.RELEASES):
+        if with_ubuntu:
             ubuntu.build_repo(mstate)
     wanted = spec.plan(n_hosts, ol, docker_hosts, overrides or {}, mstate["kernel_release"],
                        ubuntu=ubuntu_hosts, kernels=kernels)
