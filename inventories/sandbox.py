@@ -81,6 +81,10 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
     repos = manifest["local_repos"].get(version)
     if repos is None:
         sys.exit(f"sandbox: no fake driver {version}; built: {', '.join(manifest['driver_versions'])}")
+    # only the distributions this gpuhost knows: the sandbox may serve packages for one it
+    # does not support yet (its tag would be refused as inventory data)
+    from gpuhost.distro import DISTRO_TAGS
+    repos = {tag: r for tag, r in repos.items() if tag in DISTRO_TAGS}
     toolkit = manifest["toolkit"]
     settings.update(
         nvidia_driver_version=version,

@@ -85,14 +85,18 @@ def ol_layer_dir(os_name: str) -> Path:
 
 def lower_dirs(os_name: str) -> list[Path]:
     """Overlay lower layers for a host OS, topmost first."""
+    from . import debian13
     if os_name == "debian12":
         return [debian_base_dir()]
+    if os_name == debian13.OS_NAME:
+        return [debian13.base_dir()]
     if os_name in OL_RELEASES:
         return [ol_layer_dir(os_name), el_common_dir(), debian_base_dir()]
     if ubuntu.is_ubuntu(os_name):
-        return [ubuntu.layer_dir(debian_base_dir(), os_name), debian_base_dir()]
-    raise SandboxError(f"unknown host OS {os_name!r}: use debian12, "
-                       f"{', '.join(OL_RELEASES)}, ubuntu2204 or ubuntu2404")
+        root = ubuntu.debian_root(os_name)
+        return [ubuntu.layer_dir(root, os_name), root]
+    raise SandboxError(f"unknown host OS {os_name!r}: use debian12, debian13, "
+                       f"{', '.join(OL_RELEASES)}, ubuntu2204, ubuntu2404 or ubuntu2604")
 
 
 def _sources_lines() -> list[str]:
@@ -256,14 +260,22 @@ def _in_use(d: Path) -> bool:
     return False
 
 
-def build_all(ol: bool, ubuntu_layers: bool = False, el: tuple[str, ...] = ()) -> dict[str, Path]:
-    """The Debian root, the OL8/OL9 layers (``ol``: a fleet's --ol hosts), the layers of the
-    other Enterprise Linux releases named in ``el`` (a spec's "os"), the Ubuntu layers."""
+def build_all(ol: bool, ubuntu_layers: bool = False, oses: set[str] = frozenset()) -> dict[str, Path]:
+    """The bases and layers of a fleet: the Debian 12 root, the OL8/OL9 layers (``ol``: a
+    fleet's --ol hosts), and what ``oses`` (the OSes its hosts run) needs besides: the other
+    Enterprise Linux layers, the trixie root (Debian 13 and Ubuntu 26.04, built only then)
+    and the Ubuntu layers."""
+    from . import debian13
     out = {"debian12": build_debian_base()}
     for name in OL_RELEASES:
-        if (ol and name in ("ol8", "ol9")) or name in el:
+        if (ol and name in ("ol8", "ol9")) or name in oses:
             out[name] = build_ol_layer(name)
-    if ubuntu_layers:   # Ubuntu's release files on the Debian root (sandbox/ubuntu.py)
+    if oses & {debian13.OS_NAME, *ubuntu.ON_TRIXIE}:
+        out[debian13.OS_NAME] = debian13.build_base()
+    if ubuntu_layers or oses & set(ubuntu.RELEASES):
+        # Ubuntu's release files on a Debian root (sandbox/ubuntu.py)
         for name in ubuntu.RELEASES:
-            out[name] = ubuntu.build_layer(out["debian12"], name)
+            if name in ubuntu.ON_TRIXIE and name not in oses:
+                continue
+            out[name] = ubuntu.build_layer(ubuntu.debian_root(name), name)
     return out

@@ -35,8 +35,9 @@ def test_a_spec_os_puts_a_host_on_any_el_release_and_names_it_after_it():
 def test_a_spec_os_is_checked():
     with pytest.raises(SandboxError, match="os 'el11' is not one of"):
         spec.load_overrides('{"1": {"os": "el11"}}')
-    with pytest.raises(SandboxError, match="by host index"):
-        spec.load_overrides('{"gpu-01": {"os": "ol10"}}')
+    # by the host's default name too: the host keeps its index, its name follows the OS
+    assert [h["name"] for h in spec.plan(1, 0, 0, spec.load_overrides('{"gpu-01": {"os": "ol10"}}'),
+                                         KERNEL)] == ["ol10-01"]
 
 
 @pytest.mark.parametrize("os_name,os_id,tag", [("ol10", "ol", "rhel10"),

@@ -34,10 +34,22 @@ GPUSIM_SRC = HERE.parent / "gpusim"
 # inventory installs unless GPUHOST_SANDBOX_DRIVER names another (manifest "default_driver").
 DRIVER_VERSIONS = ("550.163.01", "570.172.08", "580.95.05", "595.71.05", "620.70.06")
 DEFAULT_DRIVER = "580.95.05"
-APT_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
+APT_DISTROS = ("debian12", "debian13", "ubuntu2204", "ubuntu2404")
 RPM_DISTROS = ("rhel8", "rhel9", "rhel10")
 # NVIDIA's tags whose local repos have no dnf module metadata (EL10 has no module streams)
 NO_MODULE_STREAMS = ("rhel10",)
+# Distributions whose local repos exist only from a branch on (NVIDIA's debian13 repository
+# is newer than R550/R570; the sandbox builds debian13 from R580).
+FIRST_BRANCH = {"debian13": 580}
+# NVIDIA's network repositories the sandbox serves (sandbox/nvidia/pkg/netrepo.py), with
+# the driver versions in each: ubuntu2604 has no local repo package at all.
+NETWORK_REPOS = {"ubuntu2604": ("580.95.05", "595.71.05"),
+                 "debian13": ("580.95.05", "595.71.05")}
+
+
+def builds(version: str, distro: str) -> bool:
+    """Whether the sandbox builds DISTRO's local repo package of VERSION."""
+    return int(version.split(".")[0]) >= FIRST_BRANCH.get(distro, 0)
 # The toolkit versions the fake repos serve (apt pin / dnf version picks one) and their
 # release commits (NVIDIA/nvidia-container-toolkit tags v1.17.8, v1.18.2); TOOLKIT_VERSION is
 # the sandbox inventory's default (the newest 1.18.x, CHANGELOG.md of tag v1.18.2).
