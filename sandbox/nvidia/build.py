@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from sandbox.nvidia.pkg import common, elrepos, netrepo
 from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DEFAULT_DRIVER, DRIVER_VERSIONS, OUT_DIR,
@@ -143,6 +144,14 @@ def build(parts: list[str], versions: list[str], distros: list[str], force: bool
     key = SigningKey().ensure()
     key.export_armored(OUT_DIR / "gpgkey")
     log(f"signing key {key.fingerprint} (public key: {OUT_DIR / 'gpgkey'})")
+    # The verify image is mmdebstrap fetching and unpacking Debian packages (about a minute
+    # from cold) and shares nothing with the signed repositories: it runs beside them.
+    image_job = None
+    if "verify-image" in parts:
+        from sandbox.nvidia.pkg import image
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-image")
+        image_job = pool.submit(image.build, force)
+        pool.shutdown(wait=False)
     if "local-repos" in parts:
         build_local_repos(key, force, versions, distros)
     if "network-repos" in parts:
@@ -156,9 +165,8 @@ def build(parts: list[str], versions: list[str], distros: list[str], force: bool
     if "docker-repo" in parts:
         from sandbox.nvidia.pkg import dockerce
         dockerce.build(key, force)
-    if "verify-image" in parts:
-        from sandbox.nvidia.pkg import image
-        image.build(force)
+    if image_job is not None:
+        image_job.result()  # its BuildError, if any, is raised here
     path = OUT_DIR / "manifest.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(manifest(), indent=2) + "\n")
