@@ -58,7 +58,10 @@ CORPUS_CHECK ?=
 TEST_WORKERS ?= 2
 TIMINGS ?= build/test-timings.json
 PYTEST_WORKERS = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
-test: setup deps nvidia-artifacts
+test: setup deps
+	@# the fake NVIDIA artifacts (CPU: packages, signatures) and the sandbox's roots and
+	@# mirrors (downloads, mmdebstrap) share nothing: built side by side, both before pytest
+	@$(MAKE) --no-print-directory -j2 nvidia-artifacts sandbox-caches
 ifneq ($(strip $(CORPUS_CHECK)),)
 	$(CORPUS_CHECK)
 endif

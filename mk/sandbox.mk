@@ -24,5 +24,10 @@ sandbox-status:
 sandbox-base: deps
 	$(SANDBOX) base --ol
 
+# every base root, OS layer and mirror a fleet of any spec needs (make test builds them first)
+.PHONY: sandbox-caches
+sandbox-caches: deps setup
+	$(PY) -m sandbox caches
+
 sandbox-mirror: deps
 	$(SANDBOX) mirror

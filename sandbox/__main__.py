@@ -1,14 +1,15 @@
 """CLI: python -m sandbox up --hosts N [--ol K] [--ubuntu U] [--docker-hosts D] [--spec JSON|@file]
-(a host's "os" in --spec: debian12, debian13, ol8, ol9, ubuntu2204, ubuntu2404, ubuntu2604)
+(a host's "os" in --spec: debian12, debian13, ol8, ol9, ol10, rocky10, rhel10, ubuntu2204,
+ ubuntu2404, ubuntu2604)
                             [--fresh | --snapshot NAME]
          python -m sandbox snapshot save NAME | ls | rm NAME
-         python -m sandbox down | status | base [--ol] | mirror [--refresh]"""
+         python -m sandbox down | status | base [--ol] | mirror [--refresh] | caches"""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import base, debian13, fleet, mirror, snapshot, spec
+from . import base, caches, debian13, fleet, mirror, snapshot, spec
 from .util import SandboxError, eprint, need_root
 
 
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     p_base = sub.add_parser("base", help="build the cached base roots only")
     p_base.add_argument("--ol", action="store_true", help="also the Oracle Linux layers")
     p_base.add_argument("--debian13", action="store_true", help="also the Debian 13 root")
+    sub.add_parser("caches", help="build every base root, layer and mirror a fleet of any "
+                   "spec needs (what `make test` builds before its tests)")
     p_mirror = sub.add_parser("mirror", help="build or update the package mirror only")
     p_mirror.add_argument("--refresh", action="store_true")
     p_mirror.add_argument("--debian13", action="store_true",
@@ -74,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             need_root()
             with fleet.cache_lock():
                 base.build_all(ol=a.ol, oses={"debian13"} if a.debian13 else set())
+        elif a.cmd == "caches":
+            need_root()
+            caches.build_everything()
         elif a.cmd == "mirror":
             need_root()
             with fleet.cache_lock():

@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import base, debian13, hosts, mirror, paths, snapshot, spec, supervisor, traits, ubuntu
+from . import caches, debian13, hosts, paths, snapshot, spec, supervisor, traits, ubuntu
 from .util import (SandboxError, flocked, need_commands, need_root, pid_alive, read_json,
                    read_pid, run, say, step, write_file)
 
@@ -148,17 +148,8 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
             _kill_strays()
             hosts.remove_tree(paths.HOSTS_DIR)
     oses = spec.oses(n_hosts, ol, ubuntu_hosts, overrides or {})
-    kernels = {}
     with cache_lock():
-        base.build_all(ol=ol > 0, ubuntu_layers=ubuntu_hosts > 0, oses=oses)
-        mstate = mirror.build(refresh=refresh)
-        with_ubuntu = bool(ubuntu_hosts or oses & set(ubuntu.RELEASES))
-        # the Ubuntu archive always carries resolute (trixie's pool): built once, never
-        # rebuilt under another fleet's Ubuntu hosts when a 26.04 host first appears
-        if with_ubuntu or debian13.OS_NAME in oses:
-            kernels[debian13.OS_NAME] = debian13.build_mirror(refresh=refresh)["kernel_release"]
-        if with_ubuntu:
-            ubuntu.build_repo(mstate)
+        mstate, kernels = caches.build(ol > 0, ubuntu_hosts > 0, oses, refresh)
     wanted = spec.plan(n_hosts, ol, docker_hosts, overrides or {}, mstate["kernel_release"],
                        ubuntu=ubuntu_hosts, kernels=kernels)
     if from_snapshot:
