@@ -162,3 +162,18 @@ def test_of_many_takes_at_once_exactly_one_wins(tmp_path):
     winners = [i for i, (ok, _) in enumerate(results) if ok]
     assert len(winners) == 1 and _read(tmp_path)["token"] == f"r{winners[0]}"
     assert sorted(os.listdir(tmp_path / "gpuhost")) == ["run.lock"]
+
+
+@pytest.mark.parametrize("command", ["upgrade", "recover"])
+def test_break_lock_on_the_cli_is_lock_break_data(monkeypatch, command):
+    from gpuhost import cli
+    from gpuhost.cli import recover, upgrade
+
+    seen = {}
+    for module in (recover, upgrade):
+        monkeypatch.setattr(module, "run", lambda args: seen.setdefault("data", args.data) and 0)
+    cli.main([command, "inv.py", "--limit", "gpu-01", "--data", "x=1", "--break-lock"])
+    assert seen["data"] == ["x=1", "lock_break=true"]
+    seen.clear()
+    cli.main([command, "inv.py", "--limit", "gpu-01"])
+    assert seen["data"] == []
