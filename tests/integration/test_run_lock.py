@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, state="converged")]
 
 HOSTS = ("gpu-01", "ol8-03")
-LIMIT = ("--limit", ",".join(HOSTS))
+LIMIT = ("--limit", HOSTS[0], "--limit", HOSTS[1])
 STAMP = "/var/lib/gpuhost/converged"
 
 
@@ -63,18 +63,18 @@ def test_a_live_lock_of_another_run_stops_a_changing_run_before_any_change(unsta
     for name in HOSTS:
         _write_lock(ssh, name, f"other-{name}", "ctl-other", 31337, lease=3600)
     run = pyinfra("-y", "deploys/gpu_host.py", *LIMIT, "--data", "lock_wait=0", check=False)
-    assert run.returncode != 0 and sorted(run.failed_hosts) == sorted(HOSTS), run.output[-3000:]
-    assert run.totals["changed"] == 0 and run.changed() == {}, run.changed()
+    # every host failed: pyinfra prints no --json results, only its log
+    assert run.returncode != 0 and "No hosts remaining" in run.output, run.output[-3000:]
     for name in HOSTS:
         lines = [line for line in run.output.splitlines()
                  if f"{name}: gpuhost upgrade run by dave@ctl-other (pid 31337) holds" in line]
-        assert lines, run.output[-3000:]
+        assert len(lines) == 1, run.output[-3000:]
         assert "since 2026-11-29 06:00:00 UTC" in lines[0] and "lock_break=true" in lines[0]
         assert f"token=other-{name}" in _owner(ssh, name)  # still the other run's
         assert ssh(name, f"test -e {STAMP}", check=False).returncode != 0  # nothing recorded
-    # only the composite fact was read before the host was left alone: no role walked
-    assert [op["name"] for op in run.results["operations"]] == [
-        "gpuhost leaves this host alone: another run holds its lock"], run.results["operations"]
+    # only the composite fact was read before the hosts were left alone: no role walked
+    started = [line for line in run.output.splitlines() if "--> Starting operation:" in line]
+    assert len(started) == 1 and "another run holds its lock" in started[0], started
 
 
 def test_stale_locks_are_taken_over_and_released_at_the_end(unstamped, ssh, pyinfra):
