@@ -36,6 +36,7 @@ from gpuhost.roles import (
     pkglock,
     proxy,
     rdma,
+    runlock,
     stamp,
     upgrade,
     verify,
@@ -46,13 +47,17 @@ from gpuhost.roles.audit import audit_host
 def provision() -> None:
     """The whole GPU stack of the current host (deploys/gpu_host.py's steps, in order)."""
     common.check_inventory()
+    if not runlock.guard("gpu_host"):  # another live run holds the host (issue 36 item 7)
+        return
     if stamp.as_wanted():  # unchanged since the last successful run: one read (issue 27 item 7)
         return
     if common.host_ready() and boot_safety.check_secure_boot() and rdma.host_ready():
+        runlock.take()  # first change: one run at a time (gpuhost/runlock.py)
         pkglock.ready()  # the package manager's lock free, dpkg whole: before any install
         proxy.configure()
         kernel_headers.install()
         nvidia_driver.install()
+        runlock.renew()  # after the driver's build and reboot
         rdma.configure()  # nvidia_peermem after the driver (docs/rdma.md)
         mig.configure()
         docker_engine.install()
@@ -63,6 +68,7 @@ def provision() -> None:
         containerd.configure()
         verify.run()
         stamp.configure_record()  # last: only after every operation above succeeded
+        runlock.release()
 
 
 @deploy("gpuhost: GPU host")

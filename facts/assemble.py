@@ -26,6 +26,7 @@ from gpuhost.facts.assemble_gpus import gpus_state, nvlink_state
 from gpuhost.facts.assemble_health import health_state
 from gpuhost.facts.assemble_kernel import kernel_state, os_state
 from gpuhost.facts.assemble_mig import mig_state
+from gpuhost.facts.runlock import run_lock_state
 from gpuhost.facts.sections import Sections, section
 from gpuhost import stamp
 
@@ -54,4 +55,5 @@ def host_state(sections: Sections) -> dict[str, Any]:
         "rdma": assemble_rdma.rdma_state(sections),  # issue 25 item 5 (facts/assemble_rdma.py)
         "slurm": assemble_slurm.slurm_state(sections),  # issue 26 item 4 (facts/assemble_slurm.py)
         "stamp": stamp.parse(*section(sections, "stamp")),  # issue 27 item 7 (gpuhost/stamp.py)
+        "run_lock": run_lock_state(sections),  # issue 36 item 7 (gpuhost/runlock.py)
     }

@@ -164,6 +164,30 @@ def parse_rpm_query(text):
     return packages
 
 
+_LOCK = "gpuhost's run lock section ('now=EPOCH', then the owner file's KEY=VALUE lines)"
+
+
+@contract(_LOCK)
+def parse_run_lock(text):
+    """{now, token, controller, user, pid, started, command, taken, expires}: the section
+    ``run_lock`` (gpuhost.runlock.SECTION). ``now`` is the host's clock; a missing or
+    unreadable owner value is None (a lock without an owner file has only ``now``)."""
+    found = {}
+    for raw in text.split("\n"):
+        key, sep, value = raw.strip().partition("=")
+        if sep and key in ("now", "token", "controller", "user", "pid", "started", "command",
+                           "taken", "expires") and key not in found:
+            found[key] = value.strip()
+    if not re.fullmatch(r"[0-9]+", found.get("now", "")):
+        raise ValueError(f"expected {_LOCK}, got {text[:120]!r}")
+    lock = {key: found.get(key) or None for key in ("token", "controller", "user", "started",
+                                                    "command")}
+    for key in ("now", "pid", "taken", "expires"):
+        value = found.get(key) or ""
+        lock[key] = int(value) if re.fullmatch(r"[0-9]{1,18}", value) else None
+    return lock
+
+
 @contract(_DPKG)
 def parse_dpkg_query(text):
     """{name: {version, held}} for installed rows only ('ii', 'hi'); held is the 'h' flag."""

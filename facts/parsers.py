@@ -22,6 +22,7 @@ from gpuhost.facts.host_parsers import (
     parse_os_release,
     parse_pci_sysfs,
     parse_rpm_query,
+    parse_run_lock,
     split_sections,
 )
 from gpuhost.facts.smi_text import (
@@ -52,6 +53,7 @@ __all__ = [
     "parse_os_release",
     "parse_query_csv",
     "parse_rpm_query",
+    "parse_run_lock",
     "parse_smi_list",
     "parse_smi_xml",
     "parse_tool_version",

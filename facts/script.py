@@ -13,7 +13,7 @@ out (``timeout``), anything else is the tool's own status.
 
 from __future__ import annotations
 
-from gpuhost import stamp as _stamp
+from gpuhost import runlock as _runlock, stamp as _stamp
 
 MARKER = "@@gpuhost@@ "
 
@@ -249,6 +249,8 @@ SECTIONS: dict[str, str] = {
                    '_g=$(timeout 10 slurmd -G 2>&1); echo "slurmd_G_rc=$?"; printf "%s\\n" "$_g"; '
                    '_s=$(timeout 10 scontrol show node -o "$n" 2>&1); echo "scontrol_rc=$?"; '
                    'printf "%s\\n" "$_s"; true'),
+    # the run lock (gpuhost.runlock): the host's clock and the owner file; exit 3 without one
+    "run_lock": _runlock.SECTION,
     # gpuhost's converged stamp and the witness of now (gpuhost.stamp), last: it reads the
     # package lists the dpkg and rpm sections left in this shell; exit 3 without a stamp
     "stamp": _stamp.SECTION,

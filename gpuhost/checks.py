@@ -110,6 +110,17 @@ def check_bool(key, value):
     return []
 
 
+def check_seconds(low, high):
+    """A check for a whole number of seconds from ``low`` to ``high``."""
+    def check(key, value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return [f"{show(value)} is not a whole number of seconds (like {max(low, 300)})"]
+        if not low <= value <= high:
+            return [f"{value} is out of range (want {low} to {high} seconds)"]
+        return []
+    return check
+
+
 def check_path(key, value, nullable=False):
     if value is None and nullable:
         return []

@@ -26,6 +26,7 @@ from gpuhost.checks import (
     check_local_repo,
     check_mig_layout,
     check_path,
+    check_seconds,
     check_service,
     check_url,
     check_url_map,
@@ -77,14 +78,7 @@ def _check_docker_version(key: str, value: Any) -> list[str]:
     return [] if value is None else _docker_version(key, value)
 
 
-def _check_reboot_timeout(key: str, value: Any) -> list[str]:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return [f"{show(value)} is not a whole number of seconds (like 1800)"]
-    if not 60 <= value <= 14400:
-        return [f"{value} is out of range (want 60 to 14400 seconds)"]
-    return []
-
-
+_check_reboot_timeout = check_seconds(60, 14400)
 _url_list = check_list_of(check_url, "URLs")
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
 
@@ -275,6 +269,14 @@ class Settings:
     full_check: bool = _key(
         "bool", "walk every role even when the host is unchanged since gpuhost's last "
         "successful run (false: such a host costs one read; docs/converged.md)", check_bool, False)
+    lock_wait: int = _key("int (seconds)", "how long a run waits for another gpuhost run's lock on "
+                          "a host before it stops that host, changing nothing (docs/locking.md)",
+                          check_seconds(0, 14400), 300)
+    lock_lease: int = _key("int (seconds)", "a run's lock on a host expires this long after the "
+                           "run took or renewed it; an expired lock is taken over (docs/locking.md)",
+                           check_seconds(300, 86400), 3600)
+    lock_break: bool = _key("bool", "take over another (dead) run's lock on the host by hand "
+                            "(`gpuhost upgrade`/`recover --break-lock`)", check_bool, False)
     verify_image: str | None = _key(
         "str or null", "image for `docker run --gpus all IMAGE nvidia-smi -L` (and, in "
         "container_runtime_mode cdi, `--device nvidia.com/gpu=all`) (null: skip the check)", check_image, None)

@@ -213,7 +213,7 @@ def _controller_file(path: str | None) -> str | None:
         return None
 
 
-IGNORED = ("full_check",)  # settings that do not change what a run wants
+IGNORED = ("full_check", "lock_wait", "lock_lease", "lock_break")  # settings that do not change what a run wants
 
 
 def run_digest(settings: Any) -> str:

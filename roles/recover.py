@@ -44,7 +44,7 @@ from gpuhost.facts.upgrade import UpgradeProbe
 from gpuhost.health import recover
 from gpuhost import fabric
 from gpuhost import slurm as gpuslurm
-from gpuhost.roles import cdi, mig, slurm
+from gpuhost.roles import cdi, mig, runlock, slurm
 from gpuhost.roles.common import GpuhostError, check_inventory, executing, fail_command, host_settings, \
     host_state
 from gpuhost.roles.upgrade import ops
@@ -241,10 +241,13 @@ def assess() -> dict[str, Any]:
 def run() -> None:
     plan = assess()
     config = host_settings()
+    if not runlock.guard("recover", wait=False):  # another live run holds the host
+        return
     if plan["action"] == "none":
         record("nothing", reason=plan["note"])
         host.noop(f"nothing to recover: {plan['note']}")
         return
+    runlock.take()
     gpu, before = plan["gpu"], plan["before"]
     index = gpu["index"]
     marker = (host.get_fact(RecoverProbe)["marker"] if plan["action"] == "resume" else None) or {
@@ -303,3 +306,4 @@ def run() -> None:
               src=StringIO(json.dumps(handled, sort_keys=True) + "\n"), dest=recover.HANDLED,
               mode="600", create_remote_dir=True)
     resume(config, plan)
+    runlock.release()

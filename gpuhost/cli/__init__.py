@@ -243,6 +243,7 @@ def parser() -> argparse.ArgumentParser:
     upgrade.add_argument("--batch", default="1", metavar="N|P%",
                          help="hosts per batch after the canary: a count or a percentage of "
                               "the remaining hosts (default 1)")
+    _break_lock(upgrade)
     upgrade.add_argument("--report", default=None, metavar="PATH",
                          help="JSON report (default ./gpuhost-upgrade-<UTC time>.json); events "
                               "go to PATH with .events.jsonl")
@@ -258,6 +259,7 @@ def parser() -> argparse.ArgumentParser:
     from gpuhost.cli import recover as _cli_recover
 
     _cli_recover.add_arguments(recover)
+    _break_lock(recover)
     report = commands.add_parser(
         "report", help="work with audit reports: merge the shards of several controllers",
         description="Work with the JSON of `gpuhost audit --json` (docs/audit-schema.md).")
@@ -293,8 +295,17 @@ def parser() -> argparse.ArgumentParser:
     return main_parser
 
 
+def _break_lock(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--break-lock", action="store_true",
+                         help="take over another gpuhost run's lock on the hosts by hand "
+                              "(--data lock_break=true); only when that run is dead "
+                              "(docs/locking.md)")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if getattr(args, "break_lock", False):  # as the one-line message of a held lock says
+        args.data = [*args.data, "lock_break=true"]
     if args.command == "audit":
         from gpuhost.cli import audit as cli_audit
 

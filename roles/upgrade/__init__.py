@@ -48,6 +48,7 @@ from gpuhost import packages, settings
 from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_to_check
 from gpuhost import slurm as gpuslurm
 from gpuhost.roles import boot_safety, cdi, debian_archive, el_packaging, mig, nvidia_driver, pkglock
+from gpuhost.roles import runlock
 from gpuhost.roles import slurm as roles_slurm
 from gpuhost.roles.upgrade import ops, record as upgrade_record
 from gpuhost.roles.common import GpuhostError, check_inventory, host_data, host_settings
@@ -81,7 +82,7 @@ def _assess_host(target: Any) -> dict[str, Any]:
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     slurm_on = gpuslurm.on(config["slurm"], gpu_state.get("slurm"))
     return {**assess(target.name, config, gpu_state, probe, started=started, drains=slurm_on),
-            "slurm": slurm_on}
+            "slurm": slurm_on, "run_lock": gpu_state.get("run_lock")}
 
 
 def _assess_fleet(check: FleetCheck) -> None:
@@ -200,6 +201,7 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
                       reboot_timeout=config.reboot_timeout, _if=lambda: nvidia_driver.reboot_needed(target))
     else:
         ops.load_modules(name=f"Load the driver {target} modules", modules=before["modules"])
+    runlock.renew()  # after the reboot or reload
     ops.restore_mig(name="Put the MIG modes back as they were", modes=before["mig"])
     ops.restore_mig_instances(name="Put the MIG instances back (gpuhost-mig-layout)",
                               modes=before["mig"], script=mig.BOOT_SCRIPT)
@@ -237,9 +239,13 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
 def run() -> None:
     plan = check_fleet()
     upgrade_record.events_for(state)
+    if not runlock.guard("upgrade", plan.get("run_lock"), wait=False):  # gpuhost/runlock.py
+        return
     if plan["action"] == "none":
         _verify(plan)
         ops.record_done(name="Record the result", from_version=plan["from"],
                         result="already at target")
         return
+    runlock.take()
     _upgrade(plan, host_settings())
+    runlock.release()

@@ -41,6 +41,9 @@ import scenarios  # noqa: E402  (this script's folder is sys.path[0])
 RECORD: list[str] = []
 _INSTALL = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*(nvidia-open|cuda-drivers)")
 _INSTALL_TOOLKIT = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*nvidia-container-toolkit")
+# the run lock's commands (gpuhost/runlock.py; tested in tests/unit/test_runlock.py): they
+# name this controller, user, pid and time, so the plan shows only which one ran
+_LOCK_ACTION = re.compile(r"^sh -c .* gpuhost-lock-(take|renew|release) ")
 _CDI_GENERATE = re.compile(r"nvidia-ctk cdi generate --output=(\S+)")
 
 
@@ -90,6 +93,10 @@ class PlanConnector(FakeConnector):
 
     def run_shell_command(self, command, print_output=False, print_input=False, **arguments):
         text = command if isinstance(command, str) else command.get_masked_value()
+        lock = _LOCK_ACTION.search(text)
+        if print_input and lock:  # roles/runlock.py's fact channel: part of the plan
+            RECORD.append(f"gpuhost run lock: {lock.group(1)} (roles/runlock.py)")
+            return True, output("gpuhost-lock-rc=0")
         if not print_input:  # an operation's command
             RECORD.append(text)
             if _INSTALL.search(text):

@@ -40,7 +40,8 @@ def test_el10_installs_the_exact_version_and_locks_it_in_one_step_without_module
 
 def test_headers_per_kernel_and_the_uek_toolset_only_where_the_compiler_differs():
     ol10 = _golden("ol10-uek8")
-    assert ol10[1] == ("dnf install -y --setopt=install_weak_deps=False "
+    assert ol10[0] == "gpuhost run lock: take (roles/runlock.py)"
+    assert ol10[2] == ("dnf install -y --setopt=install_weak_deps=False "
                        "kernel-uek-devel-6.12.0-100.28.2.el10uek.x86_64")
     assert not any("gcc-toolset" in line for line in ol10)  # OL10's UEK 8: system gcc 14
     assert any("gcc-toolset-14" in line for line in _golden("ol9-uek8"))

@@ -9,6 +9,7 @@ import pytest
 from tests.plans.test_plans import run_plan
 
 RECORD = "record the converged stamp /var/lib/gpuhost/converged (roles/stamp.py)"
+RELEASE = "gpuhost run lock: release (roles/runlock.py)"  # after the stamp, last
 
 
 @pytest.mark.parametrize("scenario", ["debian12", "ol9-uek8"])
@@ -24,12 +25,12 @@ def test_full_check_walks_every_role_of_the_same_host():
     result = run_plan("debian12", {"plan_stamp": "valid", "full_check": True})
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert len(lines) > 20 and lines[-1] == RECORD, result.stdout[-2000:]
+    assert len(lines) > 20 and lines[-2:] == [RECORD, RELEASE], result.stdout[-2000:]
 
 
 def test_a_hand_edited_file_walks_every_role_and_records_a_new_stamp():
     result = run_plan("debian12", {"plan_stamp": "stale"})
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert len(lines) > 20 and lines[-1] == RECORD, result.stdout[-2000:]
+    assert len(lines) > 20 and lines[-2:] == [RECORD, RELEASE], result.stdout[-2000:]
     assert not any(line.startswith("FAILED") for line in lines)

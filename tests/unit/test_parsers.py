@@ -413,6 +413,7 @@ FUNCTIONS = {  # function -> words every one of its error messages must contain
     "parse_dpkg_query": "dpkg-query -W", "split_sections": "@@gpuhost@@",
     "parse_pci_sysfs": "/sys/bus/pci/devices", "parse_xid_lines": "Xid",
     "parse_nvlink_status": "nvlink -s", "parse_nvlink_errors": "nvlink -e",
+    "parse_run_lock": "run lock",
 }
 
 
