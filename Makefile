@@ -82,15 +82,16 @@ lint: setup
 # The README's first command: a sandbox fleet of real SSH hosts (simulated GPUs),
 # provisioned by deploys/gpu_host.py, then audited. The fleet stays up to explore:
 # `make sandbox-down` removes it.
-DEMO_HOSTS ?= 5
+DEMO_HOSTS ?= 6
 DEMO_OL ?= 2
-# one Ubuntu 24.04 host (u24-05), with the stock traits unattended-upgrades and containerd
+# one Ubuntu 24.04 host (u24-06), with the stock traits unattended-upgrades and containerd
 DEMO_UBUNTU ?= 1
-DEMO_SPEC ?= {"u24-05": {"traits": ["unattended-upgrades", "distro-containerd"]}}
+# the third host runs Debian 13 (d13-03: a real trixie root), the first two Debian 12
+DEMO_SPEC ?= {"3": {"os": "debian13"}, "u24-06": {"traits": ["unattended-upgrades", "distro-containerd"]}}
 demo: setup deps nvidia-artifacts
-	@echo "==> [1/4] sandbox fleet: $(DEMO_HOSTS) hosts ($(DEMO_OL) Oracle Linux, $(DEMO_UBUNTU) Ubuntu), real sshd each"
+	@echo "==> [1/4] sandbox fleet: $(DEMO_HOSTS) hosts (Debian 12 and 13, $(DEMO_OL) Oracle Linux, $(DEMO_UBUNTU) Ubuntu), real sshd each"
 	@python3 -m sandbox up --hosts $(DEMO_HOSTS) --ol $(DEMO_OL) --ubuntu $(DEMO_UBUNTU) \
-	  --docker-hosts 1 $(if $(filter 1,$(DEMO_UBUNTU)),--spec '$(DEMO_SPEC)')
+	  --docker-hosts 1 --spec '$(DEMO_SPEC)'
 	@echo "==> [2/4] provision: pyinfra -y inventories/sandbox.py deploys/gpu_host.py"
 	@$(VENV)/bin/pyinfra -y inventories/sandbox.py deploys/gpu_host.py || \
 	  echo "==> some hosts failed (see above); the others are provisioned"

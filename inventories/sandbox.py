@@ -14,7 +14,8 @@ from pathlib import Path
 _RUN_DIR = Path(os.environ.get("GPUHOST_SANDBOX_DIR", "/run/gpuhost-sandbox"))
 # the fake NVIDIA artifacts (sandbox/nvidia/pkg/common.py: GPUHOST_NVIDIA_OUT, for a
 # private fleet beside the default one)
-_MANIFEST = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia")) / "manifest.json"
+_MANIFEST = Path(os.environ.get("GPUHOST_NVIDIA_OUT",
+                                os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia")) / "manifest.json"
 _DEFAULT_MIRROR = "http://127.77.0.1:8000"
 
 
@@ -78,11 +79,15 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
     repos = manifest["local_repos"].get(version)
     if repos is None:
         sys.exit(f"sandbox: no fake driver {version}; built: {', '.join(manifest['driver_versions'])}")
+    # only the distributions this gpuhost knows: the sandbox may serve packages for one it
+    # does not support yet (its tag would be refused as inventory data)
+    from gpuhost.distro import DISTRO_TAGS
+    repos = {tag: r for tag, r in repos.items() if tag in DISTRO_TAGS}
     toolkit = manifest["toolkit"]
     settings.update(
         nvidia_driver_version=version,
         nvidia_local_repo={tag: {"url": r["url"], "sha256": r["sha256"]} for tag, r in repos.items()},
-        nvidia_artifact_cache="/var/cache/gpuhost/controller",
+        nvidia_artifact_cache=os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/controller",
         container_toolkit_version=toolkit["version"],
         container_toolkit_source="mirror",
         container_toolkit_repo_url={"apt": toolkit["apt"]["url"], "rpm": toolkit["rpm"]["url"]},

@@ -1,4 +1,5 @@
 """CLI: python -m sandbox up --hosts N [--ol K] [--ubuntu U] [--docker-hosts D] [--spec JSON|@file]
+(a host's "os" in --spec: debian12, debian13, ol8, ol9, ubuntu2204, ubuntu2404, ubuntu2604)
                             [--fresh | --snapshot NAME]
          python -m sandbox snapshot save NAME | ls | rm NAME
          python -m sandbox down | status | base [--ol] | mirror [--refresh]"""
@@ -7,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import base, fleet, mirror, snapshot, spec
+from . import base, debian13, fleet, mirror, snapshot, spec
 from .util import SandboxError, eprint, need_root
 
 
@@ -45,8 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="show the fleet (exit 1 when something is down)")
     p_base = sub.add_parser("base", help="build the cached base roots only")
     p_base.add_argument("--ol", action="store_true", help="also the Oracle Linux layers")
+    p_base.add_argument("--debian13", action="store_true", help="also the Debian 13 root")
     p_mirror = sub.add_parser("mirror", help="build or update the package mirror only")
     p_mirror.add_argument("--refresh", action="store_true")
+    p_mirror.add_argument("--debian13", action="store_true",
+                          help="also the Debian 13 (trixie) mirror")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "up":
@@ -67,11 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         elif a.cmd == "base":
             need_root()
             with fleet.cache_lock():
-                base.build_all(ol=a.ol)
+                base.build_all(ol=a.ol, oses={"debian13"} if a.debian13 else set())
         elif a.cmd == "mirror":
             need_root()
             with fleet.cache_lock():
                 mirror.build(refresh=a.refresh)
+                if a.debian13:
+                    debian13.build_mirror(refresh=a.refresh)
     except SandboxError as e:
         eprint(f"sandbox: error: {e}")
         return 1

@@ -69,14 +69,18 @@ def ol_layer_dir(os_name: str) -> Path:
 
 def lower_dirs(os_name: str) -> list[Path]:
     """Overlay lower layers for a host OS, topmost first."""
+    from . import debian13
     if os_name == "debian12":
         return [debian_base_dir()]
+    if os_name == debian13.OS_NAME:
+        return [debian13.base_dir()]
     if os_name in OL_RELEASES:
         return [ol_layer_dir(os_name), debian_base_dir()]
     if ubuntu.is_ubuntu(os_name):
-        return [ubuntu.layer_dir(debian_base_dir(), os_name), debian_base_dir()]
-    raise SandboxError(f"unknown host OS {os_name!r}: use debian12, ol8, ol9, ubuntu2204 "
-                       "or ubuntu2404")
+        root = ubuntu.debian_root(os_name)
+        return [ubuntu.layer_dir(root, os_name), root]
+    raise SandboxError(f"unknown host OS {os_name!r}: use debian12, debian13, ol8, ol9, "
+                       "ubuntu2204, ubuntu2404 or ubuntu2604")
 
 
 def _sources_lines() -> list[str]:
@@ -263,12 +267,20 @@ def _in_use(d: Path) -> bool:
     return False
 
 
-def build_all(ol: bool, ubuntu_layers: bool = False) -> dict[str, Path]:
+def build_all(ol: bool, ubuntu_layers: bool = False, oses: set[str] = frozenset()) -> dict[str, Path]:
+    """The bases and layers of a fleet: ``oses`` names the OSes its hosts run (Debian 13 and
+    Ubuntu 26.04 need the trixie root, built only then)."""
+    from . import debian13
     out = {"debian12": build_debian_base()}
     if ol:
         for name in OL_RELEASES:
             out[name] = build_ol_layer(name)
-    if ubuntu_layers:   # Ubuntu's release files on the Debian root (sandbox/ubuntu.py)
+    if oses & {debian13.OS_NAME, *ubuntu.ON_TRIXIE}:
+        out[debian13.OS_NAME] = debian13.build_base()
+    if ubuntu_layers or oses & set(ubuntu.RELEASES):
+        # Ubuntu's release files on a Debian root (sandbox/ubuntu.py)
         for name in ubuntu.RELEASES:
-            out[name] = ubuntu.build_layer(out["debian12"], name)
+            if name in ubuntu.ON_TRIXIE and name not in oses:
+                continue
+            out[name] = ubuntu.build_layer(ubuntu.debian_root(name), name)
     return out

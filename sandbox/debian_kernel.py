@@ -1,5 +1,6 @@
-"""Which Debian 12 kernel ABI the sandbox serves and the QEMU VM boots: one that Debian's
-archive can install today, whatever state the archive is in.
+"""Which Debian kernel ABI the sandbox serves (per suite: bookworm's 6.1, trixie's 6.12) and
+the QEMU VM boots: one that Debian's archive can install today, whatever state the archive
+is in.
 
 Debian's archive moves in ordinary steps that leave it half-way for hours or days
 (sandbox/README.md, "Which kernel"):
@@ -26,8 +27,14 @@ from dataclasses import dataclass
 from collections.abc import Callable
 
 META = "linux-headers-amd64"
-ABI_RE = re.compile(r"^6\.1\.0-\d+-amd64$")
-_DEPENDS_RE = re.compile(r"\blinux-headers-(6\.1\.0-\d+-amd64) \(= ([^)\s]+)\)")
+# The kernel series of each suite. The ABI names differ: bookworm's are 6.1.0-<N>-amd64,
+# trixie's carry the upstream version, 6.12.<P>+deb13-amd64 (Debian's linux 6.12 packages).
+SERIES = {"bookworm": "6.1", "trixie": "6.12"}
+
+
+def _depends_re(series: str) -> re.Pattern:
+    return re.compile(rf"\blinux-headers-({re.escape(series)}\.\d+[-+][\w.+-]*?-amd64) "
+                      r"\(= ([^)\s]+)\)")
 
 # apt_cache(["show", "pkg", ...]) -> stdout (the caller's apt configuration; "" when apt
 # knows none of the packages)
@@ -84,8 +91,10 @@ def _newest_first(apt_cache: AptCache, name: str) -> list[str]:
     return seen
 
 
-def choose(apt_cache: AptCache) -> KernelChoice:
-    """The kernel to serve and boot (module docstring); NoKernel when there is none."""
+def choose(apt_cache: AptCache, suite: str = "bookworm") -> KernelChoice:
+    """The kernel of SUITE to serve and boot (module docstring); NoKernel when there is none."""
+    series = SERIES[suite]
+    depends_re = _depends_re(series)
     metas = _versions(apt_cache, [META])[META]
     by_version = {st["Version"]: st for st in metas}
     order = [v for v in _newest_first(apt_cache, META) if v in by_version]
@@ -95,9 +104,10 @@ def choose(apt_cache: AptCache) -> KernelChoice:
                        "run apt-get update, check the sources")
     why_not: list[str] = []
     for version in order:
-        m = _DEPENDS_RE.search(by_version[version].get("Depends", ""))
+        m = depends_re.search(by_version[version].get("Depends", ""))
         if not m:
-            why_not.append(f"{META} {version} depends on no linux-headers-6.1.0-N-amd64")
+            why_not.append(f"{META} {version} depends on no linux-headers-{series}.x "
+                           "-amd64 package")
             continue
         abi, headers_version = m.groups()
         signed, unsigned = f"linux-image-{abi}", f"linux-image-{abi}-unsigned"
@@ -118,6 +128,6 @@ def choose(apt_cache: AptCache) -> KernelChoice:
             note = "; ".join(filter(None, [note, "newer metas skipped: " + "; ".join(why_not)]))
         return KernelChoice(release=abi, headers=f"linux-headers-{abi}={headers_version}",
                             meta=f"{META}={version}", image=image, note=note)
-    raise NoKernel("Debian's archive has no kernel that installs whole today: "
+    raise NoKernel(f"Debian's {suite} archive has no kernel that installs whole today: "
                    + "; ".join(why_not) + " (the archive is mid-update: retry later, "
                    "or set GPUHOST_VM_KERNEL / use a cache built before)")

@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import base, hosts, mirror, paths, snapshot, spec, supervisor, traits, ubuntu
+from . import base, debian13, hosts, mirror, paths, snapshot, spec, supervisor, traits, ubuntu
 from .util import (SandboxError, flocked, need_commands, need_root, pid_alive, read_json,
                    read_pid, run, say, step, write_file)
 
@@ -85,7 +85,8 @@ def start_httpd() -> None:
         [sys.executable, str(HTTPD), "--bind", paths.HTTP_ADDRESS, "--port", str(paths.HTTP_PORT),
          "--log", str(rd / "httpd.log"), "--pidfile", str(rd / "httpd.pid"),
          "--map", f"debian={paths.MIRROR_DEBIAN}", "--map", f"nvidia={paths.NVIDIA_CACHE}",
-         "--map", f"ubuntu={ubuntu.REPO}"],
+         "--map", f"ubuntu={ubuntu.REPO}",
+         "--map", f"{debian13.archive().served}={debian13.archive().root}"],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True, close_fds=True, cwd="/")
     log.close()
@@ -146,17 +147,24 @@ def _up(n_hosts: int, ol: int, docker_hosts: int, overrides: dict | None,
         with step("remove stale hosts from an earlier session"):
             _kill_strays()
             hosts.remove_tree(paths.HOSTS_DIR)
+    oses = spec.oses(n_hosts, ol, ubuntu_hosts, overrides or {})
+    kernels = {}
     with cache_lock():
-        base.build_all(ol=ol > 0, ubuntu_layers=ubuntu_hosts > 0)
+        base.build_all(ol=ol > 0, ubuntu_layers=ubuntu_hosts > 0, oses=oses)
         mstate = mirror.build(refresh=refresh)
-        if ubuntu_hosts:
+        with_ubuntu = bool(ubuntu_hosts or oses & set(ubuntu.RELEASES))
+        # the Ubuntu archive always carries resolute (trixie's pool): built once, never
+        # rebuilt under another fleet's Ubuntu hosts when a 26.04 host first appears
+        if with_ubuntu or debian13.OS_NAME in oses:
+            kernels[debian13.OS_NAME] = debian13.build_mirror(refresh=refresh)["kernel_release"]
+        if with_ubuntu:
             ubuntu.build_repo(mstate)
     wanted = spec.plan(n_hosts, ol, docker_hosts, overrides or {}, mstate["kernel_release"],
-                       ubuntu=ubuntu_hosts)
+                       ubuntu=ubuntu_hosts, kernels=kernels)
     if from_snapshot:
         snapshot.check(from_snapshot, wanted)
     pubkey = _ensure_ssh_key()
-    with step(f"HTTP server on {paths.MIRROR_URL} (/debian, /nvidia, /ubuntu)"):
+    with step(f"HTTP server on {paths.MIRROR_URL} (/debian, /debian-trixie, /nvidia, /ubuntu)"):
         start_httpd()
 
     old = {h["name"]: h for h in (current or {}).get("hosts", [])}

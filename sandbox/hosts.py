@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import base, mirror, paths, pci, supervisor, traits, ubuntu
+from . import base, debian13, mirror, paths, pci, supervisor, traits, ubuntu
 from .spec import machine_json
 from .util import SandboxError, pid_alive, read_json, read_pid, run, write_file
 
@@ -110,6 +110,8 @@ def create(h: dict, pubkey: str) -> None:
     # in the stock image's sources files).
     if ubuntu.is_ubuntu(h["os"]):
         ubuntu.write_apt_sources(upper, h["os"])
+    elif h["os"] == debian13.OS_NAME:
+        debian13.write_apt_sources(upper)
     else:
         write_file(upper / "etc/apt/sources.list", mirror.sources_list())
         shutil.copyfile(mirror.KEYRING, _mk(upper / "etc/apt/keyrings") / mirror.KEYRING_NAME)

@@ -3,6 +3,8 @@
 Host N (1-based) is `gpu-NN` (Debian 12) for the first `hosts - ol` indexes, then
 `ol8-NN` and `ol9-NN` (the `ol` count split between the two, OL8 gets the odd one), then
 `u22-NN` and `u24-NN` (Ubuntu 22.04/24.04, the `ubuntu` count split, 24.04 gets the odd one).
+`"os"` in a host's override moves it to another OS (`debian13`: `d13-NN`, `ubuntu2604`:
+`u26-NN`, or any of the others), keeping its index.
 GPU model cycles A100-SXM4-40GB, H100-80GB-HBM3, L4 and the count cycles 1..8 with the
 index; an 8-GPU A100/H100 host has NVSwitch. The first `docker_hosts` Debian hosts are the
 docker hosts. Each host gets the default traits (sandbox/traits) unless its override names
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import paths, traits, ubuntu as ubuntu_os
+from . import debian13, paths, traits, ubuntu as ubuntu_os
 from .util import SandboxError
 
 GPU_CYCLE = ["A100-SXM4-40GB", "H100-80GB-HBM3", "L4"]
@@ -27,7 +29,10 @@ OL_KERNELS = {
     "ol9": "6.12.0-100.28.2.2.el9uek.x86_64",
 }
 OVERRIDABLE = {"gpu_model": str, "gpu_count": int, "nvswitch": bool, "kernel_release": str,
-               "docker": bool, "traits": list, "faults": list}
+               "docker": bool, "traits": list, "faults": list, "os": str}
+# Host OSes and their name prefixes (Ubuntu's: sandbox/ubuntu.py RELEASES).
+DEBIAN_PREFIX = {"debian12": "gpu", debian13.OS_NAME: debian13.PREFIX}
+OSES = ("debian12", debian13.OS_NAME, *OL_KERNELS, *ubuntu_os.RELEASES)
 
 
 def load_overrides(text: str | None) -> dict[str, dict]:
@@ -67,13 +72,45 @@ def load_overrides(text: str | None) -> dict[str, dict]:
             raise SandboxError(f"--spec {host}: faults must be a list of gpusim commands, e.g. "
                                '["fault set row_remap_pending --gpu 1", '
                                '"xid 79 --gpu 0 --next-load"] (sandbox/nvidia/README.md)')
+        if "os" in settings and settings["os"] not in OSES:
+            raise SandboxError(f"--spec {host}: os {settings['os']!r} is not one of "
+                               f"{', '.join(OSES)}")
         if "gpu_count" in settings and not 0 <= settings["gpu_count"] <= 16:
             raise SandboxError(f"--spec {host}: gpu_count must be 0..16")
     return data
 
 
+def _default_os(i: int, hosts: int, ol: int, ubuntu: int) -> str:
+    n_debian, n_ol8, n_u22 = hosts - ol - ubuntu, (ol + 1) // 2, ubuntu // 2
+    if i <= n_debian:
+        return "debian12"
+    if i <= n_debian + n_ol8:
+        return "ol8"
+    if i <= n_debian + ol:
+        return "ol9"
+    return "ubuntu2204" if i <= n_debian + ol + n_u22 else "ubuntu2404"
+
+
+def _prefix(os_name: str) -> str:
+    if ubuntu_os.is_ubuntu(os_name):
+        return ubuntu_os.RELEASES[os_name]["prefix"]
+    return DEBIAN_PREFIX.get(os_name, os_name)
+
+
+def oses(hosts: int, ol: int, ubuntu: int, overrides: dict[str, dict]) -> set[str]:
+    """The OSes a fleet's hosts will run (what its bases and mirrors must provide)."""
+    out = set()
+    for i in range(1, hosts + 1):
+        name = _default_os(i, hosts, ol, ubuntu)
+        settings = {**overrides.get(f"{_prefix(name)}-{i:02d}", {}), **overrides.get(str(i), {})}
+        out.add(settings.get("os", name))
+    return out
+
+
 def plan(hosts: int, ol: int, docker_hosts: int, overrides: dict[str, dict],
-         debian_kernel: str, ubuntu: int = 0) -> list[dict]:
+         debian_kernel: str, ubuntu: int = 0, kernels: dict[str, str] | None = None) -> list[dict]:
+    """The fleet's hosts. ``debian_kernel``: Debian 12 hosts' simulated kernel; ``kernels``:
+    other OSes' where they come from a mirror (Debian 13's)."""
     if not 1 <= hosts <= paths.MAX_HOSTS:
         raise SandboxError(f"--hosts must be 1..{paths.MAX_HOSTS}, got {hosts}")
     if not 0 <= ol <= hosts:
@@ -82,28 +119,23 @@ def plan(hosts: int, ol: int, docker_hosts: int, overrides: dict[str, dict],
         raise SandboxError(f"--ubuntu must be 0..{hosts - ol} (the Ubuntu hosts are part of "
                            "--hosts, beside the OL hosts)")
     n_debian = hosts - ol - ubuntu
-    n_u22 = ubuntu // 2
     if not 0 <= docker_hosts <= n_debian:
         raise SandboxError(f"--docker-hosts must be 0..{n_debian} (docker hosts are Debian hosts)")
-    n_ol8 = (ol + 1) // 2
+    kernels = {"debian12": debian_kernel, **OL_KERNELS, **(kernels or {})}
     out = []
     for i in range(1, hosts + 1):
-        if i <= n_debian:
-            os_name = "debian12"
-        elif i <= n_debian + n_ol8:
-            os_name = "ol8"
-        elif i <= n_debian + ol:
-            os_name = "ol9"
-        elif i <= n_debian + ol + n_u22:
-            os_name = "ubuntu2204"
-        else:
-            os_name = "ubuntu2404"
+        os_name = _default_os(i, hosts, ol, ubuntu)
+        default_name = f"{_prefix(os_name)}-{i:02d}"
+        os_name = {**overrides.get(default_name, {}), **overrides.get(str(i), {})}.get(
+            "os", os_name)
+        prefix = _prefix(os_name)
         if ubuntu_os.is_ubuntu(os_name):
-            prefix = ubuntu_os.RELEASES[os_name]["prefix"]
             kernel = ubuntu_os.kernel_release(os_name)
+        elif os_name in kernels:
+            kernel = kernels[os_name]
         else:
-            prefix = "gpu" if os_name == "debian12" else os_name
-            kernel = debian_kernel if os_name == "debian12" else OL_KERNELS[os_name]
+            raise SandboxError(f"no kernel known for {os_name} hosts: build its mirror first "
+                               "(`python -m sandbox up` does)")
         model = GPU_CYCLE[(i - 1) % len(GPU_CYCLE)]
         count = (i - 1) % 8 + 1
         h = {
@@ -118,14 +150,17 @@ def plan(hosts: int, ol: int, docker_hosts: int, overrides: dict[str, dict],
             "docker": os_name == "debian12" and i <= docker_hosts,
         }
         h["traits"] = traits.defaults(h)
+        h.update(overrides.get(default_name, {}))
         h.update(overrides.get(h["name"], {}))
         h.update(overrides.get(str(i), {}))
+        h["default_name"] = default_name
         h["traits"] = sorted(set(h["traits"]))
         traits.check(h)
-        if h["docker"] and os_name != "debian12":
+        if h["docker"] and os_name not in DEBIAN_PREFIX:
             raise SandboxError(f"--spec {h['name']}: docker hosts must be Debian hosts")
         out.append(h)
-    unknown = set(overrides) - {h["name"] for h in out} - {str(i) for i in range(1, hosts + 1)}
+    known = {n for h in out for n in (h["name"], h.pop("default_name"))}
+    unknown = set(overrides) - known - {str(i) for i in range(1, hosts + 1)}
     if unknown:
         raise SandboxError(f"--spec names hosts this fleet does not have: {', '.join(sorted(unknown))}")
     return out

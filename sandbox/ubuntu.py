@@ -23,14 +23,13 @@ real host some weeks after its image was built); `-security` the running kernel'
 """
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from . import mirror, paths
-from .util import SandboxError, recipe_hash, run, say, step, write_file
+from . import mirror, paths, ubuntu2604
+from .util import recipe_hash, say, step, write_file
 
 UBUNTU_RECIPE_VERSION = 1
 REPO_FORMAT = 2
@@ -54,7 +53,10 @@ RELEASES = {
         "kernel": "6.8.0-51-generic", "kernel_version": "6.8.0-51.52",
         "newer": "6.8.0-53-generic", "newer_version": "6.8.0-53.55",
     },
+    ubuntu2604.OS_NAME: ubuntu2604.RELEASE,
 }
+# Releases dressed on the Debian 13 root (sandbox/debian13.py), the others on Debian 12's.
+ON_TRIXIE = tuple(n for n, r in RELEASES.items() if r.get("root") == "debian13")
 COMPONENTS = ("main", "restricted", "universe", "multiverse")
 # Debian binaries that Ubuntu ships in universe (packages.ubuntu.com lists docker.io
 # there); everything else of the Debian mirror goes to main. A stock Ubuntu enables all
@@ -84,11 +86,19 @@ def kernel_release(os_name: str) -> str:
     return RELEASES[os_name]["kernel"]
 
 
+def debian_root(os_name: str) -> Path:
+    """The Debian base root a release is dressed on."""
+    from . import base, debian13
+    return debian13.base_dir() if os_name in ON_TRIXIE else base.debian_base_dir()
+
+
 # ---------------------------------------------------------------- the release layer
 
 def layer_dir(base_dir: Path, os_name: str) -> Path:
     recipe = {"base": base_dir.name, "release": RELEASES[os_name],
               "version": UBUNTU_RECIPE_VERSION}
+    if os_name == ubuntu2604.OS_NAME:
+        recipe["modules"] = ubuntu2604.RUNNING_MODULES
     return paths.BASE_CACHE / f"{os_name}-{recipe_hash(recipe)}"
 
 
@@ -108,7 +118,7 @@ def os_release(os_name: str) -> str:
         'PRIVACY_POLICY_URL="https://www.ubuntu.com/legal/terms-and-policies/privacy-policy"\n'
         f"UBUNTU_CODENAME={r['codename']}\n"
     )
-    if os_name == "ubuntu2404":
+    if os_name != "ubuntu2204":
         text += "LOGO=ubuntu-logo\n"
     return text
 
@@ -135,6 +145,8 @@ def build_layer(base_dir: Path, os_name: str) -> Path:
             write_file(etc / "lsb-release", lsb_release(os_name))
             write_file(etc / "debian_version", RELEASES[os_name]["debian_version"] + "\n")
             write_file(etc / "issue", f"Ubuntu {RELEASES[os_name]['version'].split(' (')[0]} \\n \\l\n\n")
+            if os_name == ubuntu2604.OS_NAME:
+                ubuntu2604.layer_files(tmp)
         os.chmod(tmp, 0o755)
         os.replace(tmp, target)
     finally:
@@ -193,205 +205,5 @@ def write_apt_sources(upper: Path, os_name: str) -> None:
 
 
 # ---------------------------------------------------------------- the archive
-
-def _deb(stage: Path, out: Path, control: str, files: dict[str, str],
-         symlinks: dict[str, str]) -> None:
-    root = stage / "root"
-    if root.exists():
-        shutil.rmtree(root)
-    for rel, text in files.items():
-        write_file(root / rel.lstrip("/"), text)
-    for rel, target in symlinks.items():
-        p = root / rel.lstrip("/")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(target, p)
-    write_file(root / "DEBIAN/control", control)
-    for dirpath, dirnames, _ in os.walk(root):
-        for d in dirnames:
-            os.chmod(os.path.join(dirpath, d), 0o755)
-    run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(out)],
-        env={"SOURCE_DATE_EPOCH": "1735689600"}, quiet=True)
-
-
-def _control(name: str, version: str, arch: str, section: str, depends: list[str],
-             description: str) -> str:
-    lines = [f"Package: {name}", f"Version: {version}", f"Architecture: {arch}",
-             "Maintainer: gpuhost sandbox (fake Ubuntu kernel package) <sandbox@gpuhost.invalid>",
-             "Installed-Size: 1", f"Section: {section}", "Priority: optional"]
-    if depends:
-        lines.append(f"Depends: {', '.join(depends)}")
-    lines.append(f"Description: {description}")
-    lines.append(" Simulated header package of the gpuhost sandbox: a few files, no kernel.")
-    return "\n".join(lines) + "\n"
-
-
-def header_packages(release: str, version: str) -> list[tuple[str, str, dict, dict]]:
-    """(filename, control, files, symlinks) of linux-headers-<abi> and
-    linux-headers-<abi>-generic, laid out as Ubuntu's: /usr/src/linux-headers-<release>,
-    /lib/modules/<release>/build pointing at it."""
-    abi = release.removesuffix("-generic")
-    common = f"linux-headers-{abi}"
-    flav = f"linux-headers-{release}"
-    src = f"/usr/src/linux-headers-{release}"
-    files = {
-        f"{src}/Makefile": f"# kernel {release} (simulated headers)\nKERNELRELEASE = {release}\n",
-        f"{src}/.config": "# Simulated kernel configuration (gpuhost sandbox)\nCONFIG_MODULES=y\n",
-        f"{src}/include/generated/utsrelease.h": f'#define UTS_RELEASE "{release}"\n',
-    }
-    return [
-        (f"{common}_{version}_all.deb",
-         _control(common, version, "all", "devel", [],
-                  f"Header files related to Linux kernel version {abi.split('-')[0]}"),
-         {f"/usr/src/{common}/Makefile": f"# kernel {abi} common headers (simulated)\n"}, {}),
-        (f"{flav}_{version}_amd64.deb",
-         _control(flav, version, "amd64", "devel", [common],
-                  f"Linux kernel headers for version {abi.split('-')[0]} on 64 bit x86 SMP"),
-         files, {f"/lib/modules/{release}/build": src}),
-    ]
-
-
-def _link_or_copy(src: Path, dest: Path) -> None:
-    try:
-        os.link(src, dest)
-    except OSError:
-        shutil.copy2(src, dest)
-
-
-def _packages_index(rel_dirs: list[str]) -> str:
-    out = ""
-    for d in rel_dirs:
-        if (REPO / d).is_dir() and any((REPO / d).glob("*.deb")):
-            out += run(["sh", "-c", 'cd "$1" && apt-ftparchive packages "$2"', "sh",
-                        str(REPO), d], capture=True).stdout
-    return out
-
-
-def _sign_suite(suite: str, codename: str, version_id: str) -> None:
-    dist = REPO / "dists" / suite
-    rel = run(["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", str(dist), "apt-ftparchive",
-               "-o", "APT::FTPArchive::Release::Origin=Ubuntu",
-               "-o", "APT::FTPArchive::Release::Label=Ubuntu",
-               "-o", f"APT::FTPArchive::Release::Suite={suite}",
-               "-o", f"APT::FTPArchive::Release::Version={version_id}",
-               "-o", f"APT::FTPArchive::Release::Codename={codename}",
-               "-o", "APT::FTPArchive::Release::Architectures=amd64",
-               "-o", f"APT::FTPArchive::Release::Components={' '.join(COMPONENTS)}",
-               "-o", "APT::FTPArchive::Release::Description=Ubuntu layout, gpuhost sandbox",
-               "release", "."], capture=True).stdout
-    for f in ("Release", "InRelease", "Release.gpg"):
-        (dist / f).unlink(missing_ok=True)
-    write_file(dist / "Release", rel)
-    env = {"GNUPGHOME": str(mirror.GNUPG_DIR)}
-    run(["gpg", "--batch", "--yes", "--local-user", mirror.KEY_UID, "--clearsign",
-         "--output", str(dist / "InRelease"), str(dist / "Release")], env=env)
-    run(["gpg", "--batch", "--yes", "--local-user", mirror.KEY_UID, "--armor", "--detach-sign",
-         "--output", str(dist / "Release.gpg"), str(dist / "Release")], env=env)
-
-
-def jammy_dkms_debs() -> list[Path]:
-    """Bullseye's dkms and dctrl-tools, fetched once (verified: InRelease by gpgv, the index
-    and each .deb by SHA256) and kept in JAMMY_DKMS_CACHE."""
-    stamp = JAMMY_DKMS_CACHE / "files"
-    if stamp.is_file():
-        debs = [JAMMY_DKMS_CACHE / n for n in stamp.read_text().split()]
-        if debs and all(d.is_file() for d in debs):
-            return debs
-    from .nvidia.pkg.common import BuildError
-    from .nvidia.pkg.debian_fetch import fetch_deb
-    tmp = Path(tempfile.mkdtemp(prefix=".fetch-", dir=paths.MIRROR_CACHE))
-    try:
-        with step(f"Ubuntu archive: {JAMMY_DKMS_SUITE}'s {' and '.join(JAMMY_DKMS_PACKAGES)} "
-                  "for jammy (deb.debian.org, verified)"):
-            names = [fetch_deb(JAMMY_DKMS_SUITE, p, tmp)[0].name for p in JAMMY_DKMS_PACKAGES]
-        for f in tmp.glob("*.InRelease"):
-            f.unlink()
-        write_file(tmp / "files", " ".join(names) + "\n")
-        if JAMMY_DKMS_CACHE.exists():
-            shutil.rmtree(JAMMY_DKMS_CACHE)
-        os.replace(tmp, JAMMY_DKMS_CACHE)
-    except BuildError as error:
-        raise SandboxError(f"cannot fetch jammy's dkms from Debian {JAMMY_DKMS_SUITE}: {error}; "
-                           "check this machine's access to deb.debian.org "
-                           "(GPUHOST_DEBIAN_ARCHIVE overrides the mirror)") from None
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return [JAMMY_DKMS_CACHE / n for n in names]
-
-
-def build_repo(mirror_state: dict) -> None:
-    """Build (or keep) the Ubuntu-layout archive from the Debian mirror's pool."""
-    jammy_debs = jammy_dkms_debs()
-    inputs = recipe_hash({"format": REPO_FORMAT, "debian": mirror_state.get("files"),
-                          "jammy_dkms": [d.name for d in jammy_debs],
-                          "releases": RELEASES, "universe": UNIVERSE,
-                          "key": mirror.KEYRING.read_bytes().hex()})
-    state_text = STATE_FILE.read_text() if STATE_FILE.is_file() else ""
-    if state_text.strip() == inputs and (REPO / "dists/noble-security/InRelease").is_file():
-        say(f"Ubuntu archive {REPO} is up to date")
-        return
-    with step("Ubuntu archive: pool (Debian binaries, fake kernel headers), index, sign"):
-        if REPO.exists():
-            shutil.rmtree(REPO)
-        for d in ("main/debian", "universe/debian", "main/d/dkms-bookworm",
-                  "main/d/dkms-bullseye"):
-            (REPO / "pool" / d).mkdir(parents=True)
-        for deb in sorted(mirror.POOL.glob("*.deb")):
-            name = deb.name.split("_", 1)[0]
-            comp = "universe" if name in UNIVERSE else "main"
-            where = "main/d/dkms-bookworm" if name == "dkms" else f"{comp}/debian"
-            _link_or_copy(deb, REPO / "pool" / where / deb.name)
-        for deb in jammy_debs:
-            _link_or_copy(deb, REPO / "pool/main/d/dkms-bullseye" / deb.name)
-        stage = Path(tempfile.mkdtemp(prefix=".build-ubuntu-", dir=paths.MIRROR_CACHE))
-        try:
-            for r in RELEASES.values():
-                kdir = REPO / "pool/main/l" / f"linux-{r['codename']}"
-                kdir.mkdir(parents=True)
-                for release, version in ((r["kernel"], r["kernel_version"]),
-                                         (r["newer"], r["newer_version"])):
-                    for fname, control, files, links in header_packages(release, version):
-                        _deb(stage, kdir / fname, control, files, links)
-                # the meta package follows the newest kernel, as on a real archive
-                newer_abi = r["newer"].removesuffix("-generic")
-                meta_version = newer_abi.replace("-", ".") + "." + r["newer_version"].split(".")[-1]
-                _deb(stage, REPO / "pool/main/l" / f"linux-meta-{r['codename']}.deb",
-                     _control("linux-headers-generic", meta_version, "amd64", "kernel",
-                              [f"linux-headers-{r['newer']}"],
-                              "Generic Linux kernel headers (meta package)"), {}, {})
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
-        for r in RELEASES.values():
-            c = r["codename"]
-            kdir = f"pool/main/l/linux-{c}"
-            meta = REPO / "pool/main/l" / f"linux-meta-{c}.deb"
-            # one directory per pocket's kernel content
-            upd = REPO / "pool/main/l" / f"linux-{c}-updates"
-            sec = REPO / "pool/main/l" / f"linux-{c}-security"
-            upd.mkdir()
-            sec.mkdir()
-            for f in (REPO / kdir).glob("*.deb"):
-                _link_or_copy(f, upd / f.name)
-                if r["kernel_version"] in f.name:
-                    _link_or_copy(f, sec / f.name)
-            os.replace(meta, upd / meta.name)
-            shutil.rmtree(REPO / kdir)
-            dkms_dir = ("pool/main/d/dkms-bullseye" if c == "jammy"
-                        else "pool/main/d/dkms-bookworm")
-            pockets = {
-                c: {"main": ["pool/main/debian", dkms_dir], "universe": ["pool/universe/debian"]},
-                f"{c}-updates": {"main": [f"pool/main/l/linux-{c}-updates"]},
-                f"{c}-security": {"main": [f"pool/main/l/linux-{c}-security"]},
-            }
-            for suite, comps in pockets.items():
-                for comp in COMPONENTS:
-                    bdir = REPO / "dists" / suite / comp / "binary-amd64"
-                    bdir.mkdir(parents=True)
-                    text = _packages_index(comps.get(comp, []))
-                    write_file(bdir / "Packages", text)
-                    with gzip.GzipFile(bdir / "Packages.gz", "wb", mtime=0) as f:
-                        f.write(text.encode())
-                _sign_suite(suite, c, r["version_id"])
-        write_file(STATE_FILE, inputs + "\n")
-    if not (REPO / "dists/jammy/InRelease").is_file():
-        raise SandboxError(f"the Ubuntu archive in {REPO} was not signed")
+# (sandbox/ubuntu_archive.py; imported last: it reads this module's tables)
+from .ubuntu_archive import build_repo, header_packages  # noqa: E402,F401

@@ -129,6 +129,7 @@ def wait_for_reboot(ssh, boots, name: str, before: int, timeout: float = 300) ->
 def default_driver() -> str:
     """The sandbox inventory's driver version (the fake artifacts' manifest: its
     ``default_driver``, else the newest), as inventories/sandbox.py picks it."""
-    out = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+    out = Path(os.environ.get("GPUHOST_NVIDIA_OUT",
+                                os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia"))
     manifest = json.loads((out / "manifest.json").read_text())
     return manifest.get("default_driver") or manifest["driver_versions"][-1]

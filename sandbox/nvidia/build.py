@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from sandbox.nvidia.pkg import common
+from sandbox.nvidia.pkg import common, netrepo
 from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DEFAULT_DRIVER, DRIVER_VERSIONS, OUT_DIR,
                                        RPM_DISTROS, TOOLKIT_VERSION, TOOLKIT_VERSIONS, BuildError,
                                        build_lock, code_digest, inputs_digest, log, mark_done, need_tools, sha256_file,
@@ -23,7 +23,7 @@ from sandbox.nvidia.pkg.common import (APT_DISTROS, BASE_URL, DEFAULT_DRIVER, DR
 from sandbox.nvidia.pkg.localrepo import build_apt_local_repo, build_rpm_local_repo
 from sandbox.nvidia.pkg.signing import SigningKey
 
-PARTS = ("local-repos", "toolkit", "ol-repos", "docker-repo", "verify-image")
+PARTS = ("local-repos", "network-repos", "toolkit", "ol-repos", "docker-repo", "verify-image")
 
 
 def local_repo_filename(version: str, distro: str) -> str:
@@ -51,6 +51,8 @@ def build_local_repos(key: SigningKey, force: bool, versions: list[str],
     for version in versions:
         outdir = OUT_DIR / "local-repos" / version
         for distro in distros:
+            if not common.builds(version, distro):
+                continue
             out = outdir / local_repo_filename(version, distro)
             digest = inputs_digest(code=code, sim=sim, key=key.fingerprint, v=version, d=distro)
             name = f"local-repo-{distro}-{version}"
@@ -74,6 +76,8 @@ def manifest() -> dict:
     for version in DRIVER_VERSIONS:
         local[version] = {}
         for distro in APT_DISTROS + RPM_DISTROS:
+            if not common.builds(version, distro):
+                continue
             fname = local_repo_filename(version, distro)
             path = OUT_DIR / "local-repos" / version / fname
             local[version][distro] = {
@@ -83,6 +87,8 @@ def manifest() -> dict:
         "driver_versions": list(DRIVER_VERSIONS),
         "default_driver": DEFAULT_DRIVER,
         "local_repos": local,
+        # NVIDIA's CUDA network repositories (sandbox/nvidia/pkg/netrepo.py)
+        "network_repos": netrepo.manifest(),
         "toolkit": {"version": TOOLKIT_VERSION, "versions": list(TOOLKIT_VERSIONS),
                     "apt": {"url": f"{BASE_URL}/toolkit/deb", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"},
                     "rpm": {"url": f"{BASE_URL}/toolkit/rpm", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"}},
@@ -136,6 +142,8 @@ def build(parts: list[str], versions: list[str], distros: list[str], force: bool
     log(f"signing key {key.fingerprint} (public key: {OUT_DIR / 'gpgkey'})")
     if "local-repos" in parts:
         build_local_repos(key, force, versions, distros)
+    if "network-repos" in parts:
+        netrepo.build(key, force)
     if "toolkit" in parts:
         from sandbox.nvidia.pkg import toolkit
         toolkit.build(key, force)

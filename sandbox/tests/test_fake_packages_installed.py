@@ -32,8 +32,9 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chroot, mounts, runc)")]
 
 REPO = Path(__file__).resolve().parents[2]
-OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
-ITEST = Path("/var/cache/gpuhost/nvidia-itest")
+OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT",
+                                os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia"))
+ITEST = Path(os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost")) / "nvidia-itest"
 VER = "570.172.08"
 DEB_KERNEL = "6.1.0-56-amd64"
 UEK8 = "6.12.0-100.28.2.2.el9uek.x86_64"

@@ -19,7 +19,8 @@ import pytest
 from sandbox.tests import smi_health
 
 VERSION = "570.172.08"
-OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT",
+                                os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia"))
 LOCAL_REPO = OUT / "local-repos" / VERSION / f"nvidia-driver-local-repo-debian12-{VERSION}_1.0-1_amd64.deb"
 # gpu-01: an HGX H100 (8 GPUs, 4 NVSwitches) with two faults of its spec: a row remapping
 # failure (kept in the GPU) and an Xid 79 armed for the first driver load; gpu-02: two V100

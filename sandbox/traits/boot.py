@@ -7,6 +7,8 @@ Secure Boot on, and gpusim-boot boots the boot loader's default entry (uname fol
 """
 from __future__ import annotations
 
+import re
+
 import subprocess
 import threading
 from pathlib import Path
@@ -34,6 +36,9 @@ def next_kernel(h: dict) -> str:
     if h["os"] in NEXT_KERNEL:
         return NEXT_KERNEL[h["os"]]
     running = h["kernel_release"]           # 6.1.0-56-amd64 -> 6.1.0-57-amd64
+    trixie = re.match(r"^(\d+\.\d+)\.(\d+)(\+deb\d+-\w+)$", running)
+    if trixie:                              # 6.12.118+deb13-amd64 -> 6.12.119+deb13-amd64
+        return f"{trixie[1]}.{int(trixie[2]) + 1}{trixie[3]}"
     head, abi, flavour = running.rsplit("-", 2)
     return f"{head}-{int(abi) + 1}-{flavour}"
 
@@ -144,7 +149,7 @@ def _next_kernel(h: dict, upper: Path) -> None:
         write_file(upper / f"boot/config-{rel}", "CONFIG_MODULES=y\nCONFIG_MODULE_SIG=y\n")
     # /lib is a symlink to usr/lib (merged /usr): write below usr/, never a real upper/lib
     write_file(upper / f"usr/lib/modules/{new}/modules.dep", "")
-    if h["os"] == "debian12":
+    if h["os"] in ("debian12", "debian13"):
         # grub-mkconfig's order: the newest kernel first; GRUB_DEFAULT=0 boots it
         write_file(upper / "etc/default/grub", "GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\n"
                    'GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`\n'

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from . import Trait, register
 
-APT_HOSTS = ("debian12", "ubuntu2204", "ubuntu2404")
-UBUNTU = ("ubuntu2204", "ubuntu2404")
+APT_HOSTS = ("debian12", "debian13", "ubuntu2204", "ubuntu2404", "ubuntu2604")
+UBUNTU = ("ubuntu2204", "ubuntu2404", "ubuntu2604")
 
 APT_INSTALL = ("export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && "
                "apt-get install -y -q --no-install-recommends {pkgs} >/dev/null")
@@ -64,9 +64,16 @@ register(Trait(
 ))
 
 
+# trixie split the docker client out of docker.io: docker.io Recommends docker-cli, which a
+# default install (recommends on) brings; the trait installs without recommends, so names it
+TRIXIE_ROOTED = ("debian13", "ubuntu2604")
+EXTRA = {"docker.io": "docker-cli"}
+
+
 def _installed_running(pkg: str, unit: str):
     def booted(h: dict, sh) -> None:
-        sh(APT_INSTALL.format(pkgs=pkg))
+        extra = EXTRA.get(pkg, "") if h["os"] in TRIXIE_ROOTED else ""
+        sh(APT_INSTALL.format(pkgs=f"{pkg} {extra}".strip()))
         # Debian's and Ubuntu's packages enable and start their unit in postinst
         # (deb-systemd-helper, invoke-rc.d): check, do not help.
         sh(f"systemctl is-active --quiet {unit}")

@@ -236,7 +236,8 @@ def test_nvlsm_gone_is_drift_and_the_deploy_restarts_fabric_manager_with_it(
 def test_fabric_manager_of_another_version_is_drift_and_the_deploy_moves_it_back(
         converged, fleet, ssh, pyinfra, tmp_path):
     version = default_driver()
-    out = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+    out = Path(os.environ.get("GPUHOST_NVIDIA_OUT",
+                                os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia"))
     repo = out / "local-repos" / OTHER / f"nvidia-driver-local-repo-debian12-{OTHER}_1.0-1_amd64.deb"
     h = next(h for h in fleet["hosts"] if h["name"] == "gpu-01")
     subprocess.run(["ssh", "-i", fleet["ssh_key"], "-p", str(h["port"]), "-o",

@@ -82,7 +82,8 @@ def test_gpu_operators_all_balanced_fits_each_gpu_keeps_across_a_reboot_and_reru
 
 
 def test_a_v100_host_asked_for_r595_is_refused_before_anything_changes(fleet, pyinfra, ssh):
-    manifest = json.loads(Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"),
+    manifest = json.loads(Path(os.environ.get("GPUHOST_NVIDIA_OUT",
+                                os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia"),
                                "manifest.json").read_text())
     if R595 not in manifest["driver_versions"]:
         pytest.skip(f"no fake {R595} driver built yet (python -m sandbox.nvidia.build); "

@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.fleet(hosts=4, ol=2, docker_hosts=1, state="bare",
                                 why="the first install from local files and apt/dnf sources")]
 
-OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT",
+                                os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia"))
 SECRET = "s3cr3t-Pa55"
 
 

@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 BASE_DIR = Path(os.environ.get("GPUHOST_VM_TEST_DIR", "/run/gpuhost-vm-pytest"))
 # One directory per test session: two sessions on one machine get two VMs, not one fight.
 RUN_DIR = BASE_DIR / f"session-{os.getpid()}"
-MIRROR_DIR = Path("/var/cache/gpuhost/mirror/debian")
-MANIFEST = Path("/var/cache/gpuhost/nvidia/manifest.json")
+MIRROR_DIR = Path(os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost")) / "mirror" / "debian"
+MANIFEST = Path(os.environ.get("GPUHOST_NVIDIA_OUT", os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia")) / "manifest.json"
 TIMINGS = RUN_DIR / "timings.json"
 
 

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-CACHE = Path(os.environ.get("GPUHOST_VM_CACHE", "/var/cache/gpuhost/vm"))
+CACHE = Path(os.environ.get("GPUHOST_VM_CACHE", os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/vm"))
 REPO = Path(__file__).resolve().parents[2]
 # A new image's kernel is chosen on the mirror's apt lists refreshed within this many seconds.
 LISTS_FRESH_FOR_BUILD = 600

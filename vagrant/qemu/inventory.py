@@ -21,8 +21,8 @@ from pathlib import Path
 from inventories.preflight import check
 
 _RUN_DIR = Path(os.environ.get("GPUHOST_VM_DIR", "/run/gpuhost-vm"))
-_MANIFEST = Path(os.environ.get("GPUHOST_NVIDIA_MANIFEST",
-                                "/var/cache/gpuhost/nvidia/manifest.json"))
+_MANIFEST = Path(os.environ.get("GPUHOST_NVIDIA_MANIFEST", os.environ.get(
+    "GPUHOST_NVIDIA_OUT", os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia") + "/manifest.json"))
 _SANDBOX_MIRROR = "http://127.77.0.1:8000"  # what the manifest's URLs name
 
 
@@ -68,7 +68,7 @@ qemu_vm = (
             "debian12": {"url": _controller(_manifest["local_repos"][_driver]["debian12"]["url"]),
                          "sha256": _manifest["local_repos"][_driver]["debian12"]["sha256"]},
         },
-        "nvidia_artifact_cache": "/var/cache/gpuhost/vm/artifacts",
+        "nvidia_artifact_cache": os.environ.get("GPUHOST_VM_CACHE", os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/vm") + "/artifacts",
         "container_toolkit_version": _toolkit["version"],
         "container_toolkit_source": "mirror",
         "container_toolkit_repo_url": {

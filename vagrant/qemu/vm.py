@@ -48,8 +48,9 @@ RUN_DIR = Path(os.environ.get("GPUHOST_VM_DIR", "/run/gpuhost-vm"))
 MIRROR_ADDRESS = os.environ.get("GPUHOST_VM_MIRROR", "127.77.0.3")        # controller side
 TUNNEL_PORT = 18000                                                       # guest side
 HTTPD = REPO / "sandbox" / "httpd.py"
-MIRROR_DEBIAN = Path("/var/cache/gpuhost/mirror/debian")
-NVIDIA_CACHE = Path("/var/cache/gpuhost/nvidia")
+# the sandbox's caches (GPUHOST_CACHE_DIR, GPUHOST_NVIDIA_OUT: sandbox/paths.py)
+MIRROR_DEBIAN = Path(os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost")) / "mirror" / "debian"
+NVIDIA_CACHE = Path(os.environ.get("GPUHOST_NVIDIA_OUT", os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia"))
 MACHINE_DIR = REPO / "sandbox" / "nvidia" / "machine"
 MIRROR_KEYRING = MIRROR_DEBIAN / "gpuhost-sandbox-archive.gpg"
 # Software emulation is slow at what a kernel does for hardware it cannot trust: skip the

@@ -13,10 +13,12 @@ import sys
 import time
 from pathlib import Path
 
-OUT_DIR = Path(os.environ.get("GPUHOST_NVIDIA_OUT", "/var/cache/gpuhost/nvidia"))
+# The sandbox's cache (GPUHOST_CACHE_DIR, sandbox/paths.py) holds all three unless named.
+_CACHE = Path(os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost"))
+OUT_DIR = Path(os.environ.get("GPUHOST_NVIDIA_OUT", _CACHE / "nvidia"))
 # Private state lives beside the served directory, never inside it.
-WORK_DIR = Path(os.environ.get("GPUHOST_NVIDIA_WORK", "/var/cache/gpuhost/nvidia-build"))
-GNUPG_DIR = Path(os.environ.get("GPUHOST_NVIDIA_GNUPG", "/var/cache/gpuhost/nvidia-gnupg"))
+WORK_DIR = Path(os.environ.get("GPUHOST_NVIDIA_WORK", _CACHE / "nvidia-build"))
+GNUPG_DIR = Path(os.environ.get("GPUHOST_NVIDIA_GNUPG", _CACHE / "nvidia-gnupg"))
 BASE_URL = os.environ.get("GPUHOST_NVIDIA_URL", "http://127.77.0.1:8000/nvidia")
 
 HERE = Path(__file__).resolve().parent
@@ -31,7 +33,19 @@ GPUSIM_SRC = HERE.parent / "gpusim"
 # inventory installs unless GPUHOST_SANDBOX_DRIVER names another (manifest "default_driver").
 DRIVER_VERSIONS = ("550.163.01", "570.172.08", "580.95.05", "595.71.05", "620.70.06")
 DEFAULT_DRIVER = "580.95.05"
-APT_DISTROS = ("debian12", "ubuntu2204", "ubuntu2404")
+APT_DISTROS = ("debian12", "debian13", "ubuntu2204", "ubuntu2404")
+# Distributions whose local repos exist only from a branch on (NVIDIA's debian13 repository
+# is newer than R550/R570; the sandbox builds debian13 from R580).
+FIRST_BRANCH = {"debian13": 580}
+# NVIDIA's network repositories the sandbox serves (sandbox/nvidia/pkg/netrepo.py), with
+# the driver versions in each: ubuntu2604 has no local repo package at all.
+NETWORK_REPOS = {"ubuntu2604": ("580.95.05", "595.71.05"),
+                 "debian13": ("580.95.05", "595.71.05")}
+
+
+def builds(version: str, distro: str) -> bool:
+    """Whether the sandbox builds DISTRO's local repo package of VERSION."""
+    return int(version.split(".")[0]) >= FIRST_BRANCH.get(distro, 0)
 RPM_DISTROS = ("rhel8", "rhel9")
 # The toolkit versions the fake repos serve (apt pin / dnf version picks one) and their
 # release commits (NVIDIA/nvidia-container-toolkit tags v1.17.8, v1.18.2); TOOLKIT_VERSION is

@@ -36,8 +36,10 @@ def companions_unbranched(version: str) -> bool:
     return int(branch_of(version)) >= 580
 
 
-def apt_unbranched(version: str) -> bool:
-    return int(branch_of(version)) >= 590
+def apt_unbranched(version: str, distro: str = "") -> bool:
+    # ubuntu2604: unbranched names on every branch (NVIDIA's 26.04 container installs them
+    # for any DRIVER_VERSION, gpu-driver-container@06a208c ubuntu26.04/install.sh)
+    return int(branch_of(version)) >= 590 or distro == "ubuntu2604"
 
 
 def open_only(version: str) -> bool:
@@ -150,19 +152,19 @@ SYSTEMD_STOP = ("if [ -d /run/systemd/system ]; then "
 
 
 def apt_packages(version: str, distro: str) -> list[DebPackage]:
-    if distro == "debian12":  # Debian's packaging, as NVIDIA's debian12 repos have it
+    if distro in ("debian12", "debian13"):  # Debian's packaging, as NVIDIA's Debian repos
         from . import driver_debian
-        return driver_debian.packages(version)
+        return driver_debian.packages(version, distro)
     b = branch_of(version)
     v = deb_version(version, distro)
     eq = f"(= {v})"
     hook = f"/usr/src/nvidia-{version}/gpusim-dkms-hook.sh"
     # before 590 the branch is part of each name ("nvidia-utils-570"); from 590 it is not
-    sfx = "" if apt_unbranched(version) else f"-{b}"
+    sfx = "" if apt_unbranched(version, distro) else f"-{b}"
     common, utils = f"nvidia-kernel-common{sfx}", f"nvidia-utils{sfx}"
     # the unbranched names were the virtual names the branched packages provide and
     # conflict with: one branch installed at a time, apt swaps them on a branch change
-    virtual = {} if apt_unbranched(version) else {
+    virtual = {} if apt_unbranched(version, distro) else {
         "common": dict(provides=["nvidia-kernel-common"], conflicts=["nvidia-kernel-common"],
                        replaces=["nvidia-kernel-common"]),
         "utils": dict(provides=["nvidia-utils"], conflicts=["nvidia-utils"],
@@ -212,7 +214,7 @@ def apt_packages(version: str, distro: str) -> list[DebPackage]:
     text = {"proprietary": "CUDA drivers, proprietary kernel module",
             "open": "NVIDIA driver, open kernel module"}
     for flavor, deps in metas.items():
-        if apt_unbranched(version):  # one meta package per flavour, no branch in its name
+        if apt_unbranched(version, distro):  # one meta package per flavour, no branch
             pkgs.append(DebPackage(names[flavor], v, f"{text[flavor]} (branch {b})",
                                    depends=deps, section="multiverse/metapackages"))
             continue
@@ -221,7 +223,7 @@ def apt_packages(version: str, distro: str) -> list[DebPackage]:
                             section="multiverse/metapackages"),
                  DebPackage(names[flavor], v, f"{text[flavor]} (latest in repo)",
                             depends=[f"{branched} {eq}"], section="multiverse/metapackages")]
-    if apt_unbranched(version):
+    if apt_unbranched(version, distro):
         pkgs.append(pinning_package(version, distro, [p.name for p in pkgs]))
     return pkgs
 

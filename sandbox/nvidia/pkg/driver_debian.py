@@ -1,4 +1,6 @@
-"""The fake debian12 driver packages, under the names of NVIDIA's debian12 repositories.
+"""The fake debian12 and debian13 driver packages, under the names of NVIDIA's repositories
+for them (debian13 uses the same Debian-style names: stack-changes notes, NVIDIA's debian13
+repository carries nvidia-driver-cuda 615.71.09).
 
 NVIDIA's Debian repositories carry Debian's packaging (the nvidia-graphics-drivers scheme)
 with the same unversioned names on every branch: meta packages ``nvidia-open`` /
@@ -27,7 +29,7 @@ MODULE = {"proprietary": ("nvidia-kernel-dkms", "cuda-drivers", "nvidia-kernel-{
           "open": ("nvidia-kernel-open-dkms", "nvidia-open", "nvidia-open-kernel-{}")}
 
 
-def packages(version: str) -> list[DebPackage]:
+def packages(version: str, distro: str = "debian12") -> list[DebPackage]:
     v = f"{version}-1"
     eq = f"(= {v})"
     b = driver.branch_of(version)
@@ -36,7 +38,7 @@ def packages(version: str) -> list[DebPackage]:
     smi_files = {"/usr/bin/nvidia-smi": (template("nvidia-smi"), 0o755), **driver.gpusim_files()}
     flavors = driver.flavors(version)
     pkgs = [
-        # Debian 12: these need Debian's contrib (nvidia-support, sandbox/README.md)
+        # Debian 12 and 13: these need Debian's contrib (nvidia-support, sandbox/README.md)
         DebPackage(SUPPORT, v, f"NVIDIA binary kernel module support files (simulated, {b})",
                    depends=["nvidia-support"], section="non-free/kernel",
                    files={driver.NOUVEAU: (template("nvidia-blacklists-nouveau.conf"), 0o644)},
@@ -81,6 +83,6 @@ def packages(version: str) -> list[DebPackage]:
         ]
     if driver.apt_unbranched(version):
         # the driver's packages, not nvlsm (a version line of its own)
-        pkgs.append(driver.pinning_package(version, "debian12",
+        pkgs.append(driver.pinning_package(version, distro,
                                            [p.name for p in pkgs if p.name != "nvlsm"]))
     return pkgs

@@ -84,8 +84,8 @@ def enrolled():
 
 def signed_by_enrolled(module_path):
     """None when the module may load with Secure Boot on, else the kernel's reason."""
-    with open(module_path, "rb") as fh:
-        data = fh.read()
+    from . import modfile
+    data = modfile.read(module_path)
     if not data.endswith(MAGIC):
         return "Key was rejected by service"
     # Only the last appended signature counts: the kernel strips the trailing

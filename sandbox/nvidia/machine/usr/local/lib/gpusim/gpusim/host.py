@@ -120,14 +120,14 @@ def kernel_release(machine):
 def find_module(kver):
     """The built nvidia module for kernel `kver`: {"version", "flavor", "path"} or None."""
     base = path(f"lib/modules/{kver}")
-    candidates = [os.path.join(base, d, "nvidia.ko") for d in MODULE_DIRS]
+    from . import modfile
+    files_ = modfile.names("nvidia")
+    candidates = [os.path.join(base, d, f) for d in MODULE_DIRS for f in files_]
     for dirpath, _dirs, files in os.walk(base):
-        if "nvidia.ko" in files:
-            candidates.append(os.path.join(dirpath, "nvidia.ko"))
+        candidates += [os.path.join(dirpath, f) for f in files_ if f in files]
     for cand in candidates:
         try:
-            with open(cand, encoding="utf-8", errors="replace") as fh:
-                text = fh.read(4096)
+            text = modfile.read(cand)[:4096].decode("utf-8", errors="replace")
         except OSError:
             continue
         # the first line only: a signed module carries a signature trailer after it

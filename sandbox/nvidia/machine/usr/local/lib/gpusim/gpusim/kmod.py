@@ -24,8 +24,9 @@ SEPARATE = ("gdrdrv",)  # built by another package: needs its .ko for the runnin
 
 
 def _built(name, kver):
+    from . import modfile
     for _dirpath, _dirs, files in os.walk(host.path(f"lib/modules/{kver}")):
-        if f"{name}.ko" in files:
+        if any(f in files for f in modfile.names(name)):
             return True
     return False
 

@@ -260,6 +260,7 @@ BUILD_DATES = {
 # `gcc --version` of the distribution a module was built on (GCC version: line).
 GCC_BY_OS = {
     "debian12": "gcc version 12.2.0 (Debian 12.2.0-14+deb12u1) ",
+    "debian13": "gcc version 14.2.0 (Debian 14.2.0-19) ",
     "ubuntu2204": "gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04) ",
     "ubuntu2404": "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) ",
     "rhel8": "gcc version 8.5.0 20210514 (Red Hat 8.5.0-22) (GCC) ",
