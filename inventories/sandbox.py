@@ -65,7 +65,8 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
     """gpuhost settings for the whole sandbox fleet (merged into the `all` group data).
 
     Everything comes from the sandbox's own mirror (offline): the fake NVIDIA local repos
-    and toolkit repo from the manifest, Docker from Debian (docker.io). The driver version
+    and toolkit repo from the manifest (NVIDIA's network repository where a distribution
+    has no local repo package), Docker from Debian (docker.io). The driver version
     is the manifest's default_driver (the newest fake one in a manifest without it) unless
     GPUHOST_SANDBOX_DRIVER names another (e.g. 550.163.01 for the upgrade tests).
     """
@@ -89,6 +90,7 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
     settings.update(
         nvidia_driver_version=version,
         nvidia_local_repo={tag: {"url": r["url"], "sha256": r["sha256"]} for tag, r in repos.items()},
+        nvidia_driver_repo=_network_repos(manifest, repos),
         nvidia_artifact_cache=str(_CACHE / "controller"),
         container_toolkit_version=toolkit["version"],
         container_toolkit_source="mirror",
@@ -103,6 +105,17 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
     if image:
         settings.update(verify_image=image["name"], verify_image_archive=image["archive"])
     return settings
+
+
+def _network_repos(manifest: dict, local_repos: dict) -> dict:
+    """NVIDIA's network repository (the sandbox's copy, sandbox/nvidia/pkg/netrepo.py) for each
+    distribution gpuhost knows that has no local repo package (Ubuntu 26.04): gpuhost's
+    nvidia_driver_source "auto" takes it there and the local repo package elsewhere."""
+    from gpuhost.distro import DISTRO_TAGS
+    return {tag: {"url": r["url"], "key": r["gpgkey"], "fingerprint": r["fingerprint"]}
+            for tag, r in manifest.get("network_repos", {}).items()
+            if tag in DISTRO_TAGS and tag not in local_repos and r.get("fingerprint")
+            and r.get("gpgkey")}
 
 
 def _ol_settings(manifest: dict | None, os_name: str) -> dict:
@@ -168,10 +181,11 @@ docker_ce_debian = _docker_ce_settings(_manifest)
 # The same for Docker CE 28.5 and containerd.io 2.1 (tests/integration/test_engines.py)
 docker_ce_28_debian = _docker_ce_settings(_manifest, "debian-28")
 
-debian_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] == "debian12"], {})
+debian_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("debian12", "debian13")], {})
 ol_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("ol8", "ol9", "ol10")], {})
 el_hosts = ([t for t in _hosts if _by_name[t[0]]["os"].startswith(_EL_PREFIXES)], {})
-ubuntu_hosts = ([t for t in _hosts if _by_name[t[0]]["os"] in ("ubuntu2204", "ubuntu2404")], {})
+ubuntu_hosts = ([t for t in _hosts
+                 if _by_name[t[0]]["os"] in ("ubuntu2204", "ubuntu2404", "ubuntu2604")], {})
 docker_hosts = ([t for t in _hosts if _by_name[t[0]].get("docker")], {})
 # gpuhost's settings for the whole fleet. Not in the `all` group: group_data/all.py holds
 # gpuhost's documented defaults, and pyinfra lets it override an inventory's `all` data.

@@ -17,7 +17,12 @@ What differs from the 22.04/24.04 hosts, each on a vendor fact:
     metas are at a release), ``linux-headers-nvidia`` (Ubuntu's -nvidia flavour) and
     ``linux-headers-aws`` (a cloud flavour); flavour ABIs numbered from 1000 as Ubuntu's
     derivative kernels are (e.g. noble's 6.8.0-1021-aws). The ABI numbers of the -nvidia
-    and -aws kernels are the sandbox's, not read from the archive.
+    and -aws kernels are the sandbox's, not read from the archive;
+  - Ubuntu's docker.io (source docker.io-app) carries the docker CLI itself, as 24.04's does
+    (Ubuntu's snapshot-service documentation installs docker.io on 24.04 and runs
+    ``docker --version``; for 26.04 inferred). Trixie's docker.io only recommends its split-out
+    ``docker-cli``, so resolute's index makes docker.io depend on it (``docker_io_with_cli``):
+    installing docker.io gives the CLI, as on Ubuntu.
 """
 from __future__ import annotations
 
@@ -70,6 +75,17 @@ def metas(version_of) -> list[tuple[str, str, str]]:
     for release, version, names in FLAVOURS.values():
         out += [(m, version_of(release, version), f"linux-headers-{release}") for m in names]
     return out
+
+
+def docker_io_with_cli(packages: str) -> str:
+    """A Packages index whose docker.io stanza depends on docker-cli (module docstring)."""
+    out = []
+    for stanza in packages.split("\n\n"):
+        if stanza.startswith("Package: docker.io\n"):
+            stanza = "\n".join(line + ", docker-cli" if line.startswith("Depends: ") else line
+                                for line in stanza.split("\n"))
+        out.append(stanza)
+    return "\n\n".join(out)
 
 
 def flavour_kernels() -> list[tuple[str, str]]:

@@ -186,6 +186,7 @@ def build_repo(mirror_state: dict) -> None:
                           "trixie": [f.name for f in trixie],
                           "releases": releases, "universe": UNIVERSE,
                           "flavours": ubuntu2604.FLAVOURS, "config": ubuntu2604.CONFIG,
+                          "docker_io_with_cli": True,
                           "key": mirror.KEYRING.read_bytes().hex()})
     state_text = STATE_FILE.read_text() if STATE_FILE.is_file() else ""
     if state_text.strip() == inputs and (REPO / "dists/noble-security/InRelease").is_file():
@@ -252,6 +253,8 @@ def build_repo(mirror_state: dict) -> None:
                     bdir = REPO / "dists" / suite / comp / "binary-amd64"
                     bdir.mkdir(parents=True)
                     text = _packages_index(comps.get(comp, []))
+                    if os_name == ubuntu2604.OS_NAME and suite == c:
+                        text = ubuntu2604.docker_io_with_cli(text)
                     write_file(bdir / "Packages", text)
                     with gzip.GzipFile(bdir / "Packages.gz", "wb", mtime=0) as f:
                         f.write(text.encode())

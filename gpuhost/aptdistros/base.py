@@ -35,7 +35,8 @@ class AptRelease:
     need Debian's contrib component; ``needs_zstd``: dkms compresses modules with zstd
     without depending on it; ``dkms_line``: the dkms line the release ships (``"2.8"`` or
     ``"3"``); ``initramfs``: the tool that builds its initramfs (``update-initramfs`` or
-    ``dracut``), tried first when the nouveau blacklist changes.
+    ``dracut``), tried first when the nouveau blacklist changes; ``distro_docker``: the
+    distribution's Docker packages (``docker_source: distro``).
 
     ``headers_meta(release)``: the headers meta package of a kernel's flavour, from its
     ``uname -r``; ``driver_problem(kernel_release, version)``: why this driver version cannot
@@ -57,4 +58,5 @@ class AptRelease:
     needs_zstd: bool = False
     dkms_line: str = "3"
     initramfs: str = "update-initramfs"
+    distro_docker: tuple[str, ...] = ("docker.io",)
     driver_problem: Callable[[str, str], str | None] = lambda kernel, version: None

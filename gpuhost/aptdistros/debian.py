@@ -16,7 +16,10 @@ Vendor facts:
   nvidia-driver-local-repo-debian13-590.48.01_1.0-1_amd64.deb`` (a public Makefile that
   downloads it, read 2026-11-29).
 - Debian 13 (released 2025-08-09): kernel 6.12 LTS, apt 3 with deb822 sources by default,
-  dkms 3.2.x, ``initramfs-tools`` still the default initramfs generator.
+  dkms 3.2.x, ``initramfs-tools`` still the default initramfs generator. Its ``docker.io``
+  (26.1.5+dfsg1-9+deb13u1) no longer holds the docker CLI: that is ``docker-cli``, which
+  docker.io only recommends (trixie's Packages index, read 2026-11-29), so gpuhost installs
+  both (it installs without recommends).
 - Kernel meta packages: ``<ABI>-<flavour>`` -> ``linux-headers-<flavour>``: ``6.1.0-56-amd64``
   -> ``linux-headers-amd64``, ``-cloud-amd64``, ``-rt-amd64``, ``-arm64`` likewise
   (packages.debian.org, source linux-signed-amd64, read 2026-11-27). Trixie's kernels are
@@ -48,5 +51,5 @@ RELEASES = (
     AptRelease(tag="debian12", version_id="12", name="Debian 12", codename="bookworm",
                **_COMMON),
     AptRelease(tag="debian13", version_id="13", name="Debian 13", codename="trixie",
-               **_COMMON),
+               distro_docker=("docker.io", "docker-cli"), **_COMMON),
 )

@@ -24,7 +24,7 @@ def docker_packages(distro_tag: str, source: str) -> list[str]:
                 "Oracle Linux has no Docker Engine package of its own: set docker_source to "
                 "'docker' (Docker's RHEL repository) or 'local'"
             )
-        return ["docker.io"]
+        return list(aptdistros.release(distro_tag).distro_docker)
     raise ValueError(f"no package list for docker_source {source!r}")
 
 

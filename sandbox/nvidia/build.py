@@ -72,7 +72,7 @@ def build_local_repos(key: SigningKey, force: bool, versions: list[str],
                 f"({out.stat().st_size // 1024} KiB)")
 
 
-def manifest() -> dict:
+def manifest(key_fingerprint: str) -> dict:
     local = {}
     for version in DRIVER_VERSIONS:
         local[version] = {}
@@ -89,7 +89,7 @@ def manifest() -> dict:
         "default_driver": DEFAULT_DRIVER,
         "local_repos": local,
         # NVIDIA's CUDA network repositories (sandbox/nvidia/pkg/netrepo.py)
-        "network_repos": netrepo.manifest(),
+        "network_repos": netrepo.manifest(key_fingerprint),
         "toolkit": {"version": TOOLKIT_VERSION, "versions": list(TOOLKIT_VERSIONS),
                     "apt": {"url": f"{BASE_URL}/toolkit/deb", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"},
                     "rpm": {"url": f"{BASE_URL}/toolkit/rpm", "gpgkey": f"{BASE_URL}/toolkit/gpgkey"}},
@@ -169,7 +169,7 @@ def build(parts: list[str], versions: list[str], distros: list[str], force: bool
         image_job.result()  # its BuildError, if any, is raised here
     path = OUT_DIR / "manifest.json"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest(), indent=2) + "\n")
+    tmp.write_text(json.dumps(manifest(key.fingerprint), indent=2) + "\n")
     tmp.replace(path)
     log(f"wrote {path}; done in {time.monotonic() - t0:.1f}s")
     return 0

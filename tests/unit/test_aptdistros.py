@@ -95,3 +95,13 @@ def test_a_driver_that_does_not_build_on_7_0_is_one_line_naming_the_first_that_d
     assert aptdistros.driver_problem("ubuntu2604", ["7.0.0-12-generic"], "595.71.05") is None
     assert aptdistros.driver_problem("ubuntu2404", ["6.8.0-51-generic"], "570.172.08") is None
     assert aptdistros.driver_problem("rhel10", ["7.0.0-1.el10"], "570.172.08") is None
+
+
+def test_debian_13_installs_docker_cli_beside_docker_io():
+    """Trixie's docker.io only recommends docker-cli (the CLI was split out of it); gpuhost
+    installs without recommends, so it names both there."""
+    from gpuhost.runtime.docker_packages import docker_packages
+    assert docker_packages("debian13", "distro") == ["docker.io", "docker-cli"]
+    for tag in ("debian12", "ubuntu2204", "ubuntu2404", "ubuntu2604"):
+        assert docker_packages(tag, "distro") == ["docker.io"], tag
+    assert docker_packages("debian13", "docker") == ["docker-ce", "docker-ce-cli", "containerd.io"]

@@ -42,8 +42,10 @@ NO_MODULE_STREAMS = ("rhel10",)
 # is newer than R550/R570; the sandbox builds debian13 from R580).
 FIRST_BRANCH = {"debian13": 580}
 # NVIDIA's network repositories the sandbox serves (sandbox/nvidia/pkg/netrepo.py), with
-# the driver versions in each: ubuntu2604 has no local repo package at all.
-NETWORK_REPOS = {"ubuntu2604": ("580.95.05", "595.71.05"),
+# the driver versions in each: ubuntu2604 has no local repo package at all. 580.142 on
+# ubuntu2604 only: the first R580 whose module builds on 26.04's kernel 7.0 (gpuhost refuses
+# older ones there: gpuhost/aptdistros/ubuntu.py, KERNEL_7_0_FIRST).
+NETWORK_REPOS = {"ubuntu2604": ("580.95.05", "580.142", "595.71.05"),
                  "debian13": ("580.95.05", "595.71.05")}
 
 

@@ -99,8 +99,10 @@ def build(key: SigningKey, force: bool) -> None:
         log(f"network repo {distro}: {len(list(final.glob('*.deb')))} packages, {url(distro)}/")
 
 
-def manifest() -> dict:
-    return {d: {"url": url(d) + "/", "versions": list(v),
+def manifest(fingerprint: str) -> dict:
+    """Each repository's URL, driver versions, keyring package, armored key and the key's
+    fingerprint (what an inventory's nvidia_driver_repo names)."""
+    return {d: {"url": url(d) + "/", "versions": list(v), "fingerprint": fingerprint,
                 "keyring_deb": f"{url(d)}/cuda-keyring_1.1-1_all.deb",
                 "gpgkey": next((f"{url(d)}/{p.name}" for p in repo_dir(d).glob("*.pub")), None)}
             for d, v in NETWORK_REPOS.items()}
