@@ -205,5 +205,10 @@ def write_apt_sources(upper: Path, os_name: str) -> None:
 
 
 # ---------------------------------------------------------------- the archive
-# (sandbox/ubuntu_archive.py; imported last: it reads this module's tables)
-from .ubuntu_archive import build_repo, header_packages  # noqa: E402,F401
+def __getattr__(name: str):
+    """build_repo and header_packages live in sandbox/ubuntu_archive.py, which reads this
+    module's tables: loaded on first use, so either module can be imported first."""
+    if name in ("build_repo", "header_packages"):
+        from . import ubuntu_archive
+        return getattr(ubuntu_archive, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,7 +37,8 @@ def _extract(deb: Path, into: Path) -> Path:
 @pytest.fixture(scope="module")
 def real_dkms(tmp_path_factory) -> dict[str, Path]:
     """{"2.8.4": script, "3.0.10": ..., "3.2.2": ...}: the dkms scripts of the sandbox hosts."""
-    from sandbox import mirror, ubuntu
+    from sandbox import mirror
+    from sandbox.ubuntu_archive import jammy_dkms_debs
     from sandbox.fleet import cache_lock
     from sandbox.nvidia.pkg.elrpms import debian_dkms
     from sandbox.paths import MIRROR_DEBIAN
@@ -46,7 +47,7 @@ def real_dkms(tmp_path_factory) -> dict[str, Path]:
     with cache_lock():  # as `sandbox up` builds them: another worker may be building too
         mirror.build()
         bookworm = sorted(MIRROR_DEBIAN.glob("pool/main/dkms_*.deb"))
-        bullseye = [d for d in ubuntu.jammy_dkms_debs() if d.name.startswith("dkms_")]
+        bullseye = [d for d in jammy_dkms_debs() if d.name.startswith("dkms_")]
         trixie_root, trixie = debian_dkms()
     versions = {  # the upstream version of each package: dkms_2.8.4-3_all.deb -> 2.8.4
         bullseye[-1].name.split("_")[1].split("-")[0]: _extract(bullseye[-1], top / "bullseye"),
