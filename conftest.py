@@ -103,6 +103,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # this process's private fleet, for the sandbox CLI, inventories/sandbox.py and every
     # subprocess the tests start (set before any test module imports sandbox.paths; an
     # xdist worker inherits its controller's environment, so set, not setdefault)
+    if "sandbox.paths" in sys.modules:
+        # it reads the environment once, at its import: this process would use the default
+        # fleet's state (its Secure Boot key, its snapshots) while the hosts use the private one
+        raise pytest.UsageError("sandbox.paths was imported before conftest.py set the private "
+                                "fleet's environment: import it inside a function there")
     os.environ.update(_private_fleet_env(_slot()))
 
 

@@ -23,8 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import paths
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -131,6 +129,10 @@ def wait_for_reboot(ssh, boots, name: str, before: int, timeout: float = 300) ->
 def default_driver() -> str:
     """The sandbox inventory's driver version (the fake artifacts' manifest: its
     ``default_driver``, else the newest), as inventories/sandbox.py picks it."""
+    # imported here, not at the top: conftest.py imports this module before it sets the
+    # private fleet's environment, which sandbox.paths reads once, at its import
+    from sandbox import paths
+
     out = paths.NVIDIA_CACHE
     manifest = json.loads((out / "manifest.json").read_text())
     return manifest.get("default_driver") or manifest["driver_versions"][-1]
