@@ -99,9 +99,11 @@ def lower_dirs(os_name: str) -> list[Path]:
                        f"{', '.join(OL_RELEASES)}, ubuntu2204, ubuntu2404 or ubuntu2604")
 
 
-def _sources_lines() -> list[str]:
+def _sources_lines(sources: list[str] | None = None) -> list[str]:
+    """Debian's one-line sources (``paths.DEBIAN_SOURCES`` unless given), signed by Debian's
+    archive keyring."""
     return [line.replace("deb ", f"deb [signed-by={paths.DEBIAN_KEYRING}] ", 1)
-            for line in paths.DEBIAN_SOURCES]
+            for line in (paths.DEBIAN_SOURCES if sources is None else sources)]
 
 
 def _clear_dir(path: Path) -> None:
@@ -113,25 +115,30 @@ def _clear_dir(path: Path) -> None:
 
 
 def build_debian_base() -> Path:
-    target = debian_base_dir()
+    return build_minbase(debian_base_dir(), "debian12", paths.DEBIAN_SUITE, paths.DEBIAN_SOURCES)
+
+
+def build_minbase(target: Path, os_name: str, suite: str, sources: list[str]) -> Path:
+    """A Debian minbase root of ``suite`` (BASE_PACKAGES, mmdebstrap) at ``target``, built
+    once; older builds of ``os_name`` are removed (Debian 12's and Debian 13's roots)."""
     if target.is_dir():
         say(f"base root {target} is cached")
         return target
     need_commands("mmdebstrap")
     paths.BASE_CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".build-debian12-", dir=paths.BASE_CACHE))
+    tmp = Path(tempfile.mkdtemp(prefix=f".build-{os_name}-", dir=paths.BASE_CACHE))
     try:
-        with step(f"mmdebstrap --variant=minbase bookworm -> {target.name}"):
+        with step(f"mmdebstrap --variant=minbase {suite} -> {target.name}"):
             run(["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
-                 "--include=" + ",".join(BASE_PACKAGES),
-                 paths.DEBIAN_SUITE, str(tmp), *_sources_lines()])
+                 "--include=" + ",".join(BASE_PACKAGES), suite, str(tmp),
+                 *_sources_lines(sources)])
         with step("post-process base root"):
             _postprocess_base(tmp)
         os.replace(tmp, target)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    _prune_old("debian12-", keep=target)
+    _prune_old(f"{os_name}-", keep=target)
     return target
 
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from . import base, mirror, paths
-from .util import need_commands, recipe_hash, run, say, step, write_file
+from .util import recipe_hash, write_file
 
 OS_NAME = "debian13"
 SUITE = "trixie"
@@ -73,27 +72,7 @@ def base_dir() -> Path:
 
 
 def build_base() -> Path:
-    target = base_dir()
-    if target.is_dir():
-        say(f"base root {target} is cached")
-        return target
-    need_commands("mmdebstrap")
-    paths.BASE_CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".build-{OS_NAME}-", dir=paths.BASE_CACHE))
-    sources = [line.replace("deb ", f"deb [signed-by={paths.DEBIAN_KEYRING}] ", 1)
-               for line in SOURCES]
-    try:
-        with step(f"mmdebstrap --variant=minbase {SUITE} -> {target.name}"):
-            run(["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
-                 "--include=" + ",".join(base.BASE_PACKAGES), SUITE, str(tmp), *sources])
-        with step("post-process base root"):
-            base._postprocess_base(tmp)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    base._prune_old(f"{OS_NAME}-", keep=target)
-    return target
+    return base.build_minbase(base_dir(), OS_NAME, SUITE, SOURCES)
 
 
 # ---------------------------------------------------------------- the host's apt sources
