@@ -21,6 +21,7 @@ from pyinfra.api.exceptions import FactProcessError, PyinfraError
 from pyinfra.facts.server import Command
 from pyinfra.operations import python
 
+from gpuhost import health
 from gpuhost.reports import audit, text as report
 from gpuhost.facts import pyinfra_api
 from gpuhost.facts.host import GpuHostState
@@ -142,11 +143,12 @@ def audit_host(overrides: dict | None = None) -> None:
     result = state if error is None else audit.HostError("failed", error)
     entry = audit.host_entry(host.name, result, desired, cuda)
     print("\n".join(row_lines(entry)), flush=True)
-    critical = [f"{f['id']}: {f['message']}" for f in entry["health"]["findings"]
-                if f["severity"] == "critical"]
-    if entry["status"] != "ok" or critical:
+    sick = health.unhealthy(entry, "critical")  # a critical finding, or GPUs not read
+    why = [f"{f['id']}: {f['message']}" for f in entry["health"]["findings"]
+           if sick and (f["severity"] == "critical" or f["id"] == health.NOT_READ)]
+    if entry["status"] != "ok" or sick:
         status = entry["status"] if entry["status"] != "ok" else "unhealthy"
-        reasons = [item["message"] for item in entry["drift"]] + critical or [entry["error"]]
+        reasons = [item["message"] for item in entry["drift"]] + why or [entry["error"]]
         python.raise_exception(
             AuditProblem, f"{host.name} {status}: " + "; ".join(reasons),
             name=f"gpuhost audit: {status} (see `gpuhost audit` for the fleet report)")

@@ -102,18 +102,32 @@ def block(found: list[dict[str, Any]] | None) -> dict[str, Any]:
             "counts": {s: counts.get(s, 0) for s in SEVERITIES}, "findings": found}
 
 
+# Drift items that say why a host's GPUs could not be read, and what to do: the wanted
+# driver is not installed, another one is, or it is installed but not loaded (converge,
+# reboot). Such a host fails the audit as drift (2); without one, GPUs not read count as
+# unhealthy (4).
+NOT_READ_EXPLAINED_BY = ("driver", "reboot_pending")
+
+
 def unhealthy(host: Mapping[str, Any], fail_on: str) -> bool:
     """Whether an audit document's ``host`` counts as unhealthy for the exit status
-    (``fail_on``: critical, warning or never)."""
-    counts = host["health"]["counts"]
-    if fail_on == "never" or host["health"]["status"] is None:
+    (``fail_on``: critical, warning or never): a finding at or above ``fail_on``, or its
+    GPUs could not be read (``not_read``) and no driver drift item says why (the driver is
+    as wanted, or none is wanted, and still nvidia-smi read no GPU)."""
+    block = host["health"]
+    counts = block["counts"]
+    if fail_on == "never" or block["status"] is None:
         return False
-    return bool(counts["critical"] or (fail_on == "warning" and counts["warning"]))
+    if counts["critical"] or (fail_on == "warning" and counts["warning"]):
+        return True
+    return block["status"] == "not_read" and not any(
+        item["item"] in NOT_READ_EXPLAINED_BY for item in host.get("drift") or ())
 
 
 def fleet_summary(hosts: list[Mapping[str, Any]], fail_on: str) -> dict[str, Any]:
     """Hosts per health status (``not_read``: failed or unreachable, or its GPUs could not be
-    read) and, per finding id, on how many hosts it was found."""
+    read), how many count as unhealthy (``unhealthy``) and, per finding id, on how many
+    hosts it was found."""
     statuses = Counter(h["health"]["status"] or "not_read" for h in hosts)
     ids = Counter(i for h in hosts for i in {f["id"] for f in h["health"]["findings"]})
     severities = Counter(f["severity"] for h in hosts for f in h["health"]["findings"])

@@ -11,9 +11,10 @@ branch supported) are kept apart per host.
 
 Exit codes of an audit run (``exit_code()``): 0 every host matches and is healthy, 2 at
 least one host drifts, 4 at least one host is unhealthy (a finding at or above the
-``fail_on`` severity, critical by default), 3 at least one host failed or was unreachable.
-3 wins over 4, 4 over 2. 1 is left to pyinfra and to usage errors (invalid ``--data`` or
-settings), which stop the run before any host.
+``fail_on`` severity, critical by default, or GPUs that could not be read without a driver
+drift that says why: ``gpuhost.health.unhealthy``), 3 at least one host failed or was
+unreachable. 3 wins over 4, 4 over 2. 1 is left to pyinfra and to usage errors (invalid
+``--data`` or settings), which stop the run before any host.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuhost import converged, health, policy, settings
+from gpuhost.reports.groups import drift_groups
 from gpuhost.reports.hostlist import natural_key
 
 SCHEMA = "gpuhost.audit/2"
 SCHEMAS_READ = ("gpuhost.audit/1", SCHEMA)  # what --baseline accepts
 EXIT_OK, EXIT_USAGE, EXIT_DRIFT, EXIT_UNREACHABLE, EXIT_UNHEALTHY = 0, 1, 2, 3, 4
 EXIT_MEANING = {EXIT_OK: "all hosts as wanted, none unhealthy", EXIT_DRIFT: "drift",
-                EXIT_UNHEALTHY: "unhealthy hosts", EXIT_UNREACHABLE: "hosts failed or unreachable"}
+                EXIT_UNHEALTHY: "unhealthy hosts or GPUs not read",
+                EXIT_UNREACHABLE: "hosts failed or unreachable"}
 FAIL_ON = ("critical", "warning", "never")  # which health findings make the exit status 4
 
 # The settings the audit compares (the signing certificate: for the Secure Boot finding);
@@ -244,6 +247,7 @@ def summarise(hosts: list[Mapping[str, Any]], cuda: str | None,
                                    (h["observed"] or {}).get("driver", {}).get("loaded_version")
                                    or ("not loaded" if h["observed"] else h["status"])
                                    for h in hosts).items())),
+                               "drift_groups": drift_groups({"hosts": hosts}),
                                "cuda": None}
     if cuda:
         by_verdict: dict[str, list[str]] = {v: [] for v in VERDICTS}

@@ -3,7 +3,8 @@ findings, drift (and the errors of hosts that could not be read), CUDA answers. 
 250 hosts with one shared problem reads as one line, with how many hosts and which
 (``hosts_text``: the names, or for many hosts their hostlist, ``gpu-[1-250]``). Pure; the
 terminal table (``gpuhost.reports.text``) and the HTML page (``gpuhost.reports.html``) render
-them."""
+them, and the JSON document keeps the drift groups (``summary.drift_groups``, written by
+``gpuhost.reports.audit``, which imports this module)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuhost.health import NOT_READ
-from gpuhost.reports import audit
 from gpuhost.reports.hostlist import compact
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
@@ -44,9 +44,11 @@ def finding_groups(document: Mapping[str, Any]) -> list[dict[str, Any]]:
 def drift_groups(document: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Identical drift items across hosts as one group each, and the hosts that could not
     be read by their identical error: ``{"status": "drift" | "failed" | "unreachable",
-    "item": drift item or None, "message", "hosts": [host, ...]}``; failed and unreachable
+    "item": drift item or None, "message", "count", "hosts": [host, ...], "hostlist"}``
+    (``hostlist``: every host in hostlist notation, ``gpu-[1-250]``); failed and unreachable
     first, then the most hosts. Drift items are identical when item and message are (the
-    message names what is there and what is wanted)."""
+    message names what is there and what is wanted). Only ``document["hosts"]`` is read, in
+    its order (natural order in a document)."""
     groups: dict[tuple, dict[str, Any]] = {}
     for h in document["hosts"]:
         entries = [("drift", i["item"], i["message"]) for i in h["drift"]]
@@ -55,9 +57,11 @@ def drift_groups(document: Mapping[str, Any]) -> list[dict[str, Any]]:
         for status, item, message in entries:
             group = groups.setdefault((status, item, message), {
                 "status": status, "item": item, "message": message, "hosts": []})
-            if h["name"] not in group["hosts"]:
+            if not group["hosts"] or group["hosts"][-1] != h["name"]:  # an item twice
                 group["hosts"].append(h["name"])
-    return sorted(groups.values(), key=lambda g: (STATUS_ORDER[g["status"]], -len(g["hosts"]),
+    for group in groups.values():
+        group.update(count=len(group["hosts"]), hostlist=compact(group["hosts"]))
+    return sorted(groups.values(), key=lambda g: (STATUS_ORDER[g["status"]], -g["count"],
                                                   g["item"] or "", g["message"]))
 
 
@@ -68,6 +72,7 @@ def cuda_groups(document: Mapping[str, Any]) -> list[dict[str, Any]]:
     group (its message only names the host's driver). [] without ``--cuda``."""
     if not (document["summary"].get("cuda") or document.get("cuda")):
         return []
+    from gpuhost.reports import audit  # audit imports this module
     groups: dict[tuple, dict[str, Any]] = {}
     for h in document["hosts"]:
         answer = h["cuda"] or {"verdict": "not audited", "message": ""}

@@ -7,7 +7,8 @@
 * the sandbox fleet (marker ``integration``): one host wants another driver, one inventory
   entry points at 127.77.9.9 where nothing listens; exit status 3 and the report names both.
   The sandbox hosts have no fault and no driver yet: their GPUs cannot be read, so their one
-  finding is gpus-not-read and their health "not read", never "healthy" (issue 40).
+  finding is gpus-not-read and their health "not read", never "healthy", and a host that
+  wants no driver does not pass the audit (exit 4) (issue 40).
 """
 
 from __future__ import annotations
@@ -258,14 +259,15 @@ def test_sandbox_drift_and_unreachable_host(fleet, tmp_path):
     for h in fleet["hosts"]:  # every sandbox host has real facts in the report
         assert status[h["name"]]["observed"]["os"]["distro_tag"] is not None, h["name"]
 
-    # without the unreachable host: drift only -> 2; without the drifting host -> its status
+    # without the unreachable host: drift only -> 2 (the driver drift says why no GPU was
+    # read); a host without drift (no driver wanted) whose GPUs were not read -> 4, not 0
     proc = run_audit(inventory, "--limit", drift_host)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     clean = [n for n, h in status.items() if h["status"] == "ok"]
     assert clean, f"expected a host without drift: {[(n, h['drift']) for n, h in status.items()]}"
     proc = run_audit(inventory, "--limit", clean[0])
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 host: 1 ok" in proc.stdout
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "1 host: 1 ok" in proc.stdout and "1 not read -> exit 4" in proc.stdout
 
 
 @pytest.mark.integration

@@ -113,7 +113,7 @@ def test_table_health_column_and_findings(fleet):
                      r" +Xid 79 \(GPU has fallen off the bus\)", text, re.M)
     assert text.index("[xid-79]") < text.index("[pcie-width-degraded]")
     assert text.rstrip().endswith("health: 2 healthy, 1 warning, 1 critical -> exit 4 "
-                                  "(unhealthy hosts)")
+                                  "(unhealthy hosts or GPUs not read)")
     # info findings: one entry per id, not one per host
     assert re.search(r"^  INFO +\[lifecycle-supported\] 4 hosts: a-healthy, b-warning, "
                      r"c-critical, d-drift\n +e\.g\. driver 580\.95\.05: R580 \(long-term "

@@ -471,7 +471,7 @@ def test_audit_unhealthy_exit_4_and_fail_on_health(monkeypatch, tmp_path, capsys
     assert audit(tmp_path, "--json", str(out)) == 4
     text = capsys.readouterr().out
     assert re.search(r"^b .* CRITICAL: next-boot-module-missing +as wanted$", text, re.M)
-    assert "-> exit 4 (unhealthy hosts)" in text
+    assert "-> exit 4 (unhealthy hosts or GPUs not read)" in text
     document = json.loads(out.read_text())
     assert document["summary"]["health"]["unhealthy"] == 1
     use_fake(monkeypatch, two_hosts(), records)
@@ -508,3 +508,29 @@ def test_pyinfra_entry_point_fails_unhealthy_hosts(tmp_path):
     assert "@fake/unbootable: OK " in done.stdout  # as wanted (nothing set), but unhealthy:
     assert "critical [next-boot-module-missing]" in done.stdout
     assert "AuditProblem" in done.stderr and "unhealthy" in done.stderr
+
+
+# an A100 on the PCI bus and no NVIDIA driver: nvidia-smi can read no GPU
+BARE = sections_output(lspci=(0, '07:00.0 "3D controller [0302]" "NVIDIA Corporation [10de]" '
+                                 '"GA100 [A100 SXM4 40GB] [20b0]" -ra1 "NVIDIA Corporation '
+                                 '[10de]" "Device [134f]"'))
+
+
+def test_pyinfra_entry_point_fails_hosts_whose_gpus_were_not_read(tmp_path):
+    """GPUs not read fail the host: as drift when a driver is wanted (the drift says why),
+    as unhealthy when none is (nothing says why), never as OK."""
+    inventory = tmp_path / "inventory.py"
+    inventory.write_text(textwrap.dedent(f"""\
+        _fake = {{"fake_delay": 0, "fake_delay_jitter": 0, "fake_responses": {{"_gh()": {BARE!r}}}}}
+        hosts = [("@fake/wanted", {{**_fake, "nvidia_driver_version": "570.172.08"}}),
+                 ("@fake/unwanted", _fake)]
+    """))
+    done = subprocess.run([PYTHON, "-m", "pyinfra", "-y", str(inventory), "deploys/audit.py"],
+                          cwd=ROOT, env=ENV, text=True, capture_output=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"^@fake/wanted: DRIFT .* HEALTH not read$", done.stdout, re.M), done.stdout
+    assert re.search(r"^@fake/unwanted: OK .* HEALTH not read$", done.stdout, re.M), done.stdout
+    said = done.stdout + done.stderr
+    assert re.search(r"@fake/wanted drift: driver not installed, want 570\.172\.08$", said, re.M)
+    assert re.search(r"@fake/unwanted unhealthy: gpus-not-read: NVIDIA GPUs on the PCI bus that "
+                     r"nvidia-smi could not read \(no NVIDIA driver is installed\)", said), said
