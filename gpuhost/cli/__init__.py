@@ -39,6 +39,13 @@ from typing import Any, TextIO
 
 
 
+# What an installed gpuhost has to provision with: the deploy as a function (pyinfra runs a
+# function given by its dotted name), not the checkout's deploys/gpu_host.py.
+PROVISION = ("Provisioning is a pyinfra deploy: pyinfra INVENTORY gpuhost.deploys.api.gpu_host "
+             "--dry (settings as KEY=VALUE after the name, or from your inventory data), or "
+             "gpu_host(...) from gpuhost.deploys.api in a deploy file of your own.")
+
+
 class CliError(Exception):
     """Unusable input or a pyinfra run that printed nothing usable; the message says why."""
 
@@ -219,7 +226,7 @@ def _report_options(parser: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     main_parser = argparse.ArgumentParser(
         prog="gpuhost", description="Audit GPU hosts and upgrade their NVIDIA driver with "
-                                    "pyinfra (provisioning: pyinfra INVENTORY deploys/gpu_host.py)")
+                                    "pyinfra. " + PROVISION)
     commands = main_parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     audit = commands.add_parser(
         "audit", help="read-only fleet report; exit 0 ok, 2 drift, 4 unhealthy, "
