@@ -1,0 +1,210 @@
+"""gpuhost kernel-update, the read-only part: the decisions (gpuhost.kernel_update), the fact's
+commands and parser (facts/kernel_update.py) and ``--dry`` through the CLI with pyinfra
+replaced by a fake that writes the events the deploy writes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+
+import pytest
+
+from gpuhost import cli, kernel_update
+from gpuhost.cli import kernel_update as cli_kernel, upgrade as cli_upgrade
+from gpuhost.facts.kernel_update import KernelCandidate, apt_command, dnf_command, parse
+
+DEB_OS = {"distro_tag": "debian12", "family": "debian", "kernel_release": "6.1.0-56-amd64"}
+OL8_OS = {"distro_tag": "rhel8", "family": "rhel",
+          "kernel_release": "5.15.0-307.178.5.el8uek.x86_64"}
+DRIVER = {"loaded_version": "570.172.08", "installed_version": "570.172.08"}
+
+
+def _kernel(os_info, dkms=(), flavour=None):
+    return {"flavour": flavour or ("generic" if os_info["family"] == "debian" else "uek"),
+            "problem": None, "dkms": list(dkms),
+            "next_boot": {"kernel_release": os_info["kernel_release"]}}
+
+
+def _candidate(target, **states):
+    return {"target": target, "packages": dict(states),
+            "boot_image": False}
+
+
+def test_release_key_orders_kernels_of_one_flavour():
+    assert kernel_update.release_key("6.1.0-57-amd64") > kernel_update.release_key("6.1.0-56-amd64")
+    assert kernel_update.release_key("5.15.0-310.184.5.2.el8uek.x86_64") > \
+        kernel_update.release_key("5.15.0-307.178.5.el8uek.x86_64")
+    assert kernel_update.release_key("6.12.119+deb13-amd64") > \
+        kernel_update.release_key("6.12.118+deb13-amd64")
+
+
+def test_parse_targets_per_distribution_and_its_one_line_error():
+    assert kernel_update.parse_targets("debian12=6.1.0-58-amd64, rhel9=5.14.0-611.el9_7.x86_64") \
+        == {"debian12": "6.1.0-58-amd64", "rhel9": "5.14.0-611.el9_7.x86_64"}
+    assert kernel_update.parse_targets(None) == {}
+    for bad in ("debian99=6.1.0-58-amd64", "debian12", "debian12=6.1 0; rm -rf /"):
+        with pytest.raises(ValueError, match="want DISTRO=RELEASE"):
+            kernel_update.parse_targets(bad)
+
+
+def test_fact_args_name_the_flavour_meta_and_devel_packages():
+    deb = kernel_update.fact_args(DEB_OS, _kernel(DEB_OS), {})
+    assert deb == {"family": "debian", "meta": "linux-headers-amd64", "requested": None}
+    ol8 = kernel_update.fact_args(OL8_OS, _kernel(OL8_OS), {"rhel8": "5.15.0-310.1.el8uek.x86_64"})
+    assert ol8 == {"family": "rhel", "package": "kernel-uek", "devel": (
+        "kernel-uek-devel-{}", "kernel-headers"), "requested": "5.15.0-310.1.el8uek.x86_64"}
+    assert kernel_update.fact_args({"distro_tag": None}, {}, {}) is None
+
+
+def test_newer_kernel_with_headers_is_planned_with_a_dkms_build():
+    plan = kernel_update.assess("gpu-01", DEB_OS, _kernel(DEB_OS), DRIVER, _candidate(
+        "6.1.0-58-amd64", **{"linux-image-6.1.0-58-amd64": "available",
+                             "linux-headers-6.1.0-58-amd64": "available"}), {})
+    assert plan["action"] == "update" and not plan["problems"]
+    assert plan["packages"] == ["linux-image-6.1.0-58-amd64", "linux-headers-6.1.0-58-amd64"]
+    assert (plan["headers"], plan["build"]) == ("available", "needed")
+    line = kernel_update.describe(plan)
+    assert "DKMS build needed" in line and "then boot 6.1.0-58-amd64 (now 6.1.0-56-amd64)" in line
+
+
+def test_a_module_dkms_already_built_needs_no_build_and_the_unsigned_image_is_taken():
+    dkms = [{"module": "nvidia", "version": "570.172.08", "kernel": "6.1.0-58-amd64",
+             "status": "installed"}]
+    plan = kernel_update.assess("gpu-01", DEB_OS, _kernel(DEB_OS, dkms), DRIVER, _candidate(
+        "6.1.0-58-amd64", **{"linux-image-6.1.0-58-amd64": "missing",
+                             "linux-image-6.1.0-58-amd64-unsigned": "available",
+                             "linux-headers-6.1.0-58-amd64": "installed"}), {})
+    assert plan["packages"][0] == "linux-image-6.1.0-58-amd64-unsigned"
+    assert (plan["headers"], plan["build"], plan["problems"]) == ("installed", "installed", [])
+
+
+def test_missing_headers_refuse_the_run_naming_the_package():
+    plan = kernel_update.assess("ol8-01", OL8_OS, _kernel(OL8_OS), DRIVER, _candidate(
+        "5.15.0-310.184.5.el8uek.x86_64",
+        **{"kernel-uek-5.15.0-310.184.5.el8uek.x86_64": "available",
+           "kernel-uek-devel-5.15.0-310.184.5.el8uek.x86_64": "missing",
+           "kernel-headers": "installed"}), {})
+    assert plan["headers"] == "missing"
+    assert plan["problems"] == [
+        "kernel 5.15.0-310.184.5.el8uek.x86_64 cannot be installed with its headers: "
+        "kernel-uek-devel-5.15.0-310.184.5.el8uek.x86_64 not in this host's repositories; "
+        "add the repository that carries them or name another kernel (--kernel)"]
+    assert kernel_update.refusal([plan]).startswith(
+        "kernel update refused, nothing was changed on any host:\n  ol8-01: kernel 5.15.0-310")
+
+
+def test_running_the_newest_is_nothing_to_do_and_an_older_repo_kernel_too():
+    same = kernel_update.assess("gpu-01", DEB_OS, _kernel(DEB_OS), DRIVER,
+                                _candidate("6.1.0-56-amd64"), {})
+    older = kernel_update.assess("gpu-01", DEB_OS, _kernel(DEB_OS), DRIVER,
+                                 _candidate("6.1.0-55-amd64"), {})
+    assert same["action"] == older["action"] == "none"
+    assert older["note"] == "runs 6.1.0-56-amd64, newer than the repositories' 6.1.0-55-amd64"
+    # an exact older kernel the operator asked for is an update, not "nothing to do"
+    asked = kernel_update.assess("gpu-01", DEB_OS, _kernel(DEB_OS), DRIVER, _candidate(
+        "6.1.0-55-amd64", **{"linux-image-6.1.0-55-amd64": "available",
+                             "linux-headers-6.1.0-55-amd64": "available"}),
+        {"debian12": "6.1.0-55-amd64"})
+    assert asked["action"] == "update" and asked["requested"]
+
+
+def test_no_driver_no_candidate_and_a_known_bad_pair_are_refused():
+    none = kernel_update.assess("gpu-01", DEB_OS, _kernel(DEB_OS), DRIVER, _candidate(None), {})
+    assert "offer no kernel of the running flavour (generic)" in none["problems"][0]
+    bare = kernel_update.assess("gpu-01", DEB_OS, _kernel(DEB_OS), {}, _candidate(
+        "6.1.0-58-amd64", **{"linux-image-6.1.0-58-amd64": "available",
+                             "linux-headers-6.1.0-58-amd64": "available"}), {})
+    assert bare["problems"][0].startswith("no NVIDIA driver is installed")
+    u26 = {"distro_tag": "ubuntu2604", "family": "debian", "kernel_release": "7.0.0-14-generic"}
+    bad = kernel_update.assess("u26-01", u26, _kernel(u26), {"loaded_version": "580.126.18"},
+                               _candidate("7.0.0-15-generic", **{
+                                   "linux-image-7.0.0-15-generic": "available",
+                                   "linux-headers-7.0.0-15-generic": "available"}), {})
+    assert len(bad["problems"]) == 1
+    assert bad["problems"][0].startswith("kernel 7.0.0-15-generic would not get a driver module: "
+                                         "driver 580.126.18 does not build on kernel 7.0.0-15")
+
+
+def test_the_fact_commands_parse_in_sh_and_quote_the_requested_release():
+    for command in (apt_command("linux-headers-amd64", None),
+                    apt_command("linux-headers-amd64", "6.1.0-58-amd64"),
+                    dnf_command("kernel-uek", None, ["kernel-uek-devel-{}", "kernel-headers"]),
+                    dnf_command("kernel", "5.14.0-611.el9_7.x86_64",
+                                ["kernel-devel-matched-{}", "kernel-headers"])):
+        assert subprocess.run(["sh", "-n", "-c", command], check=False).returncode == 0
+    assert "t=6.1.0-58-amd64;" in apt_command("m", "6.1.0-58-amd64")
+    assert shlex.quote("a b") in apt_command("m", "a b")
+    assert '"kernel-uek-devel-$t"' in dnf_command("kernel-uek", None, ["kernel-uek-devel-{}"])
+    assert KernelCandidate().command("debian", meta="linux-headers-amd64").startswith(
+        ": gpuhost-kernel-candidate;")
+
+
+def test_the_fact_output_parses():
+    assert parse(["target 6.1.0-58-amd64", "pkg linux-image-6.1.0-58-amd64 available",
+                  "pkg linux-headers-6.1.0-58-amd64 missing", "boot_image 6.1.0-58-amd64",
+                  "noise"]) == {
+        "target": "6.1.0-58-amd64", "boot_image": True,
+        "packages": {"linux-image-6.1.0-58-amd64": "available",
+                     "linux-headers-6.1.0-58-amd64": "missing"}}
+    assert parse(["target "])["target"] is None
+
+
+class FakePyinfra:
+    """Writes the plan/refused events of deploys/kernel_update.py for a --dry pre-flight."""
+
+    def __init__(self, events):
+        self.events, self.runs = events, []
+
+    def read_inventory(self, pyinfra, inventory, data=()):
+        return [{"name": name, "groups": [], "data": {}} for name in self.events]
+
+    def run_pyinfra(self, argv, out=None, capture_json=False):
+        self.runs.append(argv)
+        values = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--data")
+        with open(values["gpuhost_upgrade_record"], "a") as handle:
+            for name, event in self.events.items():
+                handle.write(json.dumps({"run": values["gpuhost_upgrade_run"], "time": 1.0,
+                                         "host": name, **event}) + "\n")
+        refused = any(e["event"] == "refused" for e in self.events.values())
+        return (1 if refused else 0), {"results": {"failed_hosts": []}}
+
+
+def _dry(monkeypatch, tmp_path, fake, *args):
+    monkeypatch.setattr(cli_upgrade, "read_inventory", fake.read_inventory)
+    monkeypatch.setattr(cli_kernel, "run_pyinfra", fake.run_pyinfra)
+    inventory = tmp_path / "inv.py"
+    inventory.write_text("hosts = []\n")
+    return cli.main(["kernel-update", str(inventory), "--dry", "--report",
+                     str(tmp_path / "r.json"), *args])
+
+
+def test_dry_prints_the_plan_per_host_and_changes_nothing(monkeypatch, tmp_path, capsys):
+    fake = FakePyinfra({
+        "gpu-01": {"event": "plan", "action": "update", "from": "6.1.0-56-amd64",
+                   "to": "6.1.0-58-amd64", "headers": "available", "build": "needed",
+                   "detail": "install linux-image-6.1.0-58-amd64, ..."},
+        "ol8-01": {"event": "plan", "action": "none", "from": "5.15.0-307.178.5.el8uek.x86_64",
+                   "to": "5.15.0-307.178.5.el8uek.x86_64", "headers": None, "build": None,
+                   "detail": "nothing to do (runs 5.15.0-307.178.5.el8uek.x86_64)"}})
+    code = _dry(monkeypatch, tmp_path, fake, "--kernel", "debian12=6.1.0-58-amd64")
+    out = capsys.readouterr().out
+    assert code == 0 and len(fake.runs) == 1 and "--dry" in fake.runs[0]
+    assert "gpuhost_kernel_targets=debian12=6.1.0-58-amd64" in fake.runs[0]
+    assert any(a.endswith("deploys/kernel_update.py") for a in fake.runs[0])
+    rows = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.startswith(("gpu-01", "ol8-01"))}
+    assert rows["gpu-01"][1:6] == ["6.1.0-56-amd64", "6.1.0-58-amd64", "available", "to", "build"]
+    assert "nothing to do" in " ".join(rows["ol8-01"])
+    assert "--dry: nothing was changed; 1 host(s) would get a new kernel" in out
+
+
+def test_dry_refused_exit_2_and_a_bad_kernel_option_before_pyinfra(monkeypatch, tmp_path,
+                                                                   capsys):
+    fake = FakePyinfra({"gpu-01": {"event": "refused", "from": "6.1.0-56-amd64",
+                                   "to": "6.1.0-58-amd64", "reason": "headers missing"}})
+    assert _dry(monkeypatch, tmp_path, fake) == 2
+    assert "headers missing" in capsys.readouterr().out
+    fake = FakePyinfra({"gpu-01": {}})
+    assert _dry(monkeypatch, tmp_path, fake, "--kernel", "debian12") == 2
+    assert fake.runs == [] and "want DISTRO=RELEASE" in capsys.readouterr().err
