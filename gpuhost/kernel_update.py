@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from gpuhost import aptdistros, distro, kernel_meta
+from gpuhost.dkms_names import is_nvidia_module
 
 _RELEASE = re.compile(r"^[0-9][A-Za-z0-9._+~-]*$")
 
@@ -91,7 +92,7 @@ def assess(name: str, os_info: dict[str, Any], kernel: dict[str, Any], driver: d
     plan: dict[str, Any] = {
         "host": name, "action": "none", "running": running, "target": None,
         "requested": bool(tag and tag in targets), "packages": [], "missing": [],
-        "headers": None, "build": None, "driver": None,
+        "headers": None, "build": None, "driver": None, "module": None,
         "next_boot": (kernel.get("next_boot") or {}).get("kernel_release") or running,
         "problems": problems, "note": ""}
     if not tag:
@@ -131,6 +132,12 @@ def assess(name: str, os_info: dict[str, Any], kernel: dict[str, Any], driver: d
     built = any(e.get("kernel") == target and e.get("status") == "installed"
                 and e.get("version") == version for e in kernel.get("dkms") or [])
     plan["build"] = "installed" if built else "needed"
+    plan["module"] = next((e["module"] for e in kernel.get("dkms") or []
+                           if is_nvidia_module(e.get("module")) and e.get("version") == version),
+                          None)
+    if version and not plan["module"]:
+        problems.append(f"DKMS does not build the NVIDIA module {version} on this host (no "
+                        "dkms entry): gpuhost cannot build it for a new kernel")
     if not version:
         problems.append("no NVIDIA driver is installed: provision the host with "
                         "deploys/gpu_host.py first (a kernel update keeps the driver working)")

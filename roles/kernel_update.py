@@ -2,9 +2,16 @@
 
 Prepare (facts only, before any host is touched): every host of the run is assessed at once
 (``gpuhost.kernel_update.assess``, from ``GpuHostState`` and ``KernelCandidate``); a host
-whose kernel cannot be installed with its headers, that has no driver, or whose driver is
-known not to build for the kernel stops the whole run with one line per host. With
-``--dry`` nothing more happens: the plan events say per host what would.
+whose kernel cannot be installed with its headers, that has no driver DKMS builds, or whose
+driver is known not to build for the kernel stops the whole run with one line per host.
+With ``--dry`` nothing more happens: the plan events say per host what would.
+
+Execute, per host to update (``kernel_update_ops``): install the kernel and its headers with
+the running kernel kept the boot default; DKMS builds the module for the new kernel and
+``dkms status`` must show it; only then drain hook, Slurm drain, no GPU process, the new
+kernel the default, reboot; after it the kernel, the loaded module and the GPUs verified,
+the health gate, Slurm resume, uncordon hook, the record. A failed build fails the host with
+DKMS's make.log lines before anything is drained or rebooted.
 
 The pyinfra run gets ``--data gpuhost_kernel_targets=TAG=RELEASE,...`` (the exact kernel
 per distribution; without it the newest of the running flavour) and the event file of
@@ -13,6 +20,7 @@ per distribution; without it the newest of the running flavour) and the event fi
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from gevent.pool import Group
@@ -21,11 +29,16 @@ from pyinfra.api import deploy
 from pyinfra.context import inventory
 from pyinfra.operations import server
 
-from gpuhost import kernel_update
+from gpuhost import kernel_update, settings
+from gpuhost import slurm as gpuslurm
+from gpuhost.upgrade import critical_findings
+from gpuhost.roles import kernel_update_ops as ops, pkglock, runlock
+from gpuhost.roles import slurm as roles_slurm
+from gpuhost.roles.upgrade import ops as uops
 from gpuhost.facts.host import GpuHostState
 from gpuhost.facts.kernel_update import KernelCandidate
 from gpuhost.facts.pyinfra_api import RunShared, use_host
-from gpuhost.roles.common import GpuhostError, check_inventory, fail_command
+from gpuhost.roles.common import GpuhostError, check_inventory, host_data, host_settings
 from gpuhost.roles.upgrade import record as upgrade_record
 
 TARGETS_KEY = "gpuhost_kernel_targets"  # --data: TAG=RELEASE,TAG=RELEASE
@@ -56,7 +69,15 @@ def _assess_host(target: Any) -> dict[str, Any]:
         candidate = target.get_fact(KernelCandidate, **args) if args else None
     plan = kernel_update.assess(target.name, gpu_state["os"], gpu_state["kernel"],
                                 gpu_state["driver"], candidate, wanted)
-    return {**plan, "run_lock": gpu_state.get("run_lock")}
+    config = dataclasses.asdict(settings.resolve(host_data(target)))
+    if plan["action"] == "update" and gpu_state["os"].get("family") != "rhel":
+        plan["problems"].append(
+            "the boot default is moved with grubby on Enterprise Linux only in this version: "
+            "on Debian and Ubuntu gpuhost kernel-update only plans (--dry)")
+    return {**plan, "run_lock": gpu_state.get("run_lock"), "fact_args": args,
+            "family": gpu_state["os"].get("family"), "gpu_count": len(gpu_state["gpus"]),
+            "slurm": gpuslurm.on(config["slurm"], gpu_state.get("slurm")),
+            "critical": critical_findings(gpu_state, config.get("nvidia_module_signing_cert"))}
 
 
 def _assess_fleet(check: FleetCheck) -> None:
@@ -102,13 +123,61 @@ def check_fleet() -> dict[str, Any]:
     return host.data.get(PLAN_KEY)
 
 
+def _update(plan: dict[str, Any], config: settings.Settings) -> None:
+    running, target, version = plan["running"], plan["target"], plan["driver"]
+    module, family = plan["module"], plan["family"]
+    pkglock.ready()
+    # 1. the kernel and its headers in, the running kernel still the boot default
+    ops.install_kernel(name=f"Install kernel {target} with its headers, {running} stays the "
+                            "boot default", family=family, packages=plan["packages"],
+                       running=running, fact_args=plan["fact_args"])
+    ops.keep_default(name=f"Kernel {running} is the boot default until the module is there",
+                     family=family, running=running)
+    # 2. the NVIDIA module for it, checked, before anything else happens to the host
+    ops.build_module(name=f"DKMS builds the NVIDIA module {version} for kernel {target}",
+                     module=module, version=version, release=target)
+    ops.module_ready(name=f"The NVIDIA module {version} is installed for kernel {target}",
+                     module=module, version=version, release=target)
+    # 3. only now: drain, the new default, the reboot
+    if config.upgrade_drain_command:
+        uops.controller_command(name="Drain the host (upgrade_drain_command, on the controller)",
+                                command=config.upgrade_drain_command, what="drain")
+    if plan.get("slurm"):
+        roles_slurm.drain(name="Drain the Slurm node and wait for its jobs (slurm)",
+                          reason=gpuslurm.reason(f"kernel update to {target}"),
+                          timeout=config.slurm_drain_timeout)
+    uops.gpu_idle(name="No GPU compute process or GPU container runs",
+                  force=config.upgrade_force)
+    ops.make_default(name=f"Make kernel {target} the boot default", release=target)
+    server.reboot(name=f"Reboot into kernel {target}", reboot_timeout=config.reboot_timeout,
+                  _if=lambda: host.get_fact(GpuHostState)["os"]["kernel_release"] != target)
+    runlock.renew()
+    # 4. after the reboot: the new kernel with the module loaded, the GPUs, the health gate
+    ops.verify(name=f"Kernel {target} runs with the NVIDIA module {version} loaded",
+               release=target, version=version, gpu_count=plan["gpu_count"])
+    uops.health_gate(name="Health gate: no new critical finding since the update started",
+                     before=plan["critical"],
+                     module_signing_cert=config.nvidia_module_signing_cert,
+                     slurm_what=f"kernel update to {target}" if plan.get("slurm") else None)
+    if plan.get("slurm"):
+        roles_slurm.resume(name="Resume the Slurm node (only gpuhost's own drain)")
+    if config.upgrade_uncordon_command:
+        uops.controller_command(name="Uncordon the host (upgrade_uncordon_command, on the "
+                                     "controller)",
+                                command=config.upgrade_uncordon_command, what="uncordon")
+    ops.record_done(name="Record the result", running=running, result="upgraded")
+
+
 @deploy("Kernel update")
 def run() -> None:
     plan = check_fleet()
     upgrade_record.events_for(state)
-    if plan["action"] == "none":
+    if not runlock.guard("kernel-update", plan.get("run_lock"), wait=False):
         return
-    # --dry stops before this runs: the plan events are the answer
-    server.shell(name="gpuhost kernel-update plans only (--dry) in this version",
-                 commands=[fail_command("gpuhost kernel-update can only plan (--dry) in this "
-                                        "version; nothing was changed")])
+    if plan["action"] == "none":
+        ops.record_done(name="Record the result", running=plan["running"],
+                        result="already at target")
+        return
+    runlock.take()
+    _update(plan, host_settings())
+    runlock.release()

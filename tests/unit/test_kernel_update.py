@@ -20,9 +20,11 @@ OL8_OS = {"distro_tag": "rhel8", "family": "rhel",
 DRIVER = {"loaded_version": "570.172.08", "installed_version": "570.172.08"}
 
 
-def _kernel(os_info, dkms=(), flavour=None):
+def _kernel(os_info, dkms=(), flavour=None, running_module=True):
+    own = [{"module": "nvidia", "version": "570.172.08", "kernel": os_info["kernel_release"],
+            "status": "installed"}] if running_module else []
     return {"flavour": flavour or ("generic" if os_info["family"] == "debian" else "uek"),
-            "problem": None, "dkms": list(dkms),
+            "problem": None, "dkms": own + list(dkms),
             "next_boot": {"kernel_release": os_info["kernel_release"]}}
 
 
@@ -61,7 +63,7 @@ def test_newer_kernel_with_headers_is_planned_with_a_dkms_build():
     plan = kernel_update.assess("gpu-01", DEB_OS, _kernel(DEB_OS), DRIVER, _candidate(
         "6.1.0-58-amd64", **{"linux-image-6.1.0-58-amd64": "available",
                              "linux-headers-6.1.0-58-amd64": "available"}), {})
-    assert plan["action"] == "update" and not plan["problems"]
+    assert plan["action"] == "update" and not plan["problems"] and plan["module"] == "nvidia"
     assert plan["packages"] == ["linux-image-6.1.0-58-amd64", "linux-headers-6.1.0-58-amd64"]
     assert (plan["headers"], plan["build"]) == ("available", "needed")
     line = kernel_update.describe(plan)
@@ -116,8 +118,17 @@ def test_no_driver_no_candidate_and_a_known_bad_pair_are_refused():
         "6.1.0-58-amd64", **{"linux-image-6.1.0-58-amd64": "available",
                              "linux-headers-6.1.0-58-amd64": "available"}), {})
     assert bare["problems"][0].startswith("no NVIDIA driver is installed")
+    no_dkms = kernel_update.assess("gpu-01", DEB_OS, _kernel(DEB_OS, running_module=False),
+                                   DRIVER, _candidate("6.1.0-58-amd64", **{
+                                       "linux-image-6.1.0-58-amd64": "available",
+                                       "linux-headers-6.1.0-58-amd64": "available"}), {})
+    assert no_dkms["problems"] == ["DKMS does not build the NVIDIA module 570.172.08 on this "
+                                   "host (no dkms entry): gpuhost cannot build it for a new kernel"]
     u26 = {"distro_tag": "ubuntu2604", "family": "debian", "kernel_release": "7.0.0-14-generic"}
-    bad = kernel_update.assess("u26-01", u26, _kernel(u26), {"loaded_version": "580.126.18"},
+    own = [{"module": "nvidia", "version": "580.126.18", "kernel": "7.0.0-14-generic",
+            "status": "installed"}]
+    bad = kernel_update.assess("u26-01", u26, _kernel(u26, own, running_module=False),
+                               {"loaded_version": "580.126.18"},
                                _candidate("7.0.0-15-generic", **{
                                    "linux-image-7.0.0-15-generic": "available",
                                    "linux-headers-7.0.0-15-generic": "available"}), {})

@@ -1,0 +1,104 @@
+"""Issue 38: `gpuhost kernel-update` on two converged Oracle Linux 8 hosts (RHCK) once the
+sandbox's kernel repository (sandbox/kernels.py) offers them two newer kernels: the newest
+one, which the installed driver does not build for (a kernel API change), and an older
+good one.
+
+* ``--dry`` names the newest kernel per host, its headers available and the module to build;
+* the rollout onto the newest kernel stops at the canary: DKMS's make.log lines in the
+  report, the canary never rebooted and still boots its running kernel with the driver
+  loaded, the second host untouched;
+* ``--kernel rhel8=GOOD`` moves both hosts to the good kernel with the module loaded after
+  the reboot; a rerun has nothing to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox import kernels
+
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORY = "inventories/sandbox.py"
+HOSTS = ("ol8-01", "ol8-02")
+TRAITS = {"traits": ["boot-entries"]}
+GOOD, BROKEN = kernels.GOOD["ol8"], kernels.BROKEN["ol8"]
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(hosts=2, ol=2, docker_hosts=0,
+                                overrides={"1": TRAITS, "2": {"os": "ol8", **TRAITS}},
+                                state="converged")]
+
+
+def kernel_update(report: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    done = subprocess.run([sys.executable, "-m", "gpuhost.cli", "kernel-update", INVENTORY,
+                           "--report", str(report), *args],
+                          cwd=ROOT, env={**os.environ, "PYINFRA_PROGRESS": "off"}, text=True,
+                          capture_output=True, timeout=1800)
+    data = json.loads(report.read_text()) if report.exists() else {}
+    return done, data
+
+
+@pytest.fixture(scope="module")
+def offered(fleet, ssh):
+    """The monthly kernel update arrives: the kernel repository on both hosts (built first
+    when missing: about 10 s, after the NVIDIA artifacts whose key signs it)."""
+    if not (kernels.OUT / "ol8" / "repodata" / "repomd.xml").is_file():
+        kernels.build()
+    running = {}
+    for name in HOSTS:
+        ssh(name, kernels.enable_command("ol8"))
+        running[name] = ssh(name, "uname -r").stdout.strip()
+    return running
+
+
+def test_dry_names_the_newest_kernel_and_changes_nothing(offered, ssh, tmp_path):
+    done, _ = kernel_update(tmp_path / "dry.json", "--dry")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()
+            if line.startswith(HOSTS)}
+    for name in HOSTS:
+        assert rows[name].split()[1:6] == [offered[name], BROKEN, "available", "to", "build"]
+        assert ssh(name, f"rpm -q kernel-devel-{BROKEN.removesuffix('.x86_64')}",
+                   check=False).returncode != 0
+
+
+def test_a_kernel_the_driver_cannot_build_for_stops_at_the_canary(offered, ssh, tmp_path,
+                                                                   sandbox_tools):
+    boots = sandbox_tools.boots("ol8-01")
+    done, report = kernel_update(tmp_path / "broken.json", "--canary", "1")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    results = {h["host"]: h for h in report["hosts"]}
+    assert results["ol8-01"]["result"] == "failed"
+    # DKMS's make.log lines: in the report and in the run's output
+    assert "implicit declaration of function 'sys_close'" in results["ol8-01"]["detail"]
+    assert "implicit declaration of function 'sys_close'" in done.stdout + done.stderr
+    assert results["ol8-02"]["result"] == "not started"
+    # the canary: not rebooted, its running kernel still the default, the driver loaded
+    assert sandbox_tools.boots("ol8-01") == boots
+    assert ssh("ol8-01", "grubby --default-kernel").stdout.strip() == \
+        f"/boot/vmlinuz-{offered['ol8-01']}"
+    assert ssh("ol8-01", "uname -r").stdout.strip() == offered["ol8-01"]
+    assert ssh("ol8-01", "nvidia-smi -L", check=False).returncode == 0
+    assert "UPDATEDEFAULT=yes" in ssh("ol8-01", "cat /etc/sysconfig/kernel").stdout
+    # the other host: nothing installed
+    assert ssh("ol8-02", f"rpm -q kernel-{BROKEN.removesuffix('.x86_64')}",
+               check=False).returncode != 0
+
+
+def test_the_good_kernel_boots_with_the_driver_and_a_rerun_has_nothing_to_do(
+        offered, ssh, tmp_path):
+    done, report = kernel_update(tmp_path / "good.json", "--kernel", f"rhel8={GOOD}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert {h["host"]: h["result"] for h in report["hosts"]} == dict.fromkeys(HOSTS, "upgraded")
+    for name in HOSTS:
+        assert ssh(name, "uname -r").stdout.strip() == GOOD
+        assert ssh(name, "nvidia-smi -L").stdout.count("GPU ") >= 1
+    again, report = kernel_update(tmp_path / "again.json", "--kernel", f"rhel8={GOOD}")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "nothing to do" in again.stdout
