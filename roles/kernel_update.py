@@ -149,6 +149,9 @@ def _update(plan: dict[str, Any], config: settings.Settings) -> None:
     uops.gpu_idle(name="No GPU compute process or GPU container runs",
                   force=config.upgrade_force)
     ops.make_default(name=f"Make kernel {target} the boot default", release=target)
+    ops.boot_gate(name=f"The next boot ({target}) will load the NVIDIA module (DKMS, Secure "
+                       "Boot key)", running=running, release=target,
+                  module_signing_cert=config.nvidia_module_signing_cert)
     server.reboot(name=f"Reboot into kernel {target}", reboot_timeout=config.reboot_timeout,
                   _if=lambda: host.get_fact(GpuHostState)["os"]["kernel_release"] != target)
     runlock.renew()

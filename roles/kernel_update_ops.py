@@ -155,6 +155,35 @@ def make_default(release: str):
 
 
 @operation()
+def boot_gate(running: str, release: str, module_signing_cert: str | None):
+    """
+    With ``release`` now the boot default, and before the reboot: gpuhost's next-boot health
+    checks (``gpuhost.health.host.next_boot_findings``: DKMS's module for the kernel that
+    boots next; under Secure Boot a Machine Owner Key enrolled, and the inventory's signing
+    certificate among them). A critical finding puts ``running`` back as the default and
+    fails the host, not rebooted.
+
+    + running: the running kernel
+    + release: the new kernel
+    + module_signing_cert: the inventory's ``nvidia_module_signing_cert``
+    """
+    if not executing():
+        host.noop("the next boot is checked when the update runs")
+        return
+    from gpuhost.health.host import next_boot_findings
+
+    found = [f for f in next_boot_findings(host.get_fact(GpuHostState), module_signing_cert)
+             if f["severity"] == "critical"]
+    if not found:
+        host.noop(f"the next boot ({release}) will load the NVIDIA module")
+        return
+    yield StringCommand("grubby --set-default", _q(f"/boot/vmlinuz-{running}"), ">/dev/null;",
+                        fail_command("not rebooting into " + release + ", " + running
+                                     + " is the boot default again: "
+                                     + "; ".join(f["message"] for f in found)))
+
+
+@operation()
 def verify(release: str, version: str, gpu_count: int):
     """
     After the reboot: the host runs ``release``, the NVIDIA module ``version`` is loaded on

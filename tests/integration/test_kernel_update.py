@@ -7,16 +7,19 @@ good one.
 * the rollout onto the newest kernel stops at the canary: DKMS's make.log lines in the
   report, the canary never rebooted and still boots its running kernel with the driver
   loaded, the second host untouched;
-* ``--kernel rhel8=GOOD`` moves both hosts to the good kernel with the module loaded after
-  the reboot; a rerun has nothing to do.
+* ``--kernel rhel8=GOOD``, its controller killed once the canary's kernel is installed, then
+  run again, moves both hosts to the good kernel with the module loaded after the reboot;
+  a third run has nothing to do.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -91,14 +94,32 @@ def test_a_kernel_the_driver_cannot_build_for_stops_at_the_canary(offered, ssh, 
                check=False).returncode != 0
 
 
-def test_the_good_kernel_boots_with_the_driver_and_a_rerun_has_nothing_to_do(
+def test_killed_midway_a_rerun_resumes_and_both_boot_the_good_kernel_with_the_driver(
         offered, ssh, tmp_path):
-    done, report = kernel_update(tmp_path / "good.json", "--kernel", f"rhel8={GOOD}")
+    """The controller killed once the canary's new kernel is installed (its module build
+    next); the same command again finishes both hosts; a third run has nothing to do."""
+    args = ["--kernel", f"rhel8={GOOD}", "--canary", "0", "--batch", "100%"]  # one run, both
+    argv = [sys.executable, "-m", "gpuhost.cli", "kernel-update", INVENTORY,
+            "--report", str(tmp_path / "killed.json"), *args]
+    proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYINFRA_PROGRESS": "off"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    package = f"kernel-{GOOD.removesuffix('.x86_64')}"
+    deadline = time.monotonic() + 600
+    while ssh("ol8-01", f"rpm -q {package}", check=False).returncode != 0:
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended first"
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # killed before any reboot: the running kernel is still the one that boots
+    assert ssh("ol8-01", "uname -r").stdout.strip() == offered["ol8-01"]
+    done, report = kernel_update(tmp_path / "good.json", *args)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert {h["host"]: h["result"] for h in report["hosts"]} == dict.fromkeys(HOSTS, "upgraded")
     for name in HOSTS:
         assert ssh(name, "uname -r").stdout.strip() == GOOD
         assert ssh(name, "nvidia-smi -L").stdout.count("GPU ") >= 1
-    again, report = kernel_update(tmp_path / "again.json", "--kernel", f"rhel8={GOOD}")
+        assert "UPDATEDEFAULT=yes" in ssh(name, "cat /etc/sysconfig/kernel").stdout
+    again, report = kernel_update(tmp_path / "again.json", *args)
     assert again.returncode == 0, again.stdout[-3000:]
     assert "nothing to do" in again.stdout
