@@ -219,3 +219,53 @@ def test_dry_refused_exit_2_and_a_bad_kernel_option_before_pyinfra(monkeypatch, 
     fake = FakePyinfra({"gpu-01": {}})
     assert _dry(monkeypatch, tmp_path, fake, "--kernel", "debian12") == 2
     assert fake.runs == [] and "want DISTRO=RELEASE" in capsys.readouterr().err
+
+
+# --- the operations' commands (roles/kernel_update_ops.py), rendered without a host ----------
+
+
+class _Host:
+    def __init__(self, fact):
+        self.fact, self.noops = fact, []
+
+    def get_fact(self, *args, **kwargs):
+        return self.fact
+
+    def noop(self, text):
+        self.noops.append(text)
+
+
+def _commands(monkeypatch, op, fact=None, **kwargs):
+    from gpuhost.roles import kernel_update_ops as ops
+
+    fake = _Host(fact)
+    monkeypatch.setattr(ops, "host", fake)
+    monkeypatch.setattr(ops, "executing", lambda: False)
+    return [c.get_raw_value() for c in getattr(ops, op)._inner(**kwargs)], fake.noops
+
+
+def test_install_holds_updatedefault_and_puts_the_running_kernel_back(monkeypatch):
+    running, new = "4.18.0-553.el8_10.x86_64", "4.18.0-553.40.1.el8_10.x86_64"
+    pkgs = [f"kernel-{new}", f"kernel-devel-{new}", "kernel-headers"]
+    commands, _ = _commands(monkeypatch, "install_kernel", {"packages": {
+        pkgs[0]: "available", pkgs[1]: "available", pkgs[2]: "installed"}},
+        family="rhel", packages=pkgs, running=running, fact_args={})
+    (command,) = commands
+    assert subprocess.run(["sh", "-n", "-c", command], check=False).returncode == 0
+    hold = command.index("UPDATEDEFAULT=no")
+    install = command.index("dnf install -y --setopt=install_weak_deps=False")
+    back = command.index(f"grubby --set-default /boot/vmlinuz-{running}")
+    assert hold < install < back and command.endswith("exit $rc")
+    done, noops = _commands(monkeypatch, "install_kernel", {"packages": dict.fromkeys(
+        pkgs, "installed")}, family="rhel", packages=pkgs, running=running, fact_args={})
+    assert done == [] and noops
+
+
+def test_a_failed_build_prints_make_log_errors_first_and_fails(monkeypatch):
+    commands, _ = _commands(monkeypatch, "build_module", module="nvidia", version="580.95.05",
+                            release="4.18.0-553.44.1.el8_10.x86_64")
+    (command,) = commands
+    assert subprocess.run(["sh", "-n", "-c", command], check=False).returncode == 0
+    assert command.index("/var/lib/dkms/nvidia/580.95.05/build/make.log") < \
+        command.index('tail -n 4 "$out"') < command.index("gpuhost: DKMS could not build")
+    assert "is not the boot default" in command and command.rstrip().endswith("fi")
