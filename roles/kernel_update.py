@@ -44,6 +44,7 @@ from gpuhost.roles.upgrade import record as upgrade_record
 TARGETS_KEY = "gpuhost_kernel_targets"  # --data: TAG=RELEASE,TAG=RELEASE
 PLAN_KEY = "gpuhost_kernel_plan"
 CHECK_KEY = "gpuhost_kernel_check"
+REMOVE_KEY = "gpuhost_kernel_remove_failed"  # --data: true (gpuhost kernel-update --remove-failed)
 
 
 class FleetCheck(RunShared):
@@ -55,6 +56,11 @@ class FleetCheck(RunShared):
 
     def to_json(self) -> dict[str, Any]:
         return {"done": self.done.is_set(), "refusal": self.refusal}
+
+
+def remove_failed() -> bool:
+    """``--remove-failed``: a kernel the module does not build for is removed again."""
+    return str(host.data.get(REMOVE_KEY) or "").lower() in ("1", "true", "yes")
 
 
 def targets(target: Any = None) -> dict[str, str]:
@@ -135,7 +141,8 @@ def _update(plan: dict[str, Any], config: settings.Settings) -> None:
                      family=family, running=running)
     # 2. the NVIDIA module for it, checked, before anything else happens to the host
     ops.build_module(name=f"DKMS builds the NVIDIA module {version} for kernel {target}",
-                     module=module, version=version, release=target)
+                     module=module, version=version, release=target,
+                     remove=plan["packages"] if remove_failed() else None)
     ops.module_ready(name=f"The NVIDIA module {version} is installed for kernel {target}",
                      module=module, version=version, release=target)
     # 3. only now: drain, the new default, the reboot

@@ -97,29 +97,39 @@ def _module_for(kernel: dict[str, Any], module: str, version: str, release: str)
 
 
 @operation()
-def build_module(module: str, version: str, release: str):
+def build_module(module: str, version: str, release: str, remove: list[str] | None = None):
     """
     DKMS builds and installs the NVIDIA module ``version`` for kernel ``release``; a failed
     build fails the host with the tail of DKMS's make.log (the boot default is untouched).
+    With ``remove`` (``--remove-failed``) those packages (the new kernel's) are removed
+    first; else the kernel stays installed, not the default.
 
     + module: the DKMS module name (``nvidia``, ``nvidia-open``...)
     + version: the driver version the host runs
     + release: the new kernel
+    + remove: the new kernel's packages, removed when the build fails (EL: dnf, apt: apt-get)
     """
     if executing() and _module_for(host.get_fact(KernelHeaders), module, version, release):
         host.noop(f"DKMS has {module} {version} installed for kernel {release}")
         return
     log = f"/var/lib/dkms/{module}/{version}/build/make.log"
+    fate = (f"kernel {release} was removed again" if remove else
+            f"kernel {release} stays installed but is not the boot default")
+    removal: list[Any] = []
+    if remove:
+        removal = ["dnf remove -y" if remove[0].startswith("kernel") else
+                   "DEBIAN_FRONTEND=noninteractive apt-get purge -y",
+                   *[_q(p) for p in remove if p != "kernel-headers"], ">/dev/null 2>&1;"]
     # on failure the compiler's error lines from make.log first (they say why), then the end
     # of DKMS's own output ("Bad return status ..."), then gpuhost's line
     yield StringCommand(
         "out=$(mktemp) && if dkms install -m", _q(module), "-v", _q(version), "-k", _q(release),
         '>"$out" 2>&1; then cat "$out"; rm -f "$out"; else grep -i -E "error|warning: the" ',
-        _q(log), '| head -n 6 >&2; tail -n 4 "$out" >&2; rm -f "$out";', fail_command(
+        _q(log), '| head -n 6 >&2; tail -n 4 "$out" >&2; rm -f "$out";', *removal,
+        fail_command(
             f"DKMS could not build {module} {version} for kernel {release} (its make.log: "
-            f"{log}); kernel {release} stays installed but is not the boot default: the host "
-            "keeps booting its running kernel. Use a driver that builds for it or name "
-            "another kernel (--kernel)"), "; fi")
+            f"{log}); {fate}: the host keeps booting its running kernel. Use a driver that "
+            "builds for it or name another kernel (--kernel)"), "; fi")
 
 
 @operation()

@@ -24,7 +24,8 @@ from gpuhost.cli.upgrade import Upgrade, UpgradeError, _data_args, failed_hosts
 from gpuhost.upgrade import rollout
 
 DEPLOY = "kernel_update.py"  # in gpuhost.deploys
-TARGETS_KEY = "gpuhost_kernel_targets"  # roles/kernel_update.py reads it
+TARGETS_KEY = "gpuhost_kernel_targets"  # roles/kernel_update.py reads them
+REMOVE_KEY = "gpuhost_kernel_remove_failed"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="this exact kernel (as uname -r prints it) on the hosts of that "
                              "distribution tag (debian12, ubuntu2404, rhel9...) instead of the "
                              "newest of the running flavour (repeatable)")
+    parser.add_argument("--remove-failed", action="store_true",
+                        help="remove a new kernel again when DKMS cannot build the NVIDIA "
+                             "module for it (default: leave it installed, not the boot default)")
     parser.add_argument("--canary", type=int, default=1, metavar="N",
                         help="hosts updated alone first (default 1; 0: no canary)")
     parser.add_argument("--batch", default="1", metavar="N|P%",
@@ -58,6 +62,8 @@ class KernelUpdate(Upgrade):
 
     def _deploy(self, run: str, hosts, *flags: str):
         data = list(self.args.data) + ([f"{TARGETS_KEY}={self.targets}"] if self.targets else [])
+        if getattr(self.args, "remove_failed", False):
+            data.append(f"{REMOVE_KEY}=true")
         argv = [*self.pyinfra, "-y", "--json", *flags, self.inventory, deploy_file(DEPLOY),
                 *rollout.limit_args(hosts),
                 *_data_args(self.events_path, f"{self.run_id} {run}", data)]

@@ -269,3 +269,22 @@ def test_a_failed_build_prints_make_log_errors_first_and_fails(monkeypatch):
     assert command.index("/var/lib/dkms/nvidia/580.95.05/build/make.log") < \
         command.index('tail -n 4 "$out"') < command.index("gpuhost: DKMS could not build")
     assert "is not the boot default" in command and command.rstrip().endswith("fi")
+
+
+def test_remove_failed_removes_the_new_kernel_but_not_kernel_headers(monkeypatch):
+    new = "4.18.0-553.44.1.el8_10.x86_64"
+    commands, _ = _commands(monkeypatch, "build_module", module="nvidia", version="580.95.05",
+                            release=new, remove=[f"kernel-{new}", f"kernel-devel-{new}",
+                                                 "kernel-headers"])
+    (command,) = commands
+    assert subprocess.run(["sh", "-n", "-c", command], check=False).returncode == 0
+    removal = f"dnf remove -y kernel-{new} kernel-devel-{new} >/dev/null 2>&1;"
+    assert removal in command and "kernel-headers" not in command
+    assert command.index(removal) < command.index("gpuhost: DKMS could not build")
+    assert f"kernel {new} was removed again" in command
+
+
+def test_remove_failed_reaches_the_deploy_as_data(monkeypatch, tmp_path, capsys):
+    fake = FakePyinfra({"gpu-01": {"event": "plan", "action": "none", "from": "a", "to": "a"}})
+    assert _dry(monkeypatch, tmp_path, fake, "--remove-failed") == 0
+    assert "gpuhost_kernel_remove_failed=true" in fake.runs[0]
