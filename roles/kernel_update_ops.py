@@ -24,6 +24,8 @@ from gpuhost.roles.upgrade import record as upgrade_record
 SYSCONFIG = "/etc/sysconfig/kernel"
 # the host's own /etc/sysconfig/kernel while gpuhost holds UPDATEDEFAULT=no (the resume point)
 SYSCONFIG_SAVED = "/var/lib/gpuhost/kernel-update.sysconfig-kernel"
+# the audit's note of a kernel the module did not build for (facts/script.py "kernel_held")
+HELD_BACK = "/var/lib/gpuhost/kernel-held-back"
 
 
 def _q(value: str) -> QuoteString:
@@ -120,12 +122,19 @@ def build_module(module: str, version: str, release: str, remove: list[str] | No
         removal = ["dnf remove -y" if remove[0].startswith("kernel") else
                    "DEBIAN_FRONTEND=noninteractive apt-get purge -y",
                    *[_q(p) for p in remove if p != "kernel-headers"], ">/dev/null 2>&1;"]
+    # the audit's note of the kernel left installed (not with --remove-failed)
+    note: list[Any] = [] if remove else [
+        "mkdir -p /var/lib/gpuhost; { printf '%s\\n'", _q(f"kernel {release}"),
+        _q(f"driver {version}"), '; grep -m 1 -i "error" ', _q(log),
+        f"| sed 's/^/reason /'; }} > {HELD_BACK};"]
     # on failure the compiler's error lines from make.log first (they say why), then the end
     # of DKMS's own output ("Bad return status ..."), then gpuhost's line
     yield StringCommand(
         "out=$(mktemp) && if dkms install -m", _q(module), "-v", _q(version), "-k", _q(release),
-        '>"$out" 2>&1; then cat "$out"; rm -f "$out"; else grep -i -E "error|warning: the" ',
-        _q(log), '| head -n 6 >&2; tail -n 4 "$out" >&2; rm -f "$out";', *removal,
+        '>"$out" 2>&1; then cat "$out"; rm -f "$out"; if grep -qx', _q(f"kernel {release}"),
+        HELD_BACK, "2>/dev/null; then rm -f", HELD_BACK, "; fi; else", *note,
+        'grep -i -E "error|warning: the" ', _q(log),
+        '| head -n 6 >&2; tail -n 4 "$out" >&2; rm -f "$out";', *removal,
         fail_command(
             f"DKMS could not build {module} {version} for kernel {release} (its make.log: "
             f"{log}); {fate}: the host keeps booting its running kernel. Use a driver that "

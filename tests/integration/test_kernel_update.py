@@ -6,7 +6,7 @@ good one.
 * ``--dry`` names the newest kernel per host, its headers available and the module to build;
 * the rollout onto the newest kernel stops at the canary: DKMS's make.log lines in the
   report, the canary never rebooted and still boots its running kernel with the driver
-  loaded, the second host untouched;
+  loaded, the second host untouched, and the audit shows the canary holding the kernel back;
 * ``--kernel rhel8=GOOD``, its controller killed once the canary's kernel is installed, then
   run again, moves both hosts to the good kernel with the module loaded after the reboot;
   a third run has nothing to do.
@@ -91,6 +91,17 @@ def test_a_kernel_the_driver_cannot_build_for_stops_at_the_canary(offered, ssh, 
     # the other host: nothing installed
     assert ssh("ol8-02", f"rpm -q kernel-{BROKEN.removesuffix('.x86_64')}",
                check=False).returncode != 0
+    # the audit shows the canary holding back that kernel, with the compiler's reason
+    out = tmp_path / "audit.json"
+    audit = subprocess.run([sys.executable, "-m", "gpuhost.cli", "audit", INVENTORY, "--limit",
+                            "ol8-01", "--json", str(out)], cwd=ROOT, text=True,
+                           capture_output=True, timeout=600,
+                           env={**os.environ, "PYINFRA_PROGRESS": "off"})
+    assert out.exists(), audit.stdout[-2000:] + audit.stderr[-2000:]
+    (host,) = json.loads(out.read_text())["hosts"]
+    held = [f for f in host["health"]["findings"] if f["id"] == "kernel-held-back"]
+    assert held and held[0]["severity"] == "warning", host["health"]["findings"]
+    assert BROKEN in held[0]["message"] and "'sys_close'" in held[0]["message"]
 
 
 def test_killed_midway_a_rerun_resumes_and_both_boot_the_good_kernel_with_the_driver(

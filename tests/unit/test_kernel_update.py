@@ -269,6 +269,7 @@ def test_a_failed_build_prints_make_log_errors_first_and_fails(monkeypatch):
     assert command.index("/var/lib/dkms/nvidia/580.95.05/build/make.log") < \
         command.index('tail -n 4 "$out"') < command.index("gpuhost: DKMS could not build")
     assert "is not the boot default" in command and command.rstrip().endswith("fi")
+    assert "> /var/lib/gpuhost/kernel-held-back" in command  # the audit's note
 
 
 def test_remove_failed_removes_the_new_kernel_but_not_kernel_headers(monkeypatch):
@@ -282,9 +283,36 @@ def test_remove_failed_removes_the_new_kernel_but_not_kernel_headers(monkeypatch
     assert removal in command and "kernel-headers" not in command
     assert command.index(removal) < command.index("gpuhost: DKMS could not build")
     assert f"kernel {new} was removed again" in command
+    assert "> /var/lib/gpuhost/kernel-held-back" not in command  # no note of a removed kernel
 
 
 def test_remove_failed_reaches_the_deploy_as_data(monkeypatch, tmp_path, capsys):
     fake = FakePyinfra({"gpu-01": {"event": "plan", "action": "none", "from": "a", "to": "a"}})
     assert _dry(monkeypatch, tmp_path, fake, "--remove-failed") == 0
     assert "gpuhost_kernel_remove_failed=true" in fake.runs[0]
+
+
+# --- the audit's note of a held-back kernel -------------------------------------------------
+
+
+def test_the_held_back_note_parses_and_becomes_a_warning_naming_kernel_driver_and_reason():
+    from facts.assemble_kernel import held_back
+    from gpuhost.health.host import next_boot_findings
+
+    note = held_back("kernel 4.18.0-553.44.1.el8_10.x86_64\ndriver 580.95.05\nreason "
+                     "nv-caps.c: error: implicit declaration of function 'sys_close'\n")
+    assert note == {"kernel": "4.18.0-553.44.1.el8_10.x86_64", "driver": "580.95.05",
+                    "reason": "nv-caps.c: error: implicit declaration of function 'sys_close'"}
+    assert held_back("") is None and held_back("driver 580.95.05\n") is None
+    running = "4.18.0-553.el8_10.x86_64"
+    state = {"driver": {"installed_version": "580.95.05"}, "kernel": {
+        "dkms": [{"module": "nvidia", "version": "580.95.05", "kernel": running,
+                  "status": "installed"}], "held_back": note,
+        "next_boot": {"kernel_release": running, "differs": False,
+                      "nvidia_module": ["580.95.05"]}}}
+    (finding,) = next_boot_findings(state)
+    assert (finding["id"], finding["severity"]) == ("kernel-held-back", "warning")
+    assert "kernel 4.18.0-553.44.1.el8_10.x86_64 is installed and held back" in finding["message"]
+    assert "'sys_close'" in finding["message"]
+    state["kernel"]["held_back"] = None
+    assert next_boot_findings(state) == []
