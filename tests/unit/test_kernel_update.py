@@ -296,7 +296,7 @@ def test_remove_failed_reaches_the_deploy_as_data(monkeypatch, tmp_path, capsys)
 
 
 def test_the_held_back_note_parses_and_becomes_a_warning_naming_kernel_driver_and_reason():
-    from facts.assemble_kernel import held_back
+    from gpuhost.facts.assemble_kernel import held_back
     from gpuhost.health.host import next_boot_findings
 
     note = held_back("kernel 4.18.0-553.44.1.el8_10.x86_64\ndriver 580.95.05\nreason "
