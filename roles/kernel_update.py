@@ -45,6 +45,7 @@ TARGETS_KEY = "gpuhost_kernel_targets"  # --data: TAG=RELEASE,TAG=RELEASE
 PLAN_KEY = "gpuhost_kernel_plan"
 CHECK_KEY = "gpuhost_kernel_check"
 REMOVE_KEY = "gpuhost_kernel_remove_failed"  # --data: true (gpuhost kernel-update --remove-failed)
+PLAN_ONLY_KEY = "gpuhost_kernel_plan_only"  # --data: true (gpuhost kernel-update --dry)
 
 
 class FleetCheck(RunShared):
@@ -76,7 +77,8 @@ def _assess_host(target: Any) -> dict[str, Any]:
     plan = kernel_update.assess(target.name, gpu_state["os"], gpu_state["kernel"],
                                 gpu_state["driver"], candidate, wanted)
     config = dataclasses.asdict(settings.resolve(host_data(target)))
-    if plan["action"] == "update" and gpu_state["os"].get("family") != "rhel":
+    plan_only = str(target.data.get(PLAN_ONLY_KEY) or "").lower() == "true"  # --dry
+    if plan["action"] == "update" and gpu_state["os"].get("family") != "rhel" and not plan_only:
         plan["problems"].append(
             "the boot default is moved with grubby on Enterprise Linux only in this version: "
             "on Debian and Ubuntu gpuhost kernel-update only plans (--dry)")
