@@ -4,6 +4,7 @@ one, which the installed driver does not build for (a kernel API change), and an
 good one.
 
 * ``--dry`` names the newest kernel per host, its headers available and the module to build;
+  on a Debian 12 host beside them (apt's fact, planned only) the newest is the running one;
 * the rollout onto the newest kernel stops at the canary: DKMS's make.log lines in the
   report, the canary never rebooted and still boots its running kernel with the driver
   loaded, the second host untouched, and the audit shows the canary holding the kernel back;
@@ -28,13 +29,14 @@ from sandbox import kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/sandbox.py"
-HOSTS = ("ol8-01", "ol8-02")
+HOSTS = ("ol8-02", "ol8-03")
+DEBIAN = "gpu-01"  # planned only: its repositories' newest kernel is the one it runs
 TRAITS = {"traits": ["boot-entries"]}
 GOOD, BROKEN = kernels.GOOD["ol8"], kernels.BROKEN["ol8"]
 
 pytestmark = [pytest.mark.integration,
-              pytest.mark.fleet(hosts=2, ol=2, docker_hosts=0,
-                                overrides={"1": TRAITS, "2": {"os": "ol8", **TRAITS}},
+              pytest.mark.fleet(hosts=3, ol=2, docker_hosts=0,
+                                overrides={"2": TRAITS, "3": {"os": "ol8", **TRAITS}},
                                 state="converged")]
 
 
@@ -63,38 +65,41 @@ def test_dry_names_the_newest_kernel_and_changes_nothing(offered, ssh, tmp_path)
     done, _ = kernel_update(tmp_path / "dry.json", "--dry")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = {line.split()[0]: line for line in done.stdout.splitlines()
-            if line.startswith(HOSTS)}
+            if line.startswith((*HOSTS, DEBIAN))}
     for name in HOSTS:
         assert rows[name].split()[1:6] == [offered[name], BROKEN, "available", "to", "build"]
         assert ssh(name, f"rpm -q kernel-devel-{BROKEN.removesuffix('.x86_64')}",
                    check=False).returncode != 0
-
+    # the apt fact on a real Debian host: the headers meta's dependency is the running ABI
+    debian = ssh(DEBIAN, "uname -r").stdout.strip()
+    assert rows[DEBIAN].split()[1:3] == [debian, debian], rows[DEBIAN]
+    assert f"nothing to do (runs {debian})" in rows[DEBIAN]
 
 def test_a_kernel_the_driver_cannot_build_for_stops_at_the_canary(offered, ssh, tmp_path,
                                                                    sandbox_tools):
-    boots = sandbox_tools.boots("ol8-01")
+    boots = sandbox_tools.boots("ol8-02")
     done, report = kernel_update(tmp_path / "broken.json", "--canary", "1")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     results = {h["host"]: h for h in report["hosts"]}
-    assert results["ol8-01"]["result"] == "failed"
+    assert results["ol8-02"]["result"] == "failed"
     # DKMS's make.log lines: in the report and in the run's output
-    assert "implicit declaration of function 'sys_close'" in results["ol8-01"]["detail"]
+    assert "implicit declaration of function 'sys_close'" in results["ol8-02"]["detail"]
     assert "implicit declaration of function 'sys_close'" in done.stdout + done.stderr
-    assert results["ol8-02"]["result"] == "not started"
+    assert results["ol8-03"]["result"] == "not started"
     # the canary: not rebooted, its running kernel still the default, the driver loaded
-    assert sandbox_tools.boots("ol8-01") == boots
-    assert ssh("ol8-01", "grubby --default-kernel").stdout.strip() == \
-        f"/boot/vmlinuz-{offered['ol8-01']}"
-    assert ssh("ol8-01", "uname -r").stdout.strip() == offered["ol8-01"]
-    assert ssh("ol8-01", "nvidia-smi -L", check=False).returncode == 0
-    assert "UPDATEDEFAULT=yes" in ssh("ol8-01", "cat /etc/sysconfig/kernel").stdout
+    assert sandbox_tools.boots("ol8-02") == boots
+    assert ssh("ol8-02", "grubby --default-kernel").stdout.strip() == \
+        f"/boot/vmlinuz-{offered['ol8-02']}"
+    assert ssh("ol8-02", "uname -r").stdout.strip() == offered["ol8-02"]
+    assert ssh("ol8-02", "nvidia-smi -L", check=False).returncode == 0
+    assert "UPDATEDEFAULT=yes" in ssh("ol8-02", "cat /etc/sysconfig/kernel").stdout
     # the other host: nothing installed
-    assert ssh("ol8-02", f"rpm -q kernel-{BROKEN.removesuffix('.x86_64')}",
+    assert ssh("ol8-03", f"rpm -q kernel-{BROKEN.removesuffix('.x86_64')}",
                check=False).returncode != 0
     # the audit shows the canary holding back that kernel, with the compiler's reason
     out = tmp_path / "audit.json"
     audit = subprocess.run([sys.executable, "-m", "gpuhost.cli", "audit", INVENTORY, "--limit",
-                            "ol8-01", "--json", str(out)], cwd=ROOT, text=True,
+                            "ol8-02", "--json", str(out)], cwd=ROOT, text=True,
                            capture_output=True, timeout=600,
                            env={**os.environ, "PYINFRA_PROGRESS": "off"})
     assert out.exists(), audit.stdout[-2000:] + audit.stderr[-2000:]
@@ -116,16 +121,17 @@ def test_killed_midway_a_rerun_resumes_and_both_boot_the_good_kernel_with_the_dr
                             start_new_session=True)
     package = f"kernel-{GOOD.removesuffix('.x86_64')}"
     deadline = time.monotonic() + 600
-    while ssh("ol8-01", f"rpm -q {package}", check=False).returncode != 0:
+    while ssh("ol8-02", f"rpm -q {package}", check=False).returncode != 0:
         assert proc.poll() is None and time.monotonic() < deadline, "the run ended first"
         time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     # killed before any reboot: the running kernel is still the one that boots
-    assert ssh("ol8-01", "uname -r").stdout.strip() == offered["ol8-01"]
+    assert ssh("ol8-02", "uname -r").stdout.strip() == offered["ol8-02"]
     done, report = kernel_update(tmp_path / "good.json", *args)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert {h["host"]: h["result"] for h in report["hosts"]} == dict.fromkeys(HOSTS, "upgraded")
+    assert {h["host"]: h["result"] for h in report["hosts"]} == {
+        **dict.fromkeys(HOSTS, "upgraded"), DEBIAN: "already at target"}
     for name in HOSTS:
         assert ssh(name, "uname -r").stdout.strip() == GOOD
         assert ssh(name, "nvidia-smi -L").stdout.count("GPU ") >= 1
