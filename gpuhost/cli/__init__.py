@@ -5,6 +5,7 @@
                             [--fail-on-health critical|warning|never]
     gpuhost upgrade INVENTORY [--canary N] [--batch N|P%] [--limit PATTERN]...
                               [--data KEY=VALUE]... [--report PATH]
+    gpuhost kernel-update INVENTORY [--dry] [--kernel DISTRO=RELEASE]... [--canary N] [--batch N|P%]
     gpuhost recover INVENTORY --limit HOST [--gpu N] [--force] [--reboot-fallback]
     gpuhost mig plan INVENTORY [--limit PATTERN]... [--data KEY=VALUE]...
     gpuhost report merge SHARD.json... [--json OUT] [--html OUT] [--baseline PREVIOUS.json]
@@ -254,6 +255,18 @@ def parser() -> argparse.ArgumentParser:
     upgrade.add_argument("--report", default=None, metavar="PATH",
                          help="JSON report (default ./gpuhost-upgrade-<UTC time>.json); events "
                               "go to PATH with .events.jsonl")
+    kernel = commands.add_parser(
+        "kernel-update", help="rolling kernel update: the NVIDIA module built before the boot",
+        description="Move GPU hosts to a newer kernel (the newest of the running flavour, or "
+                    "--kernel): install it with its headers, let DKMS build the NVIDIA module, "
+                    "check it is there, only then boot it; canary and batches as `gpuhost "
+                    "upgrade` (docs/kernel-updates.md). Exit 0 done, 1 a batch failed, 2 "
+                    "refused or unusable input, 130 interrupted.")
+    _common(kernel)
+    from gpuhost.cli import kernel_update as _cli_kernel
+
+    _cli_kernel.add_arguments(kernel)
+    _break_lock(kernel)
     recover = commands.add_parser(
         "recover", help="reset one GPU of one host for findings that ask for a reset",
         description="Reset one GPU without rebooting the host, for findings whose catalogued "
@@ -329,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
         from gpuhost.cli import recover as cli_recover
 
         return cli_recover.run(args)
+    if args.command == "kernel-update":
+        from gpuhost.cli import kernel_update as cli_kernel
+
+        return cli_kernel.run(args)
     if args.command == "report":
         from gpuhost.cli import audit as cli_audit
 
