@@ -147,3 +147,24 @@ def test_el10_install_and_lock_converge_and_a_lost_lock_is_taken_again():
     assert f"dnf versionlock add kmod-nvidia-open-dkms-3:{DRIVER}-1.el10 " \
         f"nvidia-driver-3:{DRIVER}-1.el10 nvidia-open-3:{DRIVER}-1.el10" in lines
     assert not any(line.startswith("dnf install") and "nvidia-open" in line for line in lines)
+
+
+def test_only_the_local_repo_of_the_hosts_own_distro_tag_is_checked_against_its_driver():
+    """A fleet's group data gives every tag's local repo of one driver; a host with its own
+    nvidia_driver_version is judged on its own tag's entry only: one line when that one is
+    another driver's, and no need for ``nvidia_local_repo: {}`` when the others are."""
+    from tests.plans import scenarios
+
+    other = "580.95.05"
+    everyone_old = {tag: scenarios._artifact(tag, other) for tag in ("debian12", "rhel9", "rhel10")}
+    result, lines = _plan("rocky10", {"nvidia_local_repo": everyone_old})
+    commands = _commands(lines)
+    assert len(commands) == 1, commands  # one line, before any change
+    assert commands[0].startswith(
+        f"echo 'gpuhost: @fake/rocky10: nvidia_local_repo[rhel10]: nvidia-driver-local-repo-"
+        f"rhel10-{other} is the local repo of driver {other}, but nvidia_driver_version is "
+        f"{DRIVER} (point nvidia_local_repo[rhel10] at the {DRIVER} package")
+    mine = {**everyone_old, "rhel10": scenarios._artifact("rhel10", DRIVER)}
+    result, lines = _plan("rocky10", {"nvidia_local_repo": mine})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert LOCKED_INSTALL in lines
