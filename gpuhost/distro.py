@@ -62,6 +62,23 @@ def identify(os_release: Mapping[str, str], kernel_release: str | None = None) -
     return result
 
 
+def release_name(os_id: str, version_id: str, pretty_name: str = "") -> str:
+    """The release as a person names it: "Debian 13", "Ubuntu 26.04", "Oracle Linux 10.0",
+    "Rocky Linux 10.0" (the distribution's name in gpuhost's tables, then VERSION_ID as
+    Debian's and Ubuntu's release tables and the EL vendors' release notes write it).
+    A release the tables lack keeps its distribution's name; another system its os-release
+    PRETTY_NAME, else ``ID VERSION_ID``."""
+    names = {}
+    for release in aptdistros.RELEASES.values():
+        if (release.os_id, release.version_id) == (os_id, version_id):
+            return release.name
+        names[release.os_id] = release.name.rsplit(" ", 1)[0]
+    names.update({d.os_id: d.name for d in DISTRIBUTIONS.values()})
+    if os_id in names:
+        return f"{names[os_id]} {version_id}".strip()
+    return pretty_name or f"{os_id} {version_id}".strip() or "unknown"
+
+
 def _check_release(kernel_release: str) -> str:
     rel = str(kernel_release).strip()
     if not rel or not _SAFE_RELEASE.fullmatch(rel):

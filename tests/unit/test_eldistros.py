@@ -51,3 +51,21 @@ def test_a_rhel10_tag_has_major_10():
     release = "6.12.0-55.9.1.el10_0.x86_64"
     assert distro.headers_packages("rhel10", release)[0] == f"kernel-devel-matched-{release}"
     assert distro.needs_gcc_toolset("rhel10", "6.12.0-100.28.2.el10uek.x86_64") is None
+
+
+@pytest.mark.parametrize(("os_id", "version_id", "pretty", "name"), [
+    ("ol", "10.0", "Oracle Linux Server 10.0", "Oracle Linux 10.0"),
+    ("rocky", "10.0", "Rocky Linux 10.0 (Red Quartz)", "Rocky Linux 10.0"),
+    ("rhel", "9.6", "Red Hat Enterprise Linux 9.6 (Plow)", "RHEL 9.6"),
+    ("almalinux", "10.0", "AlmaLinux 10.0 (Purple Lion)", "AlmaLinux 10.0"),
+    ("debian", "13", "Debian GNU/Linux 13 (trixie)", "Debian 13"),
+    ("ubuntu", "26.04", "Ubuntu Resolute Raccoon", "Ubuntu 26.04"),
+    ("rocky", "11.0", "Rocky Linux 11.0", "Rocky Linux 11.0"),  # a release gpuhost lacks
+    ("debian", "14", "Debian GNU/Linux 14 (forky)", "Debian 14"),
+    ("fedora", "41", "Fedora Linux 41 (Server Edition)", "Fedora Linux 41 (Server Edition)"),
+    ("", "", "", "unknown"),
+])
+def test_release_names_as_a_person_writes_them(os_id, version_id, pretty, name):
+    from gpuhost.distro import release_name
+
+    assert release_name(os_id, version_id, pretty) == name
