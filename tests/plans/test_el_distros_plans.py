@@ -168,3 +168,31 @@ def test_only_the_local_repo_of_the_hosts_own_distro_tag_is_checked_against_its_
     result, lines = _plan("rocky10", {"nvidia_local_repo": mine})
     assert result.returncode == 0, result.stderr[-2000:]
     assert LOCKED_INSTALL in lines
+
+
+def test_a_deploy_that_changes_a_converged_el10_hosts_branch_or_flavour_switches_in_one_step():
+    """A plain deploy (not ``gpuhost upgrade``) on an OL10 host converged at DRIVER open: to
+    another branch, or to the proprietary flavour, every driver lock goes, one
+    ``dnf install --allowerasing`` replaces the driver (the flavours' kmod packages
+    conflict), the other flavour's meta package goes if left, and the lock is taken at the
+    new version in the same command."""
+    from tests.plans import scenarios
+
+    installed = scenarios.el_packaging_output("ol10-uek8", True)
+    old_locks = (f"dnf versionlock delete kmod-nvidia-open-dkms-3:{DRIVER}-1.el10 "
+                 f"nvidia-driver-3:{DRIVER}-1.el10 nvidia-open-3:{DRIVER}-1.el10")
+    for extra, package, other in (({"nvidia_driver_version": "580.95.05"},
+                                   "nvidia-open-580.95.05", "cuda-drivers"),
+                                  ({"nvidia_driver_flavor": "proprietary"},
+                                   f"cuda-drivers-{DRIVER}", "nvidia-open")):
+        version = extra.get("nvidia_driver_version", DRIVER)
+        result, lines = _plan("ol10-uek8", {"plan_stamp": "stale",
+                                            "plan_el_packaging": installed, **extra})
+        assert result.returncode == 0, result.stderr[-2000:]
+        switch = (f"dnf install -y --allowerasing python3-dnf-plugin-versionlock {package} && "
+                  f"if rpm -q {other} >/dev/null 2>&1; then dnf remove -y {other} ; fi && "
+                  "locks=$(rpm -qa --qf '%{NAME}-%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n' "
+                  f"'*nvidia*' | grep -F -e ':{version}-') && test -n \"$locks\" && "
+                  "dnf versionlock add $locks")
+        assert lines.index(old_locks) + 1 == lines.index(switch), extra
+        assert not any(line.startswith("dnf install -y python3-dnf") for line in lines)
