@@ -23,7 +23,7 @@ from pyinfra.operations import server
 from gpuhost.facts import pyinfra_api
 from gpuhost.facts.host import GpuHostState
 from gpuhost import aptdistros, artifacts, el_packages, fabric, packages, policy, settings
-from gpuhost import settings_cross
+from gpuhost import distro, settings_cross
 from gpuhost.runtime import docker_packages, daemon_json as daemon_json_rules
 
 REMOTE_CACHE = "/var/cache/gpuhost"
@@ -215,12 +215,8 @@ def host_state() -> dict[str, Any]:
 
 def distro_tag(state: dict[str, Any]) -> str:
     tag = state["os"]["distro_tag"]
-    if not tag:
-        raise GpuhostError(
-            f"{host.name}: unsupported operating system "
-            f"{state['os']['pretty_name'] or state['os']['id'] or 'unknown'}: "
-            f"{state['os']['error'] or 'no /etc/os-release'}"
-        )
+    if not tag:  # the os fact's error names the system and the supported ones (one line)
+        raise GpuhostError(f"{host.name}: " + distro.os_problem(state["os"]))
     return tag
 
 

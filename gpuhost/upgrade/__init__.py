@@ -17,7 +17,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from gpuhost import aptdistros, converged, el_packages, packages, policy, settings_cross
+from gpuhost import aptdistros, converged, distro, el_packages, packages, policy, settings_cross
 
 # GPU clients stopped before the switch, in this order (then upgrade_stop_services), started
 # again in the reverse order: display managers first (an X or Wayland session holds
@@ -124,8 +124,7 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     problems: list[str] = []
     tag = state["os"]["distro_tag"]
     if not tag:
-        problems.append(f"unsupported operating system {state['os'].get('pretty_name') or '?'}: "
-                        f"{state['os'].get('error') or 'no /etc/os-release'}")
+        problems.append(distro.os_problem(state["os"]))
     if probe.get("init") != "systemd":
         problems.append("this host did not boot with systemd (no /run/systemd/system or no "
                         "systemctl): gpuhost stops and starts services as systemd units, as "

@@ -108,6 +108,10 @@ def test_a_release_gpuhost_does_not_know_is_refused_before_any_change():
     assert len(commands) == 1, commands
     assert "unsupported operating system" in commands[0] and "Rocky Linux 11.0" in commands[0]
     assert "Rocky Linux 8/9/10" in commands[0]
+    # said once, and that nothing changed
+    assert commands[0].count("unsupported operating system") == 1, commands[0]
+    assert commands[0].count("Rocky Linux 11.0") == 1, commands[0]
+    assert "; nothing was changed on this host' >&2; exit 1" in commands[0]
 
 
 def test_oracles_epel_release_without_the_hosts_update_level_is_refused_not_guessed():

@@ -372,3 +372,17 @@ def test_the_upgrade_checks_only_the_local_repo_of_the_hosts_own_distro_tag():
                                   "sha256": "a" * 64}}
     assert upgrade.assess("h", config(nvidia_local_repo=mine), host_state(),
                           probe())["problems"] == []
+
+
+def test_a_release_gpuhost_does_not_know_is_one_line_before_any_upgrade():
+    from gpuhost import distro
+
+    el11 = host_state()
+    try:
+        distro.identify({"ID": "rocky", "VERSION_ID": "11.0", "PRETTY_NAME": "Rocky Linux 11.0"})
+    except ValueError as error:
+        el11["os"] = {"distro_tag": None, "pretty_name": "Rocky Linux 11.0", "error": str(error)}
+    problems = upgrade.assess("h", config(), el11, probe())["problems"]
+    assert len(problems) == 1 and problems[0].count("unsupported operating system") == 1
+    assert problems[0].startswith("unsupported operating system 'Rocky Linux 11.0': gpuhost "
+                                  "supports ") and "Rocky Linux 8/9/10" in problems[0]
