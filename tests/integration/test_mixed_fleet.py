@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration import new_release_hosts as bare_hosts
+
 D12, D13, U24, U26 = "gpu-01", "d13-02", "u24-03", "u26-04"
 OL8, OL9, OL10, ROCKY10, RHEL10 = "ol8-05", "ol9-06", "ol10-07", "rocky10-08", "rhel10-09"
 OSES = {D12: "debian12", D13: "debian13", U24: "ubuntu2404", U26: "ubuntu2604", OL8: "ol8",
@@ -125,7 +127,7 @@ def _url(fleet: dict, url: str) -> str:
     return url.replace("http://127.77.0.1:8000/", fleet["mirror"] + "/")
 
 
-# --- 1. the bare hosts (sandbox/debian13.py, sandbox/ubuntu2604.py, sandbox/elrelease.py) ---
+# --- 1. the bare hosts (tests/integration/new_release_hosts.py) ------------------------------
 
 def test_fleet_names_os_and_kernels(fleet):
     hosts = {h["name"]: h for h in fleet["hosts"]}
@@ -139,89 +141,25 @@ def test_fleet_names_os_and_kernels(fleet):
 
 
 def test_release_files_and_real_trixie_userland(ssh):
-    d13 = ssh(D13, ". /etc/os-release; echo $ID $VERSION_ID $VERSION_CODENAME").split()
-    assert d13 == ["debian", "13", "trixie"]
-    assert ssh(D13, "cat /etc/debian_version").startswith("13.")
-    u26 = ssh(U26, ". /etc/os-release; echo $ID $VERSION_ID $UBUNTU_CODENAME").split()
-    assert u26 == ["ubuntu", "26.04", "resolute"]
-    assert "DISTRIB_CODENAME=resolute" in ssh(U26, "cat /etc/lsb-release")
-    for host in (D13, U26):
-        assert ssh(host, "uname -r").strip() == ssh(
-            host, "python3 -c 'import json; print(json.load(open(\"/etc/gpusim/machine.json\"))"
-            "[\"kernel_release\"])'").strip()
-        assert _version(ssh, host, "apt").startswith("3.")
-        assert _version(ssh, host, "systemd").startswith("257")
-        assert _version(ssh, host, "python3-minimal").startswith("3.13")
-        assert ssh(host, "systemctl is-system-running --wait").strip() == "running"
+    bare_hosts.release_files_and_real_trixie_userland(ssh, D13, U26)
 
 
 def test_debian13_apt_sources_are_deb822_and_archive_verifies(ssh):
-    assert ssh(D13, "test ! -e /etc/apt/sources.list && echo none").strip() == "none"
-    sources = ssh(D13, "cat /etc/apt/sources.list.d/debian.sources")
-    assert "Suites: trixie" in sources and "/debian-trixie" in sources
-    assert "Components: main\n" in sources          # main only, as a stock image
-    update = ssh(D13, "apt-get update 2>&1")
-    assert "W:" not in update and "E:" not in update, update
-    for pkg, want in (("dkms", "3.2."), ("docker.io", "26.1."), ("containerd", "1.7.")):
-        policy = ssh(D13, f"apt-cache policy {pkg}")
-        assert f"Candidate: {want}" in policy, policy
-    # the running kernel's headers and the meta that depends on exactly them (trixie's
-    # headers depend on their image: apt takes it too, as on a real host)
-    depends = ssh(D13, "apt-cache depends linux-headers-amd64")
-    assert f"linux-headers-{ssh(D13, 'uname -r').strip()}" in depends
+    bare_hosts.debian13_sources_are_deb822_and_archive_verifies(ssh, D13)
 
 
 def test_ubuntu2604_archive_kernels_and_flavour_headers(ssh, sh):
-    sources = ssh(U26, "cat /etc/apt/sources.list.d/ubuntu.sources")
-    assert "Suites: resolute resolute-updates" in sources
-    update = ssh(U26, "apt-get update 2>&1")
-    assert "W:" not in update and "E:" not in update, update
-    policy = ssh(U26, 'apt-cache policy "linux-headers-$(uname -r)"')
-    assert "resolute-updates/main" in policy and "resolute-security/main" in policy, policy
-    assert "linux-headers-7.0.0-30-generic" in ssh(U26, "apt-cache depends linux-headers-generic")
-    for meta, flavoured in (("linux-headers-generic-hwe-26.04", "7.0.0-30-generic"),
-                            ("linux-headers-nvidia", "7.0.0-1004-nvidia"),
-                            ("linux-headers-aws", "7.0.0-1006-aws")):
-        assert f"linux-headers-{flavoured}" in ssh(U26, f"apt-cache depends {meta}")
-    assert "Candidate: 3.2.2" in ssh(U26, "apt-cache policy dkms")
-    assert "resolute/universe" in ssh(U26, "apt-cache policy docker.io")
-    # 26.04's modules are zstd-compressed; zstd is in the archive but not installed
-    assert ssh(U26, "ls /usr/lib/modules/$(uname -r)/kernel/drivers/net").strip() \
-        == "dummy.ko.zst"
-    assert sh(U26, "command -v zstd", check=False).returncode != 0
+    bare_hosts.ubuntu2604_archive_kernels_and_flavour_headers(ssh, sh, U26)
 
 
 def test_debian13_local_repo_is_built_with_debian_names():
     """The fake debian13 local repo package (the converge below installs it)."""
-    manifest = json.loads((OUT / "manifest.json").read_text())
-    for version in (FIRST, TARGET):
-        repo = manifest["local_repos"][version]["debian13"]
-        assert repo["file"] == f"nvidia-driver-local-repo-debian13-{version}_1.0-1_amd64.deb"
-        assert repo["sha256"] and (OUT / "local-repos" / version / repo["file"]).is_file()
-        listing = subprocess.run(["dpkg-deb", "--contents",
-                                  str(OUT / "local-repos" / version / repo["file"])],
-                                 capture_output=True, text=True, check=True).stdout
-        for deb in (f"nvidia-open_{version}-1_amd64.deb",
-                    f"nvidia-kernel-open-dkms_{version}-1_amd64.deb",
-                    f"nvidia-driver-cuda_{version}-1_amd64.deb"):
-            assert deb in listing, listing
-    assert "debian13" not in manifest["local_repos"]["570.172.08"]
+    bare_hosts.debian13_local_repo_is_built_with_debian_names(OUT, (FIRST, TARGET))
 
 
 def test_network_repo_with_a_wrong_key_is_refused(fleet, sh):
-    """apt verifies the network repository's signature: another key (the Ubuntu archive's
-    of the sandbox) fails the update of that source."""
-    url = _url(fleet, json.loads((OUT / "manifest.json").read_text())
-               ["network_repos"]["ubuntu2604"]["url"])
-    assert url.endswith("/nvidia/cuda/repos/ubuntu2604/x86_64/")
-    res = sh(U26, "echo 'deb [signed-by=/usr/share/keyrings/ubuntu-archive-keyring.gpg] "
-                  f"{url} /' > /tmp/wrong.list && apt-get update "
-                  "-o Dir::Etc::sourcelist=/tmp/wrong.list "
-                  "-o Dir::Etc::sourceparts=/nonexistent 2>&1; rm -f /tmp/wrong.list",
-             check=False)
-    # apt 3 verifies with sqv: the source is dropped with a warning (exit 0 on apt 3.0)
-    assert "OpenPGP signature verification failed" in res.stdout, res.stdout
-    assert "Missing key" in res.stdout, res.stdout
+    url = json.loads((OUT / "manifest.json").read_text())["network_repos"]["ubuntu2604"]["url"]
+    bare_hosts.network_repo_with_a_wrong_key_is_refused(sh, U26, _url(fleet, url))
 
 
 # --- 2. a driver that does not build on the host's kernel --------------------------------
