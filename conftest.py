@@ -116,8 +116,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # Modules that take longest start first, longest first (pytest-xdist hands work out in this
 # order; measured: bench/results/suite-history.md). The rest keep their collection order.
 SLOW_FIRST = ["tests/vm/test_vm.py", "tests/integration/test_docker_mig_safety.py",
-              "tests/integration/test_new_apt_releases.py", "tests/integration/test_upgrade.py",
-              "tests/integration/test_upgrade_branches.py", "tests/integration/test_el10.py",
+              "tests/integration/test_upgrade.py", "tests/integration/test_mixed_fleet.py",
+              "tests/integration/test_upgrade_branches.py",
               "tests/integration/test_packages_locks_secrets.py", "tests/integration/test_cdi.py"]
 
 

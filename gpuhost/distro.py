@@ -53,13 +53,41 @@ def identify(os_release: Mapping[str, str], kernel_release: str | None = None) -
         tag = entry[1].get(version_id) or entry[1].get(major)
     if tag is None:
         name = data.get("PRETTY_NAME") or f"{os_id or 'unknown'} {version_id}".strip()
-        raise ValueError(f"unsupported operating system {name!r}: gpuhost supports {SUPPORTED_TEXT}")
+        raise ValueError(f"unsupported operating system {name!r}: gpuhost supports {SUPPORTED_TEXT}; "
+                         "nothing was changed on this host")
     result = {"family": entry[0], "distro_tag": tag, "os_id": os_id, "version_id": version_id,
               "major": int(major)}
     if kernel_release is not None:
         result["kernel_release"] = kernel_release
         result["kernel_flavour"] = kernel_flavour(kernel_release, entry[0])
     return result
+
+
+def os_problem(os_info: Mapping) -> str:
+    """One line: why gpuhost refuses a host's OS (``os_info``: the os fact, whose ``error`` is
+    ``identify``'s message naming the system and the supported ones)."""
+    if os_info.get("error"):
+        return str(os_info["error"])
+    name = os_info.get("pretty_name") or os_info.get("id") or "unknown"
+    return (f"unsupported operating system {name}: no /etc/os-release, by which gpuhost "
+            "identifies the distribution; nothing was changed on this host")
+
+
+def release_name(os_id: str, version_id: str, pretty_name: str = "") -> str:
+    """The release as a person names it: "Debian 13", "Ubuntu 26.04", "Oracle Linux 10.0",
+    "Rocky Linux 10.0" (the distribution's name in gpuhost's tables, then VERSION_ID as
+    Debian's and Ubuntu's release tables and the EL vendors' release notes write it).
+    A release the tables lack keeps its distribution's name; another system its os-release
+    PRETTY_NAME, else ``ID VERSION_ID``."""
+    names = {}
+    for release in aptdistros.RELEASES.values():
+        if (release.os_id, release.version_id) == (os_id, version_id):
+            return release.name
+        names[release.os_id] = release.name.rsplit(" ", 1)[0]
+    names.update({d.os_id: d.name for d in DISTRIBUTIONS.values()})
+    if os_id in names:
+        return f"{names[os_id]} {version_id}".strip()
+    return pretty_name or f"{os_id} {version_id}".strip() or "unknown"
 
 
 def _check_release(kernel_release: str) -> str:

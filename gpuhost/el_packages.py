@@ -151,6 +151,42 @@ def upstream(version: str) -> str:
     """'3:570.172.08-1.el9' -> '570.172.08'."""
     return version.split(":", 1)[-1].rsplit("-", 1)[0]
 
+
+# Each flavour's kernel module package and meta package in NVIDIA's RPM repositories
+# (NVIDIA's driver installation guide, "Red Hat Enterprise Linux": nvidia-open pulls
+# kmod-nvidia-open-dkms, cuda-drivers kmod-nvidia-latest-dkms; the two conflict).
+FLAVOR_PACKAGES = {"open": ("nvidia-open", "kmod-nvidia-open-dkms"),
+                   "proprietary": ("cuda-drivers", "kmod-nvidia-latest-dkms")}
+
+
+def other_flavor(flavor: str) -> str:
+    return "proprietary" if flavor == "open" else "open"
+
+
+def driver_switch(installed: dict[str, str], version: str, flavor: str) -> bool:
+    """Does installing the ``flavor`` driver ``version`` replace another driver on this EL
+    host? ``installed``: name -> rpm version of its *nvidia* packages (the toolkit's are no
+    driver's). True when a driver package of another version, or the other flavour's
+    kernel module package, is installed."""
+    drivers = {name: v for name, v in installed.items()
+               if re.match(r"\d{3}\.\d+", upstream(v))}
+    return (FLAVOR_PACKAGES[other_flavor(flavor)][1] in drivers
+            or any(upstream(v) != version for v in drivers.values()))
+
+
+def install_name(flavor: str, version: str, wanted: list[str], driver: dict) -> str:
+    """The one line a deploy's EL10 driver install says (``driver``: the host's driver facts
+    before the run): an install, or, on a host with another branch or flavour, the switch
+    it makes (as ``gpuhost upgrade`` names it)."""
+    what = f"the {flavor} driver {version} ({', '.join(wanted)})"
+    have = [v for v in driver.get("installed_versions") or () if v]
+    had = driver.get("installed_flavor")
+    if not have or (have == [version] and had in (None, flavor)):
+        return f"Install {what} and lock it (dnf versionlock)"
+    was = f"the {had} driver" if had else "driver"
+    return (f"Switch to {what} from {was} {', '.join(have)}, removing it, and move the dnf "
+            "versionlock with it")
+
 def dnf_conf_with_proxy(text: str | None, proxy: str) -> str:
     """``/etc/dnf/dnf.conf`` (``text``; None when missing) with ``proxy=`` set in its
     ``[main]`` section; every other line kept as it was.

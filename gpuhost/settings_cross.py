@@ -96,29 +96,54 @@ LOCAL_REPO_NAME_RE = re.compile(
     r"^nvidia-driver-local-repo-(?P<distro>[a-z]+[0-9]+)-(?P<version>[0-9]+\.[0-9]+(?:\.[0-9]+)?)[_-]")
 
 
+def _local_repo_name(src) -> re.Match | None:
+    where = src.get("url") or src.get("path") if isinstance(src, Mapping) else None
+    if not isinstance(where, str):
+        return None
+    return LOCAL_REPO_NAME_RE.match(where.rstrip("/").rsplit("/", 1)[-1])
+
+
 def _local_repo_version_problems(v: dict) -> list[str]:
-    """A local repo package named as NVIDIA names them must be the one of
-    ``nvidia_driver_version`` and of its distro tag (checked on the file name, before any host
-    is contacted; a file named otherwise is checked by its header once fetched)."""
+    """A local repo package named as NVIDIA names them must be the one of its distro tag
+    (checked on the file name, before any host is contacted; a file named otherwise is checked
+    by its header once fetched). Its driver version is checked per host, on the entry of the
+    host's own distro tag only (``local_repo_version_problem``): a host with its own
+    ``nvidia_driver_version`` does not use the other distributions' entries."""
     problems = []
     for tag, src in sorted((v["nvidia_local_repo"] or {}).items()):
-        where = src.get("url") or src.get("path") if isinstance(src, Mapping) else None
-        if not isinstance(where, str):
-            continue
-        m = LOCAL_REPO_NAME_RE.match(where.rstrip("/").rsplit("/", 1)[-1])
-        if not m:
-            continue
-        name = m.group(0).rstrip("_-")
-        if v["nvidia_driver_version"] and m.group("version") != v["nvidia_driver_version"]:
-            problems.append(
-                f"nvidia_local_repo[{tag}]: {name} is the local repo of driver "
-                f"{m.group('version')}, but nvidia_driver_version is {v['nvidia_driver_version']} "
-                f"(point nvidia_local_repo[{tag}] at the {v['nvidia_driver_version']} package and "
-                "its sha256, or set nvidia_driver_version to match)")
-        if m.group("distro") != tag:
-            problems.append(f"nvidia_local_repo[{tag}]: {name} is NVIDIA's package for "
-                            f"{m.group('distro')}, not {tag}")
+        m = _local_repo_name(src)
+        if m and m.group("distro") != tag:
+            problems.append(f"nvidia_local_repo[{tag}]: {m.group(0).rstrip('_-')} is NVIDIA's "
+                            f"package for {m.group('distro')}, not {tag}")
     return problems
+
+
+def takes_local_repo(driver_source: str, tag: str) -> bool:
+    """Does a host of ``tag`` take its driver from the local repo package with
+    ``nvidia_driver_source`` ``driver_source``? (auto: where NVIDIA publishes one.)"""
+    from gpuhost import aptdistros
+
+    if driver_source != "auto":
+        return driver_source == "local_repo"
+    release = aptdistros.RELEASES.get(tag)
+    return release is None or release.local_repo
+
+
+def local_repo_version_problem(local_repo: Mapping | None, tag: str, version: str | None,
+                               driver_source: str = "auto") -> str | None:
+    """One line when ``local_repo[tag]`` (``nvidia_local_repo``'s entry of the host's own
+    distro tag) is named as NVIDIA's package of another driver than ``version``
+    (``nvidia_driver_version``); None when it matches, is named otherwise, or the host takes
+    its driver from a network repository (``driver_source``: ``nvidia_driver_source``)."""
+    if not version or not takes_local_repo(driver_source or "auto", tag):
+        return None
+    m = _local_repo_name((local_repo or {}).get(tag))
+    if not m or m.group("version") == version:
+        return None
+    return (f"nvidia_local_repo[{tag}]: {m.group(0).rstrip('_-')} is the local repo of driver "
+            f"{m.group('version')}, but nvidia_driver_version is {version} (point "
+            f"nvidia_local_repo[{tag}] at the {version} package and its sha256, or set "
+            "nvidia_driver_version to match)")
 
 
 def _mig_config_problems(v: dict) -> list[str]:

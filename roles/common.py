@@ -23,6 +23,7 @@ from pyinfra.operations import server
 from gpuhost.facts import pyinfra_api
 from gpuhost.facts.host import GpuHostState
 from gpuhost import aptdistros, artifacts, el_packages, fabric, packages, policy, settings
+from gpuhost import distro, settings_cross
 from gpuhost.runtime import docker_packages, daemon_json as daemon_json_rules
 
 REMOTE_CACHE = "/var/cache/gpuhost"
@@ -131,7 +132,12 @@ def host_ready() -> bool:
     config = host_settings()
     state = host_state()
     try:
-        distro_tag(state)
+        tag = distro_tag(state)
+        stale = settings_cross.local_repo_version_problem(  # the host's own tag only
+            config.nvidia_local_repo, tag, config.nvidia_driver_version,
+            config.nvidia_driver_source)
+        if stale:  # before any change, one line for this host
+            raise GpuhostError(f"{host.name}: {stale}")
         if state["os"]["family"] == "rhel":  # before any change: repositories it cannot have
             from gpuhost.roles.el_packaging import repo_problem  # (imports this module)
 
@@ -209,12 +215,8 @@ def host_state() -> dict[str, Any]:
 
 def distro_tag(state: dict[str, Any]) -> str:
     tag = state["os"]["distro_tag"]
-    if not tag:
-        raise GpuhostError(
-            f"{host.name}: unsupported operating system "
-            f"{state['os']['pretty_name'] or state['os']['id'] or 'unknown'}: "
-            f"{state['os']['error'] or 'no /etc/os-release'}"
-        )
+    if not tag:  # the os fact's error names the system and the supported ones (one line)
+        raise GpuhostError(f"{host.name}: " + distro.os_problem(state["os"]))
     return tag
 
 

@@ -187,7 +187,7 @@ def release_lock():
 
 
 @operation()
-def install_locked(names: list[str], version: str):
+def install_locked(names: list[str], version: str, flavor: str = "open"):
     """
     EL10 (no module streams): install the driver's packages at exactly ``version`` and lock
     every installed NVIDIA package of that version with ``dnf versionlock``, in one step:
@@ -195,12 +195,27 @@ def install_locked(names: list[str], version: str):
     is taken by the same command once that transaction succeeded (NVIDIA's R620 table:
     ``dnf install nvidia-open`` and ``dnf versionlock``; its version-locking page: DNF 4,
     ``python3-dnf-plugin-versionlock``). Locks of another driver version are deleted first.
+    On a host with another branch or the other flavour installed, every driver lock is
+    deleted and the switch is one ``dnf install --allowerasing`` (the other flavour's kernel
+    module package conflicts with this one's), as ``gpuhost upgrade`` switches.
     Converged: no command.
 
     + names: the driver's packages (``gpuhost.packages.driver_packages``)
     + version: the driver version, like ``580.105.08``
+    + flavor: ``open`` or ``proprietary``
     """
     info = host.get_fact(ElPackaging)
+    if el_packages.driver_switch(info["nvidia"], version, flavor):
+        locks = [lock for lock in info["locks"] if el_packages.is_driver_lock(lock)]
+        if locks:
+            yield _delete_locks(locks)
+        meta = el_packages.FLAVOR_PACKAGES[el_packages.other_flavor(flavor)][0]
+        yield StringCommand(
+            "dnf install -y --allowerasing", QuoteString(el_packages.VERSIONLOCK_PLUGIN),
+            *[QuoteString(f"{name}-{version}") for name in names],
+            "&& if rpm -q", QuoteString(meta), ">/dev/null 2>&1; then dnf remove -y",
+            QuoteString(meta), "; fi &&", el_packages.lock_installed_command(version))
+        return
     others = [name for name in names if name not in info["nvidia"] and "nvidia" not in name]
     installed = {name: [evr] for name, evr in info["nvidia"].items()}
     if others:  # cuda-drivers: not among the fact's *nvidia* packages

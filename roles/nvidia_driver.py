@@ -22,7 +22,7 @@ from gpuhost.facts.kernel import PackageAvailable
 from gpuhost.facts.nvidia import LocalRepoKeyTrusted, NvidiaDriver
 from gpuhost.facts.pyinfra_api import joined
 from gpuhost.facts.services import ServiceInstalled
-from gpuhost import aptdistros, fabric, packages
+from gpuhost import aptdistros, el_packages, fabric, packages
 from gpuhost.upgrade.reboot import needs_reboot
 from gpuhost.settings import Settings
 from gpuhost.roles import boot_safety, debian_archive, driver_repo, el_packaging, kernel_headers
@@ -245,9 +245,8 @@ def install() -> None:
                 version=version)
         else:  # EL10: no module streams (NVIDIA's R620 table): exact version, locked
             el_packaging.install_locked(
-                name=f"Install the {flavor} driver {version} ({', '.join(wanted)}) and lock "
-                     "it (dnf versionlock)",
-                names=wanted, version=version)
+                name=el_packages.install_name(flavor, version, wanted, state["driver"]),
+                names=wanted, version=version, flavor=flavor)
 
     # After the local repo (and the apt-get update it brings): see future_headers
     kernel_headers.install_future()

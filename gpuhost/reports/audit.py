@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuhost import converged, health, policy, settings
+from gpuhost import converged, distro, health, policy, settings
 from gpuhost.reports.groups import drift_groups
 from gpuhost.reports.hostlist import natural_key
 
@@ -186,7 +186,9 @@ def observed(state: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "os": {"id": os_info["id"], "version_id": os_info["version_id"],
                "pretty_name": os_info["pretty_name"], "distro_tag": os_info["distro_tag"],
-               "supported": os_info["supported"]},
+               "supported": os_info["supported"],
+               "release": distro.release_name(os_info["id"], os_info["version_id"],
+                                              os_info["pretty_name"])},
         "kernel_release": os_info["kernel_release"],
         "driver": {"state": driver["state"], "loaded_version": driver["loaded_version"],
                    "installed_version": driver["installed_version"],

@@ -55,8 +55,8 @@ def _dash(value: Any) -> str:
 
 
 def os_label(observed: Mapping[str, Any]) -> str:
-    info = observed["os"]
-    label = f"{info['id']} {info['version_id']}".strip() or "unknown"
+    info = observed["os"]  # "release": since audit reports name it (older ones: ID VERSION_ID)
+    label = info.get("release") or f"{info['id']} {info['version_id']}".strip() or "unknown"
     return label if info["supported"] else f"{label} (unsupported)"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from gpuhost import aptdistros, converged, el_packages, packages, policy
+from gpuhost import aptdistros, converged, distro, el_packages, packages, policy, settings_cross
 
 # GPU clients stopped before the switch, in this order (then upgrade_stop_services), started
 # again in the reverse order: display managers first (an X or Wayland session holds
@@ -124,8 +124,7 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     problems: list[str] = []
     tag = state["os"]["distro_tag"]
     if not tag:
-        problems.append(f"unsupported operating system {state['os'].get('pretty_name') or '?'}: "
-                        f"{state['os'].get('error') or 'no /etc/os-release'}")
+        problems.append(distro.os_problem(state["os"]))
     if probe.get("init") != "systemd":
         problems.append("this host did not boot with systemd (no /run/systemd/system or no "
                         "systemctl): gpuhost stops and starts services as systemd units, as "
@@ -139,6 +138,10 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
         ((state.get("kernel") or {}).get("next_boot") or {}).get("kernel_release")), target)
     if unbuildable:
         problems.append(unbuildable)
+    stale = tag and settings_cross.local_repo_version_problem(
+        config.get("nvidia_local_repo"), tag, target, config.get("nvidia_driver_source"))
+    if stale:  # the local repo entry of this host's own distro tag only
+        problems.append(stale)
     flavor = None
     try:
         flavor = policy.flavor_for_gpus(config["nvidia_driver_flavor"], state["gpus"], target)

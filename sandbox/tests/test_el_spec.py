@@ -1,6 +1,6 @@
 """Enterprise Linux 10 hosts in the fleet's plan, their release files and their fake
 repositories' layout (no host booted: sandbox/spec.py, sandbox/elrelease.py,
-sandbox/nvidia/pkg/elrepos.py). The booted hosts: tests/integration/test_el10.py."""
+sandbox/nvidia/pkg/elrepos.py). The booted hosts: tests/integration/test_mixed_fleet.py."""
 from __future__ import annotations
 
 import os

@@ -108,6 +108,10 @@ def test_a_release_gpuhost_does_not_know_is_refused_before_any_change():
     assert len(commands) == 1, commands
     assert "unsupported operating system" in commands[0] and "Rocky Linux 11.0" in commands[0]
     assert "Rocky Linux 8/9/10" in commands[0]
+    # said once, and that nothing changed
+    assert commands[0].count("unsupported operating system") == 1, commands[0]
+    assert commands[0].count("Rocky Linux 11.0") == 1, commands[0]
+    assert "; nothing was changed on this host' >&2; exit 1" in commands[0]
 
 
 def test_oracles_epel_release_without_the_hosts_update_level_is_refused_not_guessed():
@@ -147,3 +151,52 @@ def test_el10_install_and_lock_converge_and_a_lost_lock_is_taken_again():
     assert f"dnf versionlock add kmod-nvidia-open-dkms-3:{DRIVER}-1.el10 " \
         f"nvidia-driver-3:{DRIVER}-1.el10 nvidia-open-3:{DRIVER}-1.el10" in lines
     assert not any(line.startswith("dnf install") and "nvidia-open" in line for line in lines)
+
+
+def test_only_the_local_repo_of_the_hosts_own_distro_tag_is_checked_against_its_driver():
+    """A fleet's group data gives every tag's local repo of one driver; a host with its own
+    nvidia_driver_version is judged on its own tag's entry only: one line when that one is
+    another driver's, and no need for ``nvidia_local_repo: {}`` when the others are."""
+    from tests.plans import scenarios
+
+    other = "580.95.05"
+    everyone_old = {tag: scenarios._artifact(tag, other) for tag in ("debian12", "rhel9", "rhel10")}
+    result, lines = _plan("rocky10", {"nvidia_local_repo": everyone_old})
+    commands = _commands(lines)
+    assert len(commands) == 1, commands  # one line, before any change
+    assert commands[0].startswith(
+        f"echo 'gpuhost: @fake/rocky10: nvidia_local_repo[rhel10]: nvidia-driver-local-repo-"
+        f"rhel10-{other} is the local repo of driver {other}, but nvidia_driver_version is "
+        f"{DRIVER} (point nvidia_local_repo[rhel10] at the {DRIVER} package")
+    mine = {**everyone_old, "rhel10": scenarios._artifact("rhel10", DRIVER)}
+    result, lines = _plan("rocky10", {"nvidia_local_repo": mine})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert LOCKED_INSTALL in lines
+
+
+def test_a_deploy_that_changes_a_converged_el10_hosts_branch_or_flavour_switches_in_one_step():
+    """A plain deploy (not ``gpuhost upgrade``) on an OL10 host converged at DRIVER open: to
+    another branch, or to the proprietary flavour, every driver lock goes, one
+    ``dnf install --allowerasing`` replaces the driver (the flavours' kmod packages
+    conflict), the other flavour's meta package goes if left, and the lock is taken at the
+    new version in the same command."""
+    from tests.plans import scenarios
+
+    installed = scenarios.el_packaging_output("ol10-uek8", True)
+    old_locks = (f"dnf versionlock delete kmod-nvidia-open-dkms-3:{DRIVER}-1.el10 "
+                 f"nvidia-driver-3:{DRIVER}-1.el10 nvidia-open-3:{DRIVER}-1.el10")
+    for extra, package, other in (({"nvidia_driver_version": "580.95.05"},
+                                   "nvidia-open-580.95.05", "cuda-drivers"),
+                                  ({"nvidia_driver_flavor": "proprietary"},
+                                   f"cuda-drivers-{DRIVER}", "nvidia-open")):
+        version = extra.get("nvidia_driver_version", DRIVER)
+        result, lines = _plan("ol10-uek8", {"plan_stamp": "stale",
+                                            "plan_el_packaging": installed, **extra})
+        assert result.returncode == 0, result.stderr[-2000:]
+        switch = (f"dnf install -y --allowerasing python3-dnf-plugin-versionlock {package} && "
+                  f"if rpm -q {other} >/dev/null 2>&1; then dnf remove -y {other} ; fi && "
+                  "locks=$(rpm -qa --qf '%{NAME}-%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n' "
+                  f"'*nvidia*' | grep -F -e ':{version}-') && test -n \"$locks\" && "
+                  "dnf versionlock add $locks")
+        assert lines.index(old_locks) + 1 == lines.index(switch), extra
+        assert not any(line.startswith("dnf install -y python3-dnf") for line in lines)

@@ -280,3 +280,44 @@ def test_large_documents_are_written_one_host_per_line(fleet, monkeypatch):
     assert [json.loads(line.strip().rstrip(","))["name"] for line in lines[start + 1:-2]] == [
         "a-healthy", "b-warning", "c-critical", "d-drift"]
     assert lines[-2:] == ["  ]", "}"] and errors(json.loads(compact)) == []
+
+
+OS_RELEASES = {  # as the vendors write /etc/os-release (sandbox/elrelease.py, the releases' own)
+    "ol10": ('NAME="Oracle Linux Server"\nVERSION="10.0"\nID="ol"\nVERSION_ID="10.0"\n'
+             'PRETTY_NAME="Oracle Linux Server 10.0"\n', "Oracle Linux 10.0"),
+    "rocky10": ('NAME="Rocky Linux"\nVERSION="10.0 (Red Quartz)"\nID="rocky"\nVERSION_ID="10.0"\n'
+                'PRETTY_NAME="Rocky Linux 10.0 (Red Quartz)"\n', "Rocky Linux 10.0"),
+    "d13": ('PRETTY_NAME="Debian GNU/Linux 13 (trixie)"\nNAME="Debian GNU/Linux"\n'
+            'VERSION_ID="13"\nID=debian\n', "Debian 13"),
+    "u26": ('PRETTY_NAME="Ubuntu Resolute Raccoon"\nNAME="Ubuntu"\nVERSION_ID="26.04"\n'
+            'ID=ubuntu\n', "Ubuntu 26.04"),
+    "fedora": ('NAME="Fedora Linux"\nVERSION_ID=41\nID=fedora\n'
+               'PRETTY_NAME="Fedora Linux 41 (Server Edition)"\n',
+               "Fedora Linux 41 (Server Edition) (unsupported)"),
+}
+
+
+def test_the_report_names_each_release_as_a_person_would(make_state, with_health, desired):
+    """The OS column of the table and the HTML page, and observed.os.release in the JSON:
+    "Oracle Linux 10.0", not os-release's ID and VERSION_ID ("ol 10.0")."""
+    hosts = {name: with_health(make_state(driver="580.95.05", os_release=text))
+             for name, (text, _) in OS_RELEASES.items()}
+    document = audit.build(hosts, {name: desired(nvidia_driver_version="580.95.05")
+                                   for name in hosts}, generated_at=STAMP)
+    parsed = json.loads(report.render_json(document))
+    assert errors(parsed) == []
+    releases = {h["name"]: h["observed"]["os"]["release"] for h in parsed["hosts"]}
+    assert releases == {name: label.removesuffix(" (unsupported)")
+                        for name, (_, label) in OS_RELEASES.items()}
+    table, page = report.render_table(document), report_html.render(document)
+    for name, (_, label) in OS_RELEASES.items():
+        row = next(line for line in table.splitlines() if line.startswith(name + " "))
+        assert f" {label} " in row, row
+        assert f"<td>{label}</td>" in page, label
+    assert " ol 10.0 " not in table
+    # a report written before the field: the OS column falls back to ID VERSION_ID
+    old = json.loads(report.render_json(document))
+    ol10 = next(h for h in old["hosts"] if h["name"] == "ol10")
+    del ol10["observed"]["os"]["release"]
+    assert errors(old) == []
+    assert report.row(ol10)[1] == "ol 10.0"

@@ -51,3 +51,44 @@ def test_a_rhel10_tag_has_major_10():
     release = "6.12.0-55.9.1.el10_0.x86_64"
     assert distro.headers_packages("rhel10", release)[0] == f"kernel-devel-matched-{release}"
     assert distro.needs_gcc_toolset("rhel10", "6.12.0-100.28.2.el10uek.x86_64") is None
+
+
+@pytest.mark.parametrize(("os_id", "version_id", "pretty", "name"), [
+    ("ol", "10.0", "Oracle Linux Server 10.0", "Oracle Linux 10.0"),
+    ("rocky", "10.0", "Rocky Linux 10.0 (Red Quartz)", "Rocky Linux 10.0"),
+    ("rhel", "9.6", "Red Hat Enterprise Linux 9.6 (Plow)", "RHEL 9.6"),
+    ("almalinux", "10.0", "AlmaLinux 10.0 (Purple Lion)", "AlmaLinux 10.0"),
+    ("debian", "13", "Debian GNU/Linux 13 (trixie)", "Debian 13"),
+    ("ubuntu", "26.04", "Ubuntu Resolute Raccoon", "Ubuntu 26.04"),
+    ("rocky", "11.0", "Rocky Linux 11.0", "Rocky Linux 11.0"),  # a release gpuhost lacks
+    ("debian", "14", "Debian GNU/Linux 14 (forky)", "Debian 14"),
+    ("fedora", "41", "Fedora Linux 41 (Server Edition)", "Fedora Linux 41 (Server Edition)"),
+    ("", "", "", "unknown"),
+])
+def test_release_names_as_a_person_writes_them(os_id, version_id, pretty, name):
+    from gpuhost.distro import release_name
+
+    assert release_name(os_id, version_id, pretty) == name
+
+
+def test_an_el10_deploy_names_an_install_or_the_switch_it_makes():
+    from gpuhost import el_packages
+
+    open_570 = {"nvidia-open": "3:570.172.08-1.el10", "kmod-nvidia-open-dkms":
+                "3:570.172.08-1.el10", "nvidia-container-toolkit": "0:1.17.8-1"}
+    assert not el_packages.driver_switch({}, "570.172.08", "open")
+    assert not el_packages.driver_switch(open_570, "570.172.08", "open")  # the toolkit: no driver
+    assert el_packages.driver_switch(open_570, "580.95.05", "open")
+    assert el_packages.driver_switch(open_570, "570.172.08", "proprietary")
+    wanted = ["nvidia-open"]
+    bare = {"installed_versions": [], "installed_flavor": None}
+    assert el_packages.install_name("open", "580.95.05", wanted, bare) == (
+        "Install the open driver 580.95.05 (nvidia-open) and lock it (dnf versionlock)")
+    at = {"installed_versions": ["580.95.05"], "installed_flavor": "open"}
+    assert el_packages.install_name("open", "580.95.05", wanted, at).startswith("Install ")
+    assert el_packages.install_name("open", "595.71.05", wanted, at) == (
+        "Switch to the open driver 595.71.05 (nvidia-open) from the open driver 580.95.05, "
+        "removing it, and move the dnf versionlock with it")
+    assert el_packages.install_name("proprietary", "580.95.05", ["cuda-drivers"], at) == (
+        "Switch to the proprietary driver 580.95.05 (cuda-drivers) from the open driver "
+        "580.95.05, removing it, and move the dnf versionlock with it")

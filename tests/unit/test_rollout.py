@@ -354,3 +354,36 @@ def test_the_health_gate_reference_is_taken_before_the_host_is_touched(gate_stat
                           started="T")
     assert [f["id"] for f in plan["before"]["critical"]] == ["row-remap-failure"]
     assert plan["new_marker"]["before"]["critical"] == plan["before"]["critical"]
+
+
+def test_the_upgrade_checks_only_the_local_repo_of_the_hosts_own_distro_tag():
+    """Every entry names FROM's package; the host is debian12: only that entry is judged (one
+    line), and a host whose entry matches is not stopped by the other tags' entries."""
+    base = "https://example.com/nvidia-driver-local-repo-"
+    stale = {tag: {"url": f"{base}{tag}-{FROM}{tail}", "sha256": "a" * 64}
+             for tag, tail in (("debian12", "_1.0-1_amd64.deb"), ("rhel9", "-1.0-1.x86_64.rpm"),
+                               ("rhel10", "-1.0-1.x86_64.rpm"))}
+    problems = upgrade.assess("h", config(nvidia_local_repo=stale), host_state(),
+                              probe())["problems"]
+    assert problems == [f"nvidia_local_repo[debian12]: nvidia-driver-local-repo-debian12-{FROM} "
+                        f"is the local repo of driver {FROM}, but nvidia_driver_version is "
+                        f"{TARGET} (point nvidia_local_repo[debian12] at the {TARGET} package "
+                        "and its sha256, or set nvidia_driver_version to match)"]
+    mine = {**stale, "debian12": {"url": f"{base}debian12-{TARGET}_1.0-1_amd64.deb",
+                                  "sha256": "a" * 64}}
+    assert upgrade.assess("h", config(nvidia_local_repo=mine), host_state(),
+                          probe())["problems"] == []
+
+
+def test_a_release_gpuhost_does_not_know_is_one_line_before_any_upgrade():
+    from gpuhost import distro
+
+    el11 = host_state()
+    try:
+        distro.identify({"ID": "rocky", "VERSION_ID": "11.0", "PRETTY_NAME": "Rocky Linux 11.0"})
+    except ValueError as error:
+        el11["os"] = {"distro_tag": None, "pretty_name": "Rocky Linux 11.0", "error": str(error)}
+    problems = upgrade.assess("h", config(), el11, probe())["problems"]
+    assert len(problems) == 1 and problems[0].count("unsupported operating system") == 1
+    assert problems[0].startswith("unsupported operating system 'Rocky Linux 11.0': gpuhost "
+                                  "supports ") and "Rocky Linux 8/9/10" in problems[0]

@@ -322,18 +322,33 @@ def test_roles_read_settings_per_run_never_from_an_earlier_run():
 
 
 def test_a_local_repo_named_for_another_driver_or_distro_is_refused():
+    from gpuhost.settings_cross import local_repo_version_problem
+
     base = "https://example.com/nvidia/"
     good = {"debian12": {"url": base + "nvidia-driver-local-repo-debian12-570.172.08_1.0-1_amd64.deb",
                          "sha256": SHA},
             "rhel9": {"path": "/srv/nvidia-driver-local-repo-rhel9-570.172.08-1.0-1.x86_64.rpm",
                       "sha256": SHA}}
     assert problems_for(nvidia_local_repo=good) == []
-    # the version moved, the package did not: said before any host is contacted
-    problems = problems_for(nvidia_local_repo=good, nvidia_driver_version="580.95.05")
-    assert [p.split(":")[0] for p in problems] == ["nvidia_local_repo[debian12]",
-                                                   "nvidia_local_repo[rhel9]"], problems
-    assert "is the local repo of driver 570.172.08, but nvidia_driver_version is 580.95.05" \
-        in problems[0]
+    # the version moved, the package did not: said per host, for the host's own tag only
+    # (a host with its own nvidia_driver_version does not use the other tags' entries)
+    assert problems_for(nvidia_local_repo=good, nvidia_driver_version="580.95.05") == []
+    line = local_repo_version_problem(good, "rhel9", "580.95.05")
+    assert line == (
+        "nvidia_local_repo[rhel9]: nvidia-driver-local-repo-rhel9-570.172.08 is the local repo "
+        "of driver 570.172.08, but nvidia_driver_version is 580.95.05 (point "
+        "nvidia_local_repo[rhel9] at the 580.95.05 package and its sha256, or set "
+        "nvidia_driver_version to match)")
+    assert local_repo_version_problem(good, "rhel9", "570.172.08") is None
+    # no entry for the tag (said where the package is fetched), a network source, or a
+    # release without a local repo package (auto takes the network repository there)
+    assert local_repo_version_problem(good, "rhel10", "580.95.05") is None
+    assert local_repo_version_problem(good, "debian12", "580.95.05", "network") is None
+    assert "nvidia_local_repo[debian12]" in local_repo_version_problem(
+        good, "debian12", "580.95.05", "local_repo")
+    u26 = {"ubuntu2604": {"url": base + "nvidia-driver-local-repo-ubuntu2604-570.172.08_1.0-1_amd64.deb",
+                          "sha256": SHA}}
+    assert local_repo_version_problem(u26, "ubuntu2604", "580.95.05", "auto") is None
     # a package under the wrong tag
     swapped = {"ubuntu2204": good["debian12"]}
     assert problems_for(nvidia_local_repo=swapped) == [
