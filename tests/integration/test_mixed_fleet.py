@@ -1,22 +1,19 @@
-"""One fleet of the releases issues 34 and 35 added, over real SSH: Debian 13, Ubuntu 26.04
-(NVIDIA's network repository), Oracle Linux 10 (UEK 8), Rocky Linux 10, and an unregistered
-RHEL 10 host. One pyinfra run over all of them per step (the converge from bare is the point).
-Debian 12, OL8 and OL9 converge from bare in test_gpu_host's fleet, Ubuntu 24.04 in
-test_upgrade_branches'; with those four here too this module took 542 s against 373 s
-without them (one process on a shared 2-core machine, 2026-11-29), more than the modules it
-replaced (405 s):
+"""One fleet of every distribution family gpuhost supports, over real SSH (issues 34 and 35):
+Debian 12 and 13, Ubuntu 24.04 and 26.04 (NVIDIA's network repository), Oracle Linux 8, 9
+and 10 (UEK 8), Rocky Linux 10, and an unregistered RHEL 10 host. One pyinfra run over all
+of them per step (the converge from bare is the point):
 
 1. bare      the hosts' release files, trixie's real packages, the archives and NVIDIA's
              repositories as apt sees them (signed, verified), before anything is installed
 2. refused   u26 at the fleet's 580.95.05: one line before any change (580.95.05 does not
              build on kernel 7.0; the first R580 that does: 580.142)
-3. converged one run: four hosts converge from bare (u26 at 580.142 by its own host data,
+3. converged one run: eight hosts converge from bare (u26 at 580.142 by its own host data,
              with no ``nvidia_local_repo: {}`` beside it), the unregistered RHEL host is
              refused in one line with nothing changed; the same run again (full_check)
              changes nothing; ``gpuhost audit`` exits 0 and names each host's release
 4. wrong     a driver version the local repos lack: one line per host, naming only its own
              distribution's entry, before any change
-5. upgraded  ``gpuhost upgrade`` moves the four hosts 580 -> 595 in one batch, the
+5. upgraded  ``gpuhost upgrade`` moves every converged host 580 -> 595 in one batch, the
              versionlock and the pinning package with the driver
 6. last      the RHEL host's subscription-manager, unregistered then registered
 """
@@ -34,11 +31,13 @@ import pytest
 
 from tests.integration import new_release_hosts as bare_hosts
 
-D13, U26, OL10, ROCKY10, RHEL10 = "d13-01", "u26-02", "ol10-03", "rocky10-04", "rhel10-05"
-OSES = {D13: "debian13", U26: "ubuntu2604", OL10: "ol10", ROCKY10: "rocky10", RHEL10: "rhel10"}
+D12, D13, U24, U26 = "gpu-01", "d13-02", "u24-03", "u26-04"
+OL8, OL9, OL10, ROCKY10, RHEL10 = "ol8-05", "ol9-06", "ol10-07", "rocky10-08", "rhel10-09"
+OSES = {D12: "debian12", D13: "debian13", U24: "ubuntu2404", U26: "ubuntu2604", OL8: "ol8",
+        OL9: "ol9", OL10: "ol10", ROCKY10: "rocky10", RHEL10: "rhel10"}
 CONVERGING = [name for name in OSES if name != RHEL10]
 EL10 = (OL10, ROCKY10)
-UPGRADED = (D13, U26, OL10, ROCKY10)
+UPGRADED = tuple(CONVERGING)  # every converged host, in one batch
 # no traits (RHEL: no rhsm-registered, an unregistered host); one or two GPUs (no NVSwitch)
 SPEC = {"hosts": len(OSES), "docker_hosts": 0, "overrides": {
     str(i): {"os": os_name, "traits": [], "gpu_count": 1 + i % 2}
@@ -51,8 +50,10 @@ pytestmark = [pytest.mark.integration,
 FIRST, FIRST_U26, TARGET = "580.95.05", "580.142", "595.71.05"
 UEK8 = "6.12.0-100.28.2.el10uek.x86_64"
 ROCKY_KERNEL = "6.12.0-55.12.1.el10_0.x86_64"
-RELEASES = {D13: "Debian 13", U26: "Ubuntu 26.04", OL10: "Oracle Linux 10.0",
-            ROCKY10: "Rocky Linux 10.0"}
+RELEASES = {name: release for name, release in (
+    (D12, "Debian 12"), (D13, "Debian 13"), (U24, "Ubuntu 24.04"), (U26, "Ubuntu 26.04"),
+    (OL8, "Oracle Linux 8.10"), (OL9, "Oracle Linux 9.5"), (OL10, "Oracle Linux 10.0"),
+    (ROCKY10, "Rocky Linux 10.0")) if name in CONVERGING}
 DEPLOY = "deploys/gpu_host.py"
 OUT = Path(os.environ.get("GPUHOST_NVIDIA_OUT",
                           os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia"))
