@@ -37,7 +37,7 @@ FINDING_IDS = (
     "fabric-not-completed", "fabric-probe-failed", "persistence-mode-off", "gpu-missing", "xid-log-unreadable",
     "nvlink-down", "nvlink-link-inactive", "nvlink-recovery-errors", "nvlink-crc-replay-errors",
     "next-boot-module-missing", "next-boot-module-unknown", "secure-boot-signer-not-enrolled",
-    "secure-boot-cert-unreadable", "cdi-spec-stale", "lifecycle-eol", "lifecycle-eol-soon",
+    "secure-boot-cert-unreadable", "secure-boot-module-signer", "cdi-spec-stale", "lifecycle-eol", "lifecycle-eol-soon",
     "lifecycle-new-feature-branch", "lifecycle-supported", "lifecycle-unknown",
     "rdma-peermem-missing", "rdma-peermem-unusable", "rdma-acs-redirect", "rdma-nic-across-cpu",
     "slurm-gres-mismatch", "slurm-drained-by-gpuhost", "gpus-not-read",
