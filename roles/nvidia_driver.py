@@ -267,6 +267,10 @@ def install() -> None:
             version=version,
             _if=lambda: reboot_needed(version),
         )
+    if config.reboot_policy == "when_needed" and config.nvidia_kernel_modules == "distribution":
+        signed_modules_role.module_for_next_boot(  # the same gate for the signed modules
+            name="The signed NVIDIA module package is installed for the next boot's kernel",
+            version=version, _if=lambda: reboot_needed(version))
     if config.reboot_policy == "when_needed":
         server.reboot(
             name="Reboot to load the NVIDIA driver (reboot_policy: when_needed)",

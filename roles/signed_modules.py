@@ -8,9 +8,13 @@ signed with the key the distribution's shim trusts (``gpuhost.signed_modules``).
 
 from __future__ import annotations
 
+from pyinfra import host
+from pyinfra.api import QuoteString, StringCommand, operation
 from pyinfra.operations import apt
 
 from gpuhost import packages, signed_modules
+from gpuhost.facts.kernel import KernelHeaders
+from gpuhost.roles.common import fail_command
 from gpuhost.roles.files import config_file
 
 
@@ -27,3 +31,31 @@ def install(tag: str, version: str, kernel_release: str) -> None:
     apt.packages(
         name=f"Install the distribution's signed NVIDIA modules {version} ({', '.join(wanted)})",
         packages=wanted, no_recommends=True, update=True, cache_time=3600)
+
+
+@operation()
+def module_for_next_boot(version: str):
+    """
+    The next-boot gate of signed modules: when the next boot starts another kernel, install
+    the distribution's signed module package of that kernel, or, when the host's
+    repositories do not have it (yet), fail this host so that it does not reboot into a
+    kernel without its driver.
+
+    + version: the driver version the host must load after the reboot
+    """
+    kernel = host.get_fact(KernelHeaders)
+    nxt = kernel["next_boot"]
+    if not nxt["differs"]:
+        host.noop(f"the next boot starts the running kernel {kernel['kernel_release']}")
+        return
+    release = nxt["kernel_release"]
+    package = signed_modules.module_package(version, release)
+    yield StringCommand(
+        "if dpkg-query -W -f '${Status}'", QuoteString(package),
+        "2>/dev/null | grep -q 'ok installed'; then :; elif apt-cache policy", QuoteString(package),
+        "2>/dev/null | grep -q 'Candidate: [0-9]'; then DEBIAN_FRONTEND=noninteractive apt-get "
+        "install -y --no-install-recommends", QuoteString(package), "; else", fail_command(
+            f"the next boot starts kernel {release}, for which this host's repositories have "
+            f"no signed NVIDIA module package ({package}): not rebooting; wait for the "
+            "distribution to publish it, or make the running kernel "
+            f"{kernel['kernel_release']} the default boot entry"), "; fi")

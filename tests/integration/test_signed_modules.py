@@ -2,7 +2,9 @@
 MOK, converge with ``nvidia_kernel_modules: distribution`` in one run: Canonical's signed
 modules (the sandbox's stand-ins, sandbox/ubuntu_signed.py) from the Ubuntu archive, no
 DKMS; the module loads after the reboot, a second run changes nothing, and the audit names
-the stand-in of Canonical's key as the signer, read on each host with modinfo.
+the stand-in of Canonical's key as the signer, read on each host with modinfo. In the same
+run a third host (24.04) whose boot loader starts a newer kernel, for which the archive has
+no signed module package, is held by the next-boot gate: one line, no reboot.
 
 Bare hosts: the module comes with the packages, so the converge from bare is the point.
 """
@@ -18,15 +20,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEC = {"hosts": 2, "docker_hosts": 0, "overrides": {
+SPEC = {"hosts": 3, "docker_hosts": 0, "overrides": {
     "1": {"os": "ubuntu2404", "traits": ["secure-boot"]},
-    "2": {"os": "ubuntu2604", "traits": ["secure-boot"]}}}
+    "2": {"os": "ubuntu2604", "traits": ["secure-boot"]},
+    "3": {"os": "ubuntu2404", "traits": ["secure-boot", "next-kernel"]}}}
 pytestmark = [pytest.mark.integration,
               pytest.mark.fleet(**SPEC, ol=0, state="bare",
                                 why="the signed modules come with the driver's packages")]
 # host -> (driver, its Canonical package version)
 HOSTS = {"u24-01": ("580.95.05", "580.95.05-0ubuntu0.24.04.1"),
          "u26-02": ("595.71.05", "595.71.05-0ubuntu0.26.04.1")}
+HELD = "u24-03"  # its next kernel 6.8.0-52-generic has no signed module package
 NO_VERIFY_IMAGE = ("--data", "verify_image=null", "--data", "verify_image_archive=null")
 INVENTORY = """
 import sys
@@ -42,8 +46,8 @@ for _name, _value in list(vars(_shared).items()):
 
 
 def _wanted(name: str) -> dict:
-    return {"nvidia_kernel_modules": "distribution", "nvidia_driver_version": HOSTS[name][0],
-            "nvidia_local_repo": {}}
+    return {"nvidia_kernel_modules": "distribution",
+            "nvidia_driver_version": HOSTS.get(name, HOSTS["u24-01"])[0], "nvidia_local_repo": {}}
 
 
 def _audit_inventory(tmp_path: Path, fleet: dict) -> Path:
@@ -59,17 +63,26 @@ def _audit_inventory(tmp_path: Path, fleet: dict) -> Path:
 def test_signed_modules_without_a_mok_converge_load_and_name_canonicals_key(
         fleet, ssh, sandbox_tools, tmp_path):
     from sandbox import ubuntu_signed
-    assert sorted(h["name"] for h in fleet["hosts"]) == sorted(HOSTS)
+    assert sorted(h["name"] for h in fleet["hosts"]) == sorted([*HOSTS, HELD])
     inventory = tmp_path / "signed_inventory.py"
     inventory.write_text(INVENTORY.format(root=str(sandbox_tools.root), overrides={
-        name: _wanted(name) for name in HOSTS}))
+        name: _wanted(name) for name in [*HOSTS, HELD]}))
     boots = {}
-    for name in HOSTS:
+    for name in [*HOSTS, HELD]:
         assert "MokListRT is empty" in ssh(name, "mokutil --list-enrolled", check=False).stdout
         boots[name] = sandbox_tools.boots(name)
     first = sandbox_tools.run_pyinfra("-y", "deploys/gpu_host.py", *NO_VERIFY_IMAGE,
                                       check=False, timeout=1800, inventory=str(inventory))
-    assert first.returncode == 0, first.output[-5000:]
+    gate = (f"{HELD}] gpuhost: the next boot starts kernel 6.8.0-52-generic, for which this "
+            "host's repositories have no signed NVIDIA module package "
+            "(linux-modules-nvidia-580-server-open-6.8.0-52-generic): not rebooting;")
+    assert len([line for line in first.output.splitlines() if gate in line]) == 1, \
+        first.output[-5000:]
+    assert sandbox_tools.boots(HELD) == boots[HELD], f"{HELD} was rebooted"
+    assert "linux-modules-nvidia-580-server-open-6.8.0-52-generic" not in ssh(
+        HELD, "dpkg-query -W 'linux-modules-nvidia-*'", check=False).stdout
+    failed = re.findall(r"\[(u\d\d-\d\d)\] Error", first.output)
+    assert set(failed) <= {HELD}, first.output[-5000:]
     for name, (driver, package_version) in HOSTS.items():
         branch = driver.split(".")[0]
         assert sandbox_tools.boots(name) > boots[name], f"{name} was not rebooted"
@@ -86,8 +99,9 @@ def test_signed_modules_without_a_mok_converge_load_and_name_canonicals_key(
         assert ssh(name, "modinfo -F signer nvidia").stdout.strip() == ubuntu_signed.CN
         assert "MokListRT is empty" in ssh(name, "mokutil --list-enrolled", check=False).stdout
 
-    second = sandbox_tools.run_pyinfra("-y", "deploys/gpu_host.py", *NO_VERIFY_IMAGE, "--data",
-                                       "full_check=true", check=False, timeout=900,
+    limit = [arg for name in HOSTS for arg in ("--limit", name)]
+    second = sandbox_tools.run_pyinfra("-y", "deploys/gpu_host.py", *NO_VERIFY_IMAGE, *limit,
+                                       "--data", "full_check=true", check=False, timeout=900,
                                        inventory=str(inventory))
     assert second.returncode == 0 and second.totals["changed"] == 0, second.output[-3000:]
 
@@ -98,6 +112,8 @@ def test_signed_modules_without_a_mok_converge_load_and_name_canonicals_key(
         env={**os.environ, "PYINFRA_PROGRESS": "off", "NO_COLOR": "1"})
     assert out.is_file(), proc.stdout + proc.stderr
     for host in json.loads(out.read_text())["hosts"]:
+        if host["name"] == HELD:
+            continue
         found = {f["id"]: f for f in host["health"]["findings"]}
         assert "secure-boot-module-signer" in found, (host["name"], found)
         message = found["secure-boot-module-signer"]["message"]
