@@ -18,12 +18,16 @@ from gpuhost.roles.common import fail_command
 from gpuhost.roles.files import config_file
 
 
-def install(tag: str, version: str, kernel_release: str) -> None:
-    """Pin, then install the signed modules of ``version``'s branch for ``kernel_release``
-    and the branch's user space (Ubuntu; ``signed_modules.problem`` refused the rest)."""
+def pin(tag: str, version: str) -> None:
     config_file(
         name=f"Pin Canonical's NVIDIA user space at {version}",
         content=signed_modules.apt_pin(tag, version), dest=packages.APT_PIN, mode="644")
+
+
+def install(tag: str, version: str, kernel_release: str) -> None:
+    """Pin, then install the signed modules of ``version``'s branch for ``kernel_release``
+    and the branch's user space (Ubuntu; ``signed_modules.problem`` refused the rest)."""
+    pin(tag, version)
     config_file(
         name="Keep unattended-upgrades away from the driver",
         content=packages.unattended_upgrades_blacklist(), dest=packages.UNATTENDED, mode="644")
@@ -59,3 +63,20 @@ def module_for_next_boot(version: str):
             f"no signed NVIDIA module package ({package}): not rebooting; wait for the "
             "distribution to publish it, or make the running kernel "
             f"{kernel['kernel_release']} the default boot entry"), "; fi")
+
+
+def switch(tag: str, current: str | None, target: str) -> None:
+    """The rolling upgrade's switch: the pin moved to ``target``, then in one apt transaction
+    the target branch's signed modules for the running kernel and its user space in, the
+    other branch's (``current``) out, the module package with them."""
+    from gpuhost.roles.common import host_state
+    from gpuhost.roles.upgrade import ops_packages
+
+    kernel = host_state()["os"]["kernel_release"]
+    pin(tag, target)
+    wanted = signed_modules.packages(target, kernel)
+    old = ([signed_modules.module_package(current, kernel)]
+           if current and signed_modules.branch(current) != signed_modules.branch(target) else [])
+    ops_packages.switch_packages(
+        name=f"Switch to the distribution's signed NVIDIA modules {target} ({', '.join(wanted)})",
+        distro_tag=tag, version=target, flavor="open", wanted=wanted, remove=old)

@@ -31,8 +31,9 @@ from pathlib import Path
 from . import paths
 from .util import SandboxError
 
-# codename -> the driver whose signed modules the sandbox's archive carries
-SIGNED = {"noble": "580.95.05", "resolute": "595.71.05"}
+# codename -> the drivers whose signed modules the sandbox's archive carries (two on noble:
+# the rolling upgrade moves a host from one branch to the other)
+SIGNED = {"noble": ("580.95.05", "595.71.05"), "resolute": ("595.71.05",)}
 KEY_DIR = paths.MIRROR_CACHE / "canonical-signing-standin"
 KEY = KEY_DIR / "module-signing.key"
 CERT = KEY_DIR / "module-signing.der"
@@ -75,11 +76,15 @@ def signed_module(version: str, cert_der: bytes) -> bytes:
 
 
 def packages(codename: str, version_id: str, kernel: str, kernel_version: str) -> list:
-    """The three stand-in packages of ``codename`` (``sandbox.nvidia.pkg.deb.DebPackage``)."""
+    """The stand-in packages of ``codename`` (``sandbox.nvidia.pkg.deb.DebPackage``)."""
+    return [p for version in SIGNED[codename]
+            for p in _packages(version, version_id, kernel, kernel_version)]
+
+
+def _packages(version: str, version_id: str, kernel: str, kernel_version: str) -> list:
     from .nvidia.pkg.deb import DebPackage
     from .nvidia.pkg.driver import library_files, persistenced_files
 
-    version = SIGNED[codename]
     br = version.split(".")[0]
     cert = signing_cert().read_bytes()
     user_version = f"{version}-0ubuntu0.{version_id}.1"

@@ -17,7 +17,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from gpuhost import aptdistros, converged, el_packages, packages, policy
+from gpuhost import aptdistros, converged, el_packages, packages, policy, signed_modules
 
 # GPU clients stopped before the switch, in this order (then upgrade_stop_services), started
 # again in the reverse order: display managers first (an X or Wayland session holds
@@ -134,9 +134,12 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     if probe.get("marker_error"):
         problems.append(f"{probe['marker_error']}: it is gpuhost's resume point; look at it, "
                         "remove it, then rerun")
-    unbuildable = aptdistros.driver_problem(tag, (
-        state["os"].get("kernel_release"),
-        ((state.get("kernel") or {}).get("next_boot") or {}).get("kernel_release")), target)
+    kernels = (state["os"].get("kernel_release"),
+               ((state.get("kernel") or {}).get("next_boot") or {}).get("kernel_release"))
+    if config.get("nvidia_kernel_modules") == "distribution":  # issue 39
+        unbuildable = signed_modules.problem(tag, kernels, target, config["nvidia_driver_flavor"])
+    else:
+        unbuildable = aptdistros.driver_problem(tag, kernels, target)
     if unbuildable:
         problems.append(unbuildable)
     flavor = None
@@ -209,7 +212,7 @@ def refusal(plans: list[dict[str, Any]]) -> str | None:
     return "driver upgrade refused, nothing was changed on any host:\n  " + "\n  ".join(lines)
 
 
-_BRANCHED = re.compile(r"-(\d{3})(-open|-server)?$")
+_BRANCHED = re.compile(r"-(\d{3})(-server)?(-open)?$")  # Canonical's: -580-server-open
 
 # Packages that belong to a driver branch without being the driver's meta package: they must
 # be at the driver's exact version and move with it (NVIDIA's driver container pins and holds

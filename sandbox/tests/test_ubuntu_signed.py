@@ -36,10 +36,11 @@ def _field(path: Path, name: str) -> str:
 
 def test_canonicals_names_and_versions(built):
     _tmp, debs = built
-    assert sorted(debs) == [
-        "linux-modules-nvidia-580-server-open-6.8.0-51-generic_6.8.0-51.52+1_amd64.deb",
-        "nvidia-headless-no-dkms-580-server-open_580.95.05-0ubuntu0.24.04.1_amd64.deb",
-        "nvidia-utils-580-server_580.95.05-0ubuntu0.24.04.1_amd64.deb"]
+    assert sorted(debs) == sorted(
+        f"{name}_amd64.deb" for br, v in (("580", "580.95.05"), ("595", "595.71.05")) for name in (
+            f"linux-modules-nvidia-{br}-server-open-6.8.0-51-generic_6.8.0-51.52+1",
+            f"nvidia-headless-no-dkms-{br}-server-open_{v}-0ubuntu0.24.04.1",
+            f"nvidia-utils-{br}-server_{v}-0ubuntu0.24.04.1"))
     for path in debs.values():
         assert _field(path, "Section").startswith("restricted/")
 

@@ -4,7 +4,8 @@ modules (the sandbox's stand-ins, sandbox/ubuntu_signed.py) from the Ubuntu arch
 DKMS; the module loads after the reboot, a second run changes nothing, and the audit names
 the stand-in of Canonical's key as the signer, read on each host with modinfo. In the same
 run a third host (24.04) whose boot loader starts a newer kernel, for which the archive has
-no signed module package, is held by the next-boot gate: one line, no reboot.
+no signed module package, is held by the next-boot gate: one line, no reboot. Last, the
+rolling upgrade moves the 24.04 host from branch 580 to 595, Canonical's packages together.
 
 Bare hosts: the module comes with the packages, so the converge from bare is the point.
 """
@@ -119,3 +120,25 @@ def test_signed_modules_without_a_mok_converge_load_and_name_canonicals_key(
         message = found["secure-boot-module-signer"]["message"]
         assert f'signed by "{ubuntu_signed.CN}": it is loaded, so the kernel trusts' in message
         assert "secure-boot-signer-not-enrolled" not in found
+
+    # the rolling upgrade moves u24-01 to branch 595: Canonical's packages move together
+    upgraded = tmp_path / "signed_upgrade_inventory.py"
+    upgraded.write_text(INVENTORY.format(root=str(sandbox_tools.root), overrides={
+        "u24-01": {**_wanted("u24-01"), "nvidia_driver_version": "595.71.05"}}))
+    boots = sandbox_tools.boots("u24-01")
+    moved = sandbox_tools.run_pyinfra("-y", "deploys/upgrade_driver.py", "--limit", "u24-01",
+                                      *NO_VERIFY_IMAGE, check=False, timeout=900,
+                                      inventory=str(upgraded))
+    assert moved.returncode == 0, moved.output[-5000:]
+    assert sandbox_tools.boots("u24-01") > boots, "u24-01 was not rebooted into 595"
+    installed = ssh("u24-01", "dpkg-query -W -f '${Package} ${Version} ${Status}\\n' "
+                              "'linux-modules-nvidia-*' 'nvidia-*' 2>/dev/null | grep ' installed$'"
+                    ).stdout
+    assert "linux-modules-nvidia-595-server-open-6.8.0-51-generic " in installed, installed
+    assert "nvidia-utils-595-server 595.71.05-0ubuntu0.24.04.1 " in installed, installed
+    assert "-580-" not in installed, installed  # the old branch's packages went with it
+    assert "Pin: version 595.71.05-0ubuntu0.24.04.*" in ssh(
+        "u24-01", "cat /etc/apt/preferences.d/gpuhost-nvidia-driver").stdout
+    assert re.search(r"Kernel Module .*595\.71\.05", ssh(
+        "u24-01", "cat /proc/driver/nvidia/version").stdout)
+    assert ssh("u24-01", "modinfo -F signer nvidia").stdout.strip() == ubuntu_signed.CN
