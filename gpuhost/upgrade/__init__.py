@@ -94,11 +94,14 @@ def health_gate(before: list[dict[str, Any]] | None, state: dict[str, Any],
                   f"{len(before)} before the upgrade)")
 
 
-def pin_matches(tag: str, target: str, flavor: str, probe: dict[str, Any]) -> bool:
+def pin_matches(tag: str, target: str, flavor: str, probe: dict[str, Any],
+                signed: bool = False) -> bool:
     """The branch lock already points at the target (apt pin file / dnf module stream; on
-    EL10, which has no module streams, the driver's dnf versionlock entries)."""
+    EL10, which has no module streams, the driver's dnf versionlock entries). ``signed``:
+    ``nvidia_kernel_modules: distribution``, whose apt pin is ``signed_modules.apt_pin``."""
     if packages.family(tag) == "debian":
-        wanted = hashlib.sha256(packages.apt_pin(target).encode()).hexdigest()
+        pin = signed_modules.apt_pin(tag, target) if signed else packages.apt_pin(target)
+        wanted = hashlib.sha256(pin.encode()).hexdigest()
         return probe["apt_pin_sha256"] == wanted
     if not packages.has_module_streams(tag):
         locks = [lock for lock in probe.get("dnf_locks") or () if el_packages.is_driver_lock(lock)]
@@ -166,7 +169,8 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
         and driver["installed_versions"] == [target]
         and driver["installed_flavor"] == flavor
         and all(repo["version"] == target for repo in driver["local_repos"])
-        and pin_matches(tag, target, flavor, probe)
+        and pin_matches(tag, target, flavor, probe,
+                        config.get("nvidia_kernel_modules") == "distribution")
     )
     action = "none" if at_target else "resume" if marker else "upgrade"
     before = dict(marker["before"]) if marker and isinstance(marker.get("before"), dict) \

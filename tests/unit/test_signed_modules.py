@@ -58,3 +58,36 @@ def test_the_audit_names_the_signer_and_whether_the_kernel_trusts_it():
         assert said in signer[0]["message"]
         # no DKMS, no MOK: not the DKMS refusal
         assert not [f for f in found if f["id"] == "secure-boot-signer-not-enrolled"]
+
+
+def _signed_host(version: str, tag: str = "ubuntu2404") -> dict:
+    from tests.unit.test_rollout import host_state
+
+    state = host_state(version, "open")
+    branch = version.split(".")[0]
+    state["os"] = {"distro_tag": tag, "pretty_name": tag, "error": None,
+                   "kernel_release": "6.8.0-51-generic"}
+    state["driver"]["packages"] = {
+        f"nvidia-headless-no-dkms-{branch}-server-open": f"{version}-0ubuntu0.24.04.1",
+        f"nvidia-utils-{branch}-server": f"{version}-0ubuntu0.24.04.1"}
+    state["driver"]["local_repos"] = []
+    return state
+
+
+def test_the_upgrade_refuses_a_branch_canonical_does_not_build_before_any_host():
+    import hashlib
+
+    from gpuhost import upgrade
+    from tests.unit.test_rollout import config, probe
+
+    wanted = config(nvidia_kernel_modules="distribution", nvidia_driver_version="590.48.01")
+    plan = upgrade.assess("u24-01", wanted, _signed_host("580.95.05"), probe("580.95.05"))
+    assert [p for p in plan["problems"] if "no signed modules of branch 590" in p], plan["problems"]
+    # at the target with Canonical's pin: nothing to do (the signed pin, not NVIDIA's)
+    wanted = config(nvidia_kernel_modules="distribution", nvidia_driver_version="595.71.05")
+    pin = signed_modules.apt_pin("ubuntu2404", "595.71.05")
+    at = probe("595.71.05", apt_pin_sha256=hashlib.sha256(pin.encode()).hexdigest())
+    plan = upgrade.assess("u24-01", wanted, _signed_host("595.71.05"), at)
+    assert (plan["action"], plan["problems"]) == ("none", [])
+    plan = upgrade.assess("u24-01", wanted, _signed_host("580.95.05"), probe("580.95.05"))
+    assert (plan["action"], plan["problems"]) == ("upgrade", [])
