@@ -142,3 +142,7 @@ def test_signed_modules_without_a_mok_converge_load_and_name_canonicals_key(
     assert re.search(r"Kernel Module .*595\.71\.05", ssh(
         "u24-01", "cat /proc/driver/nvidia/version").stdout)
     assert ssh("u24-01", "modinfo -F signer nvidia").stdout.strip() == ubuntu_signed.CN
+    again = sandbox_tools.run_pyinfra("-y", "deploys/upgrade_driver.py", "--limit", "u24-01",
+                                      *NO_VERIFY_IMAGE, check=False, timeout=600,
+                                      inventory=str(upgraded))
+    assert again.returncode == 0 and again.totals["changed"] == 0, again.output[-3000:]

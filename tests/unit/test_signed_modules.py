@@ -3,7 +3,7 @@ gpuhost.signed_modules, the signer the kernel fact reads and the audit's finding
 
 from __future__ import annotations
 
-from facts.assemble_kernel import kernel_state
+from gpuhost.facts.assemble_kernel import kernel_state
 from gpuhost import signed_modules
 from gpuhost.health.host import next_boot_findings
 
