@@ -48,7 +48,7 @@ lock:
 TEST_TREES = tests sandbox/tests vagrant/tests
 
 # The README's test command: unit and plan tests (seconds), then the sandbox integration
-# tests and the QEMU VM test, then the Molecule scenario. Installs everything it needs on a
+# tests, the QEMU VM test and the Molecule scenario (tests/integration/test_molecule.py). Installs everything it needs on a
 # fresh Debian 12 machine. pytest runs TEST_WORKERS processes (pytest-xdist; each drives a
 # private sandbox fleet of its own, see conftest.py); `make test TEST_WORKERS=0` runs one.
 # It ends with where the time went (tests/timing_plugin.py; the JSON in $(TIMINGS)).
@@ -67,11 +67,6 @@ ifneq ($(strip $(CORPUS_CHECK)),)
 endif
 	@mkdir -p $(dir $(TIMINGS))
 	GPUHOST_TIMINGS=$(TIMINGS) $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) $(TEST_TREES)
-	@echo "==> molecule test -s sandbox (the Molecule wiring against the sandbox fleet)"
-	@date +%s > $(TIMINGS).molecule-start
-	@$(MAKE) --no-print-directory molecule-sandbox
-	@$(PY) -m tests.timing_plugin $(TIMINGS) --add "molecule test -s sandbox" \
-	  $$(( $$(date +%s) - $$(cat $(TIMINGS).molecule-start) ))
 
 test-unit: setup deps
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) -m "not integration and not vm" $(TEST_TREES)

@@ -31,12 +31,14 @@ snapshots are removed at the end of the session unless GPUHOST_KEEP_SANDBOX=1.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -138,6 +140,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return len(SLOW_FIRST) + (0 if slow else 1)
 
     items.sort(key=rank)  # stable: the order inside a module is kept
+
+
+def _snapshot_group(path: Path) -> str | None:
+    """The converged snapshot a test module's fleet boots from, read from its source without
+    importing it (the xdist controller collects nothing): its ``pytest.mark.fleet(...)``
+    when every argument is a literal and ``state="converged"``; else None."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError):
+        return None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "fleet"):
+            try:
+                kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+            except ValueError:  # a name (**SPEC, a constant): no group, the file alone
+                return None
+            if any(k.arg is None for k in node.keywords) or kwargs.get("state") != "converged":
+                return None
+            module = SimpleNamespace(__name__=str(path), pytestmark=[pytest.mark.fleet(**kwargs).mark])
+            return "converged-snapshot-" + snapshot_name(module_spec(module))
+    return None
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """make test's --dist loadfile, with one change: the modules that boot the same converged
+    snapshot are one work unit, so one worker runs them one after the other and converges
+    their hosts once (loadfile alone could give them to both workers, each converging the
+    same hosts from bare to make its own snapshot)."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    groups: dict[str, str] = {}
+
+    class SnapshotGroups(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            if path not in groups:
+                groups[path] = _snapshot_group(Path(config.rootpath) / path) or path
+            return groups[path]
+
+    return SnapshotGroups(config, log)
 
 
 def module_spec(module) -> dict:

@@ -37,6 +37,19 @@ def os_state(sections: Sections) -> dict[str, Any]:
     return result
 
 
+def held_back(text: str | None) -> dict[str, str] | None:
+    """``gpuhost kernel-update``'s note of a kernel the NVIDIA module did not build for:
+    ``kernel R`` / ``driver V`` / ``reason LINE`` lines (None: no note)."""
+    if not text:
+        return None
+    note = {"kernel": "", "driver": "", "reason": ""}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key in note and not note[key]:
+            note[key] = value.strip()
+    return note if note["kernel"] else None
+
+
 def kernel_state(sections: Sections) -> dict[str, Any]:
     """See ``gpuhost.facts.kernel.KernelHeaders``."""
     os_info = os_state(sections)
@@ -109,5 +122,6 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
         "module_signer": (ok(sections, "module_signer") or "").strip() or None,
         "next_boot": next_boot,
         "dkms_logs": boot_parsers.parse_dkms_logs(ok(sections, "dkms_log") or ""),
+        "held_back": held_back(ok(sections, "kernel_held")),
         "problem": problem,
     }

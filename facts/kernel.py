@@ -39,11 +39,12 @@ class KernelHeaders(SectionFact):
                        "headers_packages": [...], "headers_packages_missing": [...],
                        "headers_installed": bool, "nvidia_module": ["570.172.08"]},
          "dkms_logs": {"/var/lib/dkms/nvidia/570.172.08/build/make.log": "last lines"},
+         "held_back": None | {"kernel": ..., "driver": ..., "reason": "make.log's line"},
          "problem": None | "why gpuhost cannot name the headers package"}
     """
 
     sections = ("os_release", "kernel", "dpkg", "rpm", "headers_build", "nouveau", "dkms",
-                "secure_boot", "mok", "module_signer", "boot_loader", "dkms_log")
+                "secure_boot", "mok", "module_signer", "boot_loader", "dkms_log", "kernel_held")
     assemble = staticmethod(kernel_state)
 
 

@@ -78,8 +78,8 @@ class NvidiaGpus(SectionFact):
           "health": {...} | None,  # see below; None for a GPU seen on the PCI bus only
           "source": "nvidia-smi" | "sysfs" | "lspci"}]
 
-    ``health`` is ``facts.parsers.parse_smi_xml``'s per-GPU dict (parser-contract.md,
-    "Health fields"): ``ecc_mode_current``, ``ecc_volatile_uncorrectable``,
+    ``health`` is ``facts.parsers.parse_smi_xml``'s per-GPU dict (``facts.smi_xml``,
+    ``_xml_health``): ``ecc_mode_current``, ``ecc_volatile_uncorrectable``,
     ``ecc_aggregate_uncorrectable``, ``retired_pages_double_bit``, ``retired_pages_pending``,
     ``remapped_rows_uncorrectable``, ``remapped_rows_pending``, ``remapped_rows_failure``,
     ``pcie_gen_current``, ``pcie_gen_max``, ``pcie_width_current``, ``pcie_width_max``,

@@ -168,6 +168,10 @@ SECTIONS: dict[str, str] = {
     # DKMS's build logs of the NVIDIA module (a failed build leaves build/make.log)
     "dkms_log": f'for f in {DKMS_TREE}/nvidia/*/build/make.log; do test -e "$f" || continue; '
     'echo "== $f"; tail -n 25 "$f"; done; true',
+    # a kernel gpuhost kernel-update installed and DKMS could not build the module for
+    # (roles/kernel_update_ops.py HELD_BACK)
+    "kernel_held": "test -e /var/lib/gpuhost/kernel-held-back || exit 3; "
+    "head -c 4096 /var/lib/gpuhost/kernel-held-back",
     "daemon_json": _file("/etc/docker/daemon.json"),
     "docker_version": _tool("dockerd", "command -v dockerd"),
     "docker_info": _tool(

@@ -73,7 +73,7 @@ def _xml_process(node):
             "compute_instance_id": _int(_xtext(node, "compute_instance_id"))}
 
 
-# Health fields (parser-contract.md, "Health fields"). The layouts differ by GPU generation
+# Health fields (the ``health`` dict of each GPU). The layouts differ by GPU generation
 # and driver: what the real XML of drivers 384-595 (dtd v9-v13) prints.
 
 def _yes_no(value):

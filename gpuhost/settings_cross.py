@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 
 from gpuhost import fabric, rdma
+from gpuhost.distro import DISTRO_TAGS
 from gpuhost.checks import is_local_source, mask_url, on_mirror, show
 from gpuhost.settings_keys import TOOLKIT_REPO_URL
 
@@ -30,8 +31,6 @@ def _flavor_problems(v: dict) -> list[str]:
 
 def _driver_source_problems(v: dict) -> list[str]:
     """A driver source without its setting (which hosts need which is known per host)."""
-    from gpuhost.settings_keys import BY_NAME
-
     local, network = v["nvidia_local_repo"] or {}, v["nvidia_driver_repo"] or {}
     if v["nvidia_driver_source"] == "network" and not network:
         return ["nvidia_driver_repo: empty, but nvidia_driver_source is network (give "
@@ -39,9 +38,17 @@ def _driver_source_problems(v: dict) -> list[str]:
     if v["nvidia_driver_source"] == "local_repo" and not local:
         return ["nvidia_local_repo: empty, but nvidia_driver_source is local_repo"]
     if not local and not network and v["nvidia_kernel_modules"] != "distribution":
-        return [f"nvidia_local_repo: missing (required): {BY_NAME['nvidia_local_repo'].meaning}; "
-                "or nvidia_driver_repo for NVIDIA's network repository"]
+        return [NO_DRIVER_SOURCE]
     return []
+
+
+# The first run of a new inventory meets this line: it says what to set, both ways.
+NO_DRIVER_SOURCE = (
+    "nvidia_local_repo: not set (nor nvidia_driver_repo), so gpuhost has no NVIDIA driver to "
+    "install: set nvidia_local_repo to {TAG: {\"url\" (or \"path\" on the controller): NVIDIA's "
+    "local repo package, \"sha256\": its sha256sum}} for each distribution you run (TAG: "
+    + ", ".join(DISTRO_TAGS) + "), or nvidia_driver_repo to NVIDIA's network repository or "
+    "your mirror ({TAG: {\"url\", \"key\", \"fingerprint\"}})")
 
 
 def cross_checks(v: dict) -> list[str]:

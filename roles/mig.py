@@ -162,7 +162,7 @@ def mode(wanted: str, indexes: list[int] | None = None):
 
 # Clients that hold the GPU and keep an Ampere mode change pending ("In use by another
 # client"): NVIDIA's MIG user guide names DCGM and nvsm; nvidia-persistenced holds it too
-# (NVIDIA/gpu-operator#118). official-procedures.md section 5.
+# (NVIDIA/gpu-operator#118). NVIDIA's MIG user guide, "Getting Started with MIG".
 GPU_HOLDERS = ("nvidia-persistenced.service", "nvidia-dcgm.service", "dcgm.service",
                "nvsm.service")
 

@@ -5,6 +5,7 @@
                             [--fail-on-health critical|warning|never]
     gpuhost upgrade INVENTORY [--canary N] [--batch N|P%] [--limit PATTERN]...
                               [--data KEY=VALUE]... [--report PATH]
+    gpuhost kernel-update INVENTORY [--dry] [--kernel DISTRO=RELEASE]... [--canary N] [--batch N|P%]
     gpuhost recover INVENTORY --limit HOST [--gpu N] [--force] [--reboot-fallback]
     gpuhost mig plan INVENTORY [--limit PATTERN]... [--data KEY=VALUE]...
     gpuhost report merge SHARD.json... [--json OUT] [--html OUT] [--baseline PREVIOUS.json]
@@ -37,6 +38,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+
+
+# What an installed gpuhost has to provision with: the deploy as a function (pyinfra runs a
+# function given by its dotted name), not the checkout's deploys/gpu_host.py.
+PROVISION = ("Provisioning is a pyinfra deploy: pyinfra INVENTORY gpuhost.deploys.api.gpu_host "
+             "--dry (settings as KEY=VALUE after the name, or from your inventory data), or "
+             "gpu_host(...) from gpuhost.deploys.api in a deploy file of your own.")
 
 
 class CliError(Exception):
@@ -219,7 +227,7 @@ def _report_options(parser: argparse.ArgumentParser) -> None:
 def parser() -> argparse.ArgumentParser:
     main_parser = argparse.ArgumentParser(
         prog="gpuhost", description="Audit GPU hosts and upgrade their NVIDIA driver with "
-                                    "pyinfra (provisioning: pyinfra INVENTORY deploys/gpu_host.py)")
+                                    "pyinfra. " + PROVISION)
     commands = main_parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     audit = commands.add_parser(
         "audit", help="read-only fleet report; exit 0 ok, 2 drift, 4 unhealthy, "
@@ -247,6 +255,18 @@ def parser() -> argparse.ArgumentParser:
     upgrade.add_argument("--report", default=None, metavar="PATH",
                          help="JSON report (default ./gpuhost-upgrade-<UTC time>.json); events "
                               "go to PATH with .events.jsonl")
+    kernel = commands.add_parser(
+        "kernel-update", help="rolling kernel update: the NVIDIA module built before the boot",
+        description="Move GPU hosts to a newer kernel (the newest of the running flavour, or "
+                    "--kernel): install it with its headers, let DKMS build the NVIDIA module, "
+                    "check it is there, only then boot it; canary and batches as `gpuhost "
+                    "upgrade` (docs/kernel-updates.md). Exit 0 done, 1 a batch failed, 2 "
+                    "refused or unusable input, 130 interrupted.")
+    _common(kernel)
+    from gpuhost.cli import kernel_update as _cli_kernel
+
+    _cli_kernel.add_arguments(kernel)
+    _break_lock(kernel)
     recover = commands.add_parser(
         "recover", help="reset one GPU of one host for findings that ask for a reset",
         description="Reset one GPU without rebooting the host, for findings whose catalogued "
@@ -322,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
         from gpuhost.cli import recover as cli_recover
 
         return cli_recover.run(args)
+    if args.command == "kernel-update":
+        from gpuhost.cli import kernel_update as cli_kernel
+
+        return cli_kernel.run(args)
     if args.command == "report":
         from gpuhost.cli import audit as cli_audit
 

@@ -209,6 +209,13 @@ def next_boot_findings(state: Mapping[str, Any], module_signing_cert: str | None
             f"the next boot starts kernel {release} (not the running one) and the NVIDIA module "
             "does not come from DKMS: gpuhost cannot tell whether that kernel has it; check its "
             "packaged module before rebooting")))
+    held = kernel.get("held_back")
+    if held:
+        found.append(_finding("kernel-held-back", "warning", None, (
+            f"kernel {held['kernel']} is installed and held back: DKMS could not build the "
+            f"NVIDIA module {held['driver'] or '?'} for it ({held['reason'] or 'see make.log'}); "
+            "the host boots its running kernel. Move to a driver that builds for it, or name "
+            "another kernel to gpuhost kernel-update (--kernel)")))
     if kernel.get("secure_boot") != "enabled":
         return found
     if kernel.get("module_signer"):  # issue 39: which key signed it, and does the kernel trust it

@@ -103,7 +103,8 @@ def rules() -> list[dict[str, Any]]:
         _rule("GpuHostDriftPersists", "gpuhost_drift_items > 0", "warning",
               f"{HOST} has differed from its inventory settings for {DRIFT_FOR}",
               "gpuhost audit lists each drift item: run the deploy (pyinfra INVENTORY "
-              "deploys/gpu_host.py --limit HOST) or gpuhost upgrade, or change the inventory",
+              "gpuhost.deploys.api.gpu_host --limit HOST) or gpuhost upgrade, or change "
+              "the inventory",
               DRIFT_FOR),
         _rule("GpuHostDriverBranchEndOfLifeSoon",
               f"{eol} > time() and {eol} - time() < {lifecycle.SOON_DAYS} * 86400", "warning",

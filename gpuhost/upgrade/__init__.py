@@ -153,7 +153,8 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     versions = [v for v in (driver["loaded_version"], *driver["installed_versions"]) if v]
     if not versions and not marker:
         problems.append("no NVIDIA driver is installed: provision the host with "
-                        "deploys/gpu_host.py, not with an upgrade")
+                        "gpuhost's gpu_host deploy (pyinfra INVENTORY "
+                        "gpuhost.deploys.api.gpu_host), not with an upgrade")
     newest = max(versions, key=Version) if versions else None
     if newest and policy.is_downgrade(newest, target) and not config["upgrade_allow_downgrade"]:
         problems.append(f"refusing to downgrade the driver from {newest} to {target}: set "

@@ -215,9 +215,9 @@ def test_a_mixed_inventory_runs_gpuhost_for_the_gpu_group_only(installed, user_d
     said = _said(every)
     assert every.returncode != 0, said[-4000:]
     # "settings (keyword arguments over the host's inventory data) are invalid, nothing was
-    # changed on any host:" and one line per problem, "  KEY: missing (required): ...  [HOST]"
+    # changed on any host:" and one line per problem, "  KEY: what is wrong: what to set  [HOST]"
     assert "are invalid" in said, said[-4000:]
-    assert re.search(r"^\s+nvidia_local_repo: missing \(required\).*\[web-01\]$", said, re.M), \
+    assert re.search(r"^\s+nvidia_local_repo: not set \(nor nvidia_driver_repo\).*\[web-01\]$", said, re.M), \
         said[-4000:]
     assert not re.search(rf"\[{re.escape(name)}\]$", said, re.M), said[-4000:]
 

@@ -15,6 +15,7 @@ import os
 import shlex
 import signal
 import subprocess
+import textwrap
 import time
 
 import pytest
@@ -31,9 +32,29 @@ BUSY = "pgrep -x apt-get || pgrep -x dpkg || pgrep -f 'bin/dnf' || pgrep -x rpm"
 
 
 HOLDER_PID = "/run/gpuhost-test-holder.pid"  # /run: gone after the reboot
-HOLDER = ("import fcntl, os, time; f = open('/var/lib/dpkg/lock-frontend', 'w'); "
-          f"fcntl.lockf(f, fcntl.LOCK_EX); open({HOLDER_PID!r}, 'w').write(str(os.getpid())); "
-          "time.sleep(60)")
+# Holds dpkg's lock as unattended-upgrades would, until gpuhost's wait loop runs on the host
+# (a shell whose command line says "waiting ...s for the package manager's lock", from
+# gpuhost.pkglock.wait_command: the run planned, saw the holder and now waits), then 2 s
+# more; 90 s at most. (A fixed 60 s hold made the run wait out whatever was left of it.)
+HOLDER = textwrap.dedent(f"""\
+    import fcntl, os, time
+    f = open('/var/lib/dpkg/lock-frontend', 'w')
+    fcntl.lockf(f, fcntl.LOCK_EX)
+    open({HOLDER_PID!r}, 'w').write(str(os.getpid()))
+    mark = b'for the package manager' + b"'s lock"  # split: not in this command line
+    def waited_for():
+        for pid in filter(str.isdigit, os.listdir('/proc')):
+            try:
+                if mark in open('/proc/' + pid + '/cmdline', 'rb').read():
+                    return True
+            except OSError:
+                pass
+        return False
+    end = time.monotonic() + 90
+    while time.monotonic() < end and not waited_for():
+        time.sleep(0.5)
+    time.sleep(2)
+    """)
 
 
 def _names(fleet) -> dict[str, str]:

@@ -159,7 +159,7 @@ def test_the_setting_is_checked_before_anything_is_read():
 
 def test_a_source_without_its_setting_is_refused_by_the_inventory_check():
     base = {"nvidia_driver_version": VERSION, "container_toolkit_version": "1.18.2"}
-    assert any(p.startswith("nvidia_local_repo: missing (required)") for p in S.validate(base))
+    assert any(p.startswith("nvidia_local_repo: not set (nor nvidia_driver_repo)") for p in S.validate(base))
     assert any("nvidia_driver_repo: empty, but nvidia_driver_source is network" in p
                for p in S.validate({**base, "nvidia_driver_source": "network",
                                     "nvidia_local_repo": {}}))

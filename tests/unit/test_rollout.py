@@ -288,7 +288,8 @@ def test_volta_cannot_go_past_r580_and_a_bare_host_is_not_upgraded():
     bare = host_state()
     bare["driver"].update(loaded_version=None, installed_version=None, installed_versions=[])
     assert upgrade.assess("h", config(), bare, probe())["problems"] == [
-        "no NVIDIA driver is installed: provision the host with deploys/gpu_host.py, not with an "
+        "no NVIDIA driver is installed: provision the host with gpuhost's gpu_host deploy (pyinfra "
+        "INVENTORY gpuhost.deploys.api.gpu_host), not with an "
         "upgrade"]
 
 

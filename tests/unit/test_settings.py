@@ -157,7 +157,7 @@ def test_missing_required_keys_and_typos():
     problems = S.validate({"nvidia_drvier_version": "570.172.08", "mig_layuot": None}, host_name="gpu-01")
     assert "gpu-01: nvidia_driver_version: missing (required): driver to install, full version " \
         "like \"580.95.05\"" in problems
-    assert any(p.startswith("gpu-01: nvidia_local_repo: missing") for p in problems)
+    assert any(p.startswith("gpu-01: nvidia_local_repo: not set") for p in problems)
     assert any(p.startswith("gpu-01: container_toolkit_version: missing") for p in problems)
     assert "gpu-01: nvidia_drvier_version: unknown gpuhost setting (did you mean " \
         "nvidia_driver_version?); see docs/settings.md" in problems

@@ -220,7 +220,7 @@ def test_playbooks_run_on_the_controller_only():
 
 
 def test_converge_turns_pyinfra_changes_into_ansible_changed():
-    plays = yaml.safe_load((MOLECULE / "shared/converge.yml").read_text())
+    plays = yaml.safe_load((MOLECULE / "playbooks/converge.yml").read_text())
     run = [t for t in plays[0]["tasks"] if t.get("register") == "pyinfra_run"][0]
     assert run["ansible.builtin.command"]["argv"][2] == "converge"
     assert run["changed_when"] == "(pyinfra_run.stdout | from_json).changed > 0"

@@ -1,5 +1,5 @@
 """The fake debian12 and debian13 driver packages, under the names of NVIDIA's repositories
-for them (debian13 uses the same Debian-style names: stack-changes notes, NVIDIA's debian13
+for them (debian13 uses the same Debian-style names: NVIDIA's debian13
 repository carries nvidia-driver-cuda 615.71.09).
 
 NVIDIA's Debian repositories carry Debian's packaging (the nvidia-graphics-drivers scheme)

@@ -10,6 +10,25 @@ if [ -f "$faults" ] && grep -Eq '"dkms_build_fail"[[:space:]]*:[[:space:]]*true'
     echo "make[1]: *** [Makefile:1943: nvidia] Error 2" >&2
     exit 2
 fi
+# A kernel API change (simulated): a kernel's headers name, in the sandbox's file
+# include/generated/gpusim-api-removed, the functions that kernel no longer has, each with
+# the first driver version that stopped calling it and the source file that calls it; an
+# older driver fails to compile as real ones do ("implicit declaration of function
+# 'sys_close'" in nv-caps.c, 465.19.01 on kernel 5.12: Frogging-Family/nvidia-all#34;
+# 580.119.02 on kernel 7.0: Frogging-Family/nvidia-all#379).
+removed="/lib/modules/$kernel/build/include/generated/gpusim-api-removed"
+if [ -f "$removed" ]; then
+    while read -r fn first file; do
+        [ -n "$fn" ] && [ -n "$first" ] || continue
+        if [ "$(printf '%s\n%s\n' "@VERSION@" "$first" | sort -V | head -n 1)" != "$first" ]; then
+            echo "$PWD/$file: error: implicit declaration of function '$fn' [-Werror=implicit-function-declaration]" >&2
+            echo "cc1: some warnings being treated as errors" >&2
+            echo "make[2]: *** [scripts/Makefile.build:243: $PWD/${file%.c}.o] Error 1" >&2
+            echo "make[1]: *** [Makefile:1943: $PWD] Error 2" >&2
+            exit 2
+        fi
+    done < "$removed"
+fi
 # Kbuild compares the compiler with the one the kernel's .config records
 # (CONFIG_CC_VERSION_TEXT) and warns when they differ; a gcc older than the kernel's then
 # fails on the flags the kernel's build uses (openzfs/zfs#13625: UEK 7, built with gcc 11,

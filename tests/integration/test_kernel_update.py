@@ -1,0 +1,141 @@
+"""Issue 38: `gpuhost kernel-update` on two converged Oracle Linux 8 hosts (RHCK) once the
+sandbox's kernel repository (sandbox/kernels.py) offers them two newer kernels: the newest
+one, which the installed driver does not build for (a kernel API change), and an older
+good one.
+
+* ``--dry`` names the newest kernel per host, its headers available and the module to build;
+  on a Debian 12 host beside them (apt's fact, planned only) the newest is the running one;
+* the rollout onto the newest kernel stops at the canary: DKMS's make.log lines in the
+  report, the canary never rebooted and still boots its running kernel with the driver
+  loaded, the second host untouched, and the audit shows the canary holding the kernel back;
+* ``--kernel rhel8=GOOD``, its controller killed once the canary's kernel is installed, then
+  run again, moves both hosts to the good kernel with the module loaded after the reboot;
+  a third run has nothing to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox import kernels
+
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORY = "inventories/sandbox.py"
+HOSTS = ("ol8-02", "ol8-03")
+DEBIAN = "gpu-01"  # planned only: its repositories' newest kernel is the one it runs
+TRAITS = {"traits": ["boot-entries"]}
+GOOD, BROKEN = kernels.GOOD["ol8"], kernels.BROKEN["ol8"]
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.fleet(hosts=3, ol=2, docker_hosts=0,
+                                overrides={"2": TRAITS, "3": {"os": "ol8", **TRAITS}},
+                                state="converged")]
+
+
+def kernel_update(report: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    done = subprocess.run([sys.executable, "-m", "gpuhost.cli", "kernel-update", INVENTORY,
+                           "--report", str(report), *args],
+                          cwd=ROOT, env={**os.environ, "PYINFRA_PROGRESS": "off"}, text=True,
+                          capture_output=True, timeout=1800)
+    data = json.loads(report.read_text()) if report.exists() else {}
+    return done, data
+
+
+@pytest.fixture(scope="module")
+def offered(fleet, ssh):
+    """The monthly kernel update arrives: the kernel repository on both hosts (built first
+    when missing or stale: about 10 s, after the NVIDIA artifacts whose key signs it)."""
+    kernels.ensure()
+    running = {}
+    for name in HOSTS:
+        ssh(name, kernels.enable_command("ol8"))
+        running[name] = ssh(name, "uname -r").stdout.strip()
+    return running
+
+
+def test_dry_names_the_newest_kernel_and_changes_nothing(offered, ssh, tmp_path):
+    done, _ = kernel_update(tmp_path / "dry.json", "--dry")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()
+            if line.startswith((*HOSTS, DEBIAN))}
+    for name in HOSTS:
+        assert rows[name].split()[1:6] == [offered[name], BROKEN, "available", "to", "build"]
+        assert ssh(name, f"rpm -q kernel-devel-{BROKEN.removesuffix('.x86_64')}",
+                   check=False).returncode != 0
+    # the apt fact on a real Debian host: the headers meta's dependency is the running ABI
+    debian = ssh(DEBIAN, "uname -r").stdout.strip()
+    assert rows[DEBIAN].split()[1:3] == [debian, debian], rows[DEBIAN]
+    assert f"nothing to do (runs {debian})" in rows[DEBIAN]
+
+def test_a_kernel_the_driver_cannot_build_for_stops_at_the_canary(offered, ssh, tmp_path,
+                                                                   sandbox_tools):
+    boots = sandbox_tools.boots("ol8-02")
+    done, report = kernel_update(tmp_path / "broken.json", "--canary", "1")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    results = {h["host"]: h for h in report["hosts"]}
+    assert results["ol8-02"]["result"] == "failed"
+    # DKMS's make.log lines: in the report and in the run's output
+    assert "implicit declaration of function 'sys_close'" in results["ol8-02"]["detail"]
+    assert "implicit declaration of function 'sys_close'" in done.stdout + done.stderr
+    assert results["ol8-03"]["result"] == "not started"
+    # the canary: not rebooted, its running kernel still the default, the driver loaded
+    assert sandbox_tools.boots("ol8-02") == boots
+    assert ssh("ol8-02", "grubby --default-kernel").stdout.strip() == \
+        f"/boot/vmlinuz-{offered['ol8-02']}"
+    assert ssh("ol8-02", "uname -r").stdout.strip() == offered["ol8-02"]
+    assert ssh("ol8-02", "nvidia-smi -L", check=False).returncode == 0
+    assert "UPDATEDEFAULT=yes" in ssh("ol8-02", "cat /etc/sysconfig/kernel").stdout
+    # the other host: nothing installed
+    assert ssh("ol8-03", f"rpm -q kernel-{BROKEN.removesuffix('.x86_64')}",
+               check=False).returncode != 0
+    # the audit shows the canary holding back that kernel, with the compiler's reason
+    out = tmp_path / "audit.json"
+    audit = subprocess.run([sys.executable, "-m", "gpuhost.cli", "audit", INVENTORY, "--limit",
+                            "ol8-02", "--json", str(out)], cwd=ROOT, text=True,
+                           capture_output=True, timeout=600,
+                           env={**os.environ, "PYINFRA_PROGRESS": "off"})
+    assert out.exists(), audit.stdout[-2000:] + audit.stderr[-2000:]
+    (host,) = json.loads(out.read_text())["hosts"]
+    held = [f for f in host["health"]["findings"] if f["id"] == "kernel-held-back"]
+    assert held and held[0]["severity"] == "warning", host["health"]["findings"]
+    assert BROKEN in held[0]["message"] and "'sys_close'" in held[0]["message"]
+
+
+def test_killed_midway_a_rerun_resumes_and_both_boot_the_good_kernel_with_the_driver(
+        offered, ssh, tmp_path):
+    """The controller killed once the canary's new kernel is installed (its module build
+    next); the same command again finishes both hosts; a third run has nothing to do."""
+    args = ["--kernel", f"rhel8={GOOD}", "--canary", "0", "--batch", "100%"]  # one run, both
+    argv = [sys.executable, "-m", "gpuhost.cli", "kernel-update", INVENTORY,
+            "--report", str(tmp_path / "killed.json"), *args]
+    proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYINFRA_PROGRESS": "off"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    package = f"kernel-{GOOD.removesuffix('.x86_64')}"
+    deadline = time.monotonic() + 600
+    while ssh("ol8-02", f"rpm -q {package}", check=False).returncode != 0:
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended first"
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # killed before any reboot: the running kernel is still the one that boots
+    assert ssh("ol8-02", "uname -r").stdout.strip() == offered["ol8-02"]
+    done, report = kernel_update(tmp_path / "good.json", *args)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert {h["host"]: h["result"] for h in report["hosts"]} == {
+        **dict.fromkeys(HOSTS, "upgraded"), DEBIAN: "already at target"}
+    for name in HOSTS:
+        assert ssh(name, "uname -r").stdout.strip() == GOOD
+        assert ssh(name, "nvidia-smi -L").stdout.count("GPU ") >= 1
+        assert "UPDATEDEFAULT=yes" in ssh(name, "cat /etc/sysconfig/kernel").stdout
+    again, report = kernel_update(tmp_path / "again.json", *args)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "nothing to do" in again.stdout
