@@ -55,7 +55,8 @@ def provision() -> None:
         runlock.take()  # first change: one run at a time (gpuhost/runlock.py)
         pkglock.ready()  # the package manager's lock free, dpkg whole: before any install
         proxy.configure()
-        kernel_headers.install()
+        if common.host_settings().nvidia_kernel_modules == "dkms":  # else signed modules
+            kernel_headers.install()
         nvidia_driver.install()
         runlock.renew()  # after the driver's build and reboot
         rdma.configure()  # nvidia_peermem after the driver (docs/rdma.md)

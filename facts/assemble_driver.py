@@ -20,7 +20,11 @@ _DRIVER_PACKAGE = re.compile(
     r"|nvidia-kmod-common|nvidia-fabricmanager-\d+|nvidia-fabric-manager"
     # Debian's names, which NVIDIA's Debian repository uses (gpuhost/packages.py)
     r"|nvidia-(open-)?kernel(-open)?-(dkms|support)|nvidia-driver-libs|libcuda1|nvidia-smi"
-    r"|firmware-nvidia-gsp)$"
+    r"|firmware-nvidia-gsp"
+    # Canonical's server driver (nvidia_kernel_modules: distribution; gpuhost.signed_modules);
+    # its linux-modules-nvidia-* carry the kernel's version, not the driver's
+    r"|nvidia-(utils|kernel-common|compute-utils)-\d+-server|nvidia-headless-no-dkms-\d+-server(-open)?"
+    r")$"
 )
 _COMPANION = re.compile(r"^(nvidia-fabricmanager|nvidia-fabric-manager|libnvidia-nscq|nvidia-imex"
                         r"|libnvsdm)(-\d{3})?$")

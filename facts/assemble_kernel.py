@@ -119,6 +119,7 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
         "secure_boot": secure_boot,
         "mok_enrolled": boot_parsers.parse_mok_fingerprints(mok_out)
         if mok_rc not in (None, NOT_INSTALLED) else None,
+        "module_signer": (ok(sections, "module_signer") or "").strip() or None,
         "next_boot": next_boot,
         "dkms_logs": boot_parsers.parse_dkms_logs(ok(sections, "dkms_log") or ""),
         "held_back": held_back(ok(sections, "kernel_held")),

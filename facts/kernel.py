@@ -33,6 +33,7 @@ class KernelHeaders(SectionFact):
          "dkms_installed": bool,
          "secure_boot": "enabled" | "disabled" | None,  # None: no mokutil
          "mok_enrolled": ["2f:01:..."] | None,  # SHA1 of enrolled MOKs; None: no mokutil
+         "module_signer": "Canonical Ltd. ..." | None,  # modinfo's signer of the nvidia module
          "next_boot": {"kernel_release": ..., "source": "grubby" | "grub" | None,
                        "differs": bool,           # the next boot starts another kernel
                        "headers_packages": [...], "headers_packages_missing": [...],
@@ -43,7 +44,7 @@ class KernelHeaders(SectionFact):
     """
 
     sections = ("os_release", "kernel", "dpkg", "rpm", "headers_build", "nouveau", "dkms",
-                "secure_boot", "mok", "boot_loader", "dkms_log", "kernel_held")
+                "secure_boot", "mok", "module_signer", "boot_loader", "dkms_log", "kernel_held")
     assemble = staticmethod(kernel_state)
 
 

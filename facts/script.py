@@ -153,6 +153,8 @@ SECTIONS: dict[str, str] = {
     "secure_boot": _tool("mokutil", "mokutil --sb-state 2>&1"),
     # the enrolled MOKs' fingerprints (a module signing key must be among them)
     "mok": _tool("mokutil", 'mokutil --list-enrolled 2>&1 | grep -iE "fingerprint|is empty"; true'),
+    # who signed the running kernel's NVIDIA module (kmod's modinfo; empty: unsigned or none)
+    "module_signer": "modinfo -F signer nvidia 2>/dev/null | head -n 1; true",
     # the kernel the next boot starts (grubby on EL, GRUB's default on Debian/Ubuntu), the
     # installed kernel images and which kernels have headers (facts.boot_parsers)
     "boot_loader": 'if command -v grubby >/dev/null 2>&1; then echo "grubby: $(grubby --default-kernel 2>&1)"; fi; '

@@ -37,7 +37,7 @@ def _driver_source_problems(v: dict) -> list[str]:
                 "{tag: {url, key, fingerprint}} of NVIDIA's network repository or your mirror)"]
     if v["nvidia_driver_source"] == "local_repo" and not local:
         return ["nvidia_local_repo: empty, but nvidia_driver_source is local_repo"]
-    if not local and not network:
+    if not local and not network and v["nvidia_kernel_modules"] != "distribution":
         return [NO_DRIVER_SOURCE]
     return []
 
@@ -75,6 +75,9 @@ def cross_checks(v: dict) -> list[str]:
     problems += _local_repo_version_problems(v)
     problems += _driver_source_problems(v)
     problems += _flavor_problems(v)
+    if v["nvidia_kernel_modules"] == "distribution" and v["nvidia_driver_flavor"] == "proprietary":
+        problems.append("nvidia_kernel_modules: distribution installs the distribution's open "
+                        "signed modules (-server-open): set nvidia_driver_flavor to open or auto")
     if v["verify_image_archive"] is not None and v["verify_image"] is None:
         problems.append("verify_image_archive: set without verify_image (name the image it holds)")
     if (v["nvidia_module_signing_key"] is None) != (v["nvidia_module_signing_cert"] is None):

@@ -16,25 +16,11 @@ from dataclasses import MISSING, dataclass, field
 from typing import Any
 
 from gpuhost.checks import (
-    TOOLKIT_RE,
-    check_bool,
-    check_choice,
-    check_command,
-    check_daemon_settings,
-    check_image,
-    check_list_of,
-    check_local_repo,
-    check_mig_layout,
-    check_path,
-    check_seconds,
-    check_service,
-    check_url,
-    check_url_map,
-    check_version,
-    masked,
-    show,
+    TOOLKIT_RE, check_bool, check_choice, check_command, check_daemon_settings, check_image,
+    check_list_of, check_local_repo, check_mig_layout, check_path, check_seconds, check_service,
+    check_url, check_url_map, check_version, masked, show,
 )
-from gpuhost import driver_repo, fabric, rdma, slurm
+from gpuhost import driver_repo, fabric, rdma, signed_modules, slurm
 from gpuhost.distro import DISTRO_TAGS
 from gpuhost.driver_rules import DRIVER_RE
 
@@ -148,6 +134,11 @@ class Settings:
     nvidia_driver_flavor: str = _key(
         "str", "kernel module flavour; auto: open when every GPU is Turing+ and the branch >= 560",
         check_choice("open", "proprietary", "auto"), "auto")
+    nvidia_kernel_modules: str = _key(
+        "str", "where the NVIDIA kernel module comes from: dkms (built on the host; under Secure "
+        "Boot signed with an enrolled MOK) or distribution (the distribution's signed modules, "
+        "nothing enrolled: Ubuntu; docs/secure-boot.md)",
+        check_choice(*signed_modules.CHOICES), "dkms")
     nvidia_local_repo: dict[str, dict[str, str]] = _key(
         "dict", "NVIDIA local repo package per distro tag: {tag: {url or path, sha256}}, tags "
         + ", ".join(DISTRO_TAGS) + " (required unless every host takes nvidia_driver_repo)",

@@ -55,8 +55,9 @@ def secure_boot_problem(kernel: dict, key: str | None, cert: str | None) -> str 
         return ("Secure Boot is enabled: the kernel would refuse the NVIDIA module DKMS builds "
                 "(\"Key was rejected by service\"). Set nvidia_module_signing_key and "
                 "nvidia_module_signing_cert to a key pair whose certificate is enrolled on this "
-                "host (mokutil --import CERT, confirmed at the console on the next boot), or "
-                "turn Secure Boot off; nothing was changed")
+                "host (mokutil --import CERT, confirmed at the console on the next boot), on "
+                "Ubuntu set nvidia_kernel_modules: distribution (Canonical's signed modules, "
+                "nothing to enrol), or turn Secure Boot off; nothing was changed")
     try:
         der = cert_der(Path(cert).expanduser().read_bytes())
         Path(key).expanduser().stat()
@@ -74,6 +75,8 @@ def check_secure_boot() -> bool:
     """At plan time, before any other operation of this host: refuse (one failing
     operation, return False) or, with an enrolled key, configure DKMS to sign."""
     config = host_settings()
+    if config.nvidia_kernel_modules == "distribution":
+        return True  # signed by the distribution, with a key its shim trusts: nothing to enrol
     kernel = host_state()["kernel"]
     dkms = host.get_fact(DkmsSigning) if kernel.get("secure_boot") == "enabled" else {}
     try:

@@ -23,7 +23,7 @@ from pyinfra.operations import server
 from gpuhost.facts import pyinfra_api
 from gpuhost.facts.host import GpuHostState
 from gpuhost import aptdistros, artifacts, el_packages, fabric, packages, policy, settings
-from gpuhost import distro, settings_cross
+from gpuhost import distro, settings_cross, signed_modules
 from gpuhost.runtime import docker_packages, daemon_json as daemon_json_rules
 
 REMOTE_CACHE = "/var/cache/gpuhost"
@@ -148,8 +148,13 @@ def host_ready() -> bool:
             raise GpuhostError(f"{host.name}: {state['kernel']['problem']}")
         kernels = (state["os"]["kernel_release"],
                    (state["kernel"].get("next_boot") or {}).get("kernel_release"))
-        unbuildable = aptdistros.driver_problem(state["os"]["distro_tag"], kernels,
-                                                config.nvidia_driver_version)
+        if config.nvidia_kernel_modules == "distribution":  # issue 39: before any change
+            unbuildable = signed_modules.problem(state["os"]["distro_tag"], kernels,
+                                                 config.nvidia_driver_version,
+                                                 config.nvidia_driver_flavor)
+        else:
+            unbuildable = aptdistros.driver_problem(state["os"]["distro_tag"], kernels,
+                                                    config.nvidia_driver_version)
         if unbuildable:  # a driver whose module cannot build on the kernel: before any change
             raise GpuhostError(f"{host.name}: {unbuildable}")
         docker = state.get("docker") or {}
@@ -170,6 +175,11 @@ def host_ready() -> bool:
                                      state["gpus"])
         if misfit:  # issue 25: before any change
             raise GpuhostError(f"{host.name}: {misfit}")
+        if config.nvidia_kernel_modules == "distribution" and fabric.resolve(
+                config.nvidia_fabric, config.nvidia_fabricmanager,
+                fabric.switch_count(state)) != "none":
+            raise GpuhostError(f"{host.name}: nvidia_kernel_modules: distribution does not "
+                               "install Fabric Manager or IMEX yet: use dkms on NVSwitch hosts")
         tools = docker.get("el_container_tools") or []
         if tools and config.docker_source != "none" and not docker.get("docker_installed") \
                 and not replace_conflicting(config):  # issue 13 item 2: before any change

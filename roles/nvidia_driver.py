@@ -27,6 +27,7 @@ from gpuhost.upgrade.reboot import needs_reboot
 from gpuhost.settings import Settings
 from gpuhost.roles import boot_safety, debian_archive, driver_repo, el_packaging, kernel_headers
 from gpuhost.roles import fabric as fabric_role
+from gpuhost.roles import signed_modules as signed_modules_role
 from gpuhost.roles.files import config_file
 from gpuhost.roles.common import (
     REMOTE_CACHE,
@@ -214,13 +215,18 @@ def install() -> None:
     )
 
     debian_archive.enable_contrib(tag, config.debian_enable_contrib)
-    install_driver_repo(config, tag, version, flavor)
+    if config.nvidia_kernel_modules == "distribution":
+        signed_modules_role.install(tag, version, state["os"]["kernel_release"])
+    else:
+        install_driver_repo(config, tag, version, flavor)
 
     fabric_kind = fabric.resolve(config.nvidia_fabric, config.nvidia_fabricmanager,
                                  fabric.switch_count(state))
     nvlink5 = bool(fabric.nvlink5_switches(state))
     wanted = fabric_role.wanted_packages(tag, version, flavor, fabric_kind, nvlink5)
-    if family == "debian":
+    if config.nvidia_kernel_modules == "distribution":
+        pass  # installed and pinned above (roles/signed_modules.py)
+    elif family == "debian":
         pin_driver(version, name=f"Pin the driver packages at {version}")
         if aptdistros.release(tag).needs_zstd:
             apt.packages(name="zstd (dkms compresses the modules it builds with it, without "
@@ -249,9 +255,10 @@ def install() -> None:
                 names=wanted, version=version, flavor=flavor)
 
     # After the local repo (and the apt-get update it brings): see future_headers
-    kernel_headers.install_future()
+    if config.nvidia_kernel_modules == "dkms":
+        kernel_headers.install_future()
 
-    if config.reboot_policy == "when_needed":
+    if config.reboot_policy == "when_needed" and config.nvidia_kernel_modules == "dkms":
         # the module must be there for the kernel the reboot starts (issue 14: never reboot
         # into a kernel without the driver); fails this host, with DKMS's errors, instead
         boot_safety.module_for_next_boot(
@@ -259,6 +266,11 @@ def install() -> None:
             version=version,
             _if=lambda: reboot_needed(version),
         )
+    if config.reboot_policy == "when_needed" and config.nvidia_kernel_modules == "distribution":
+        signed_modules_role.module_for_next_boot(  # the same gate for the signed modules
+            name="The signed NVIDIA module package is installed for the next boot's kernel",
+            version=version, _if=lambda: reboot_needed(version))
+    if config.reboot_policy == "when_needed":
         server.reboot(
             name="Reboot to load the NVIDIA driver (reboot_policy: when_needed)",
             reboot_timeout=config.reboot_timeout,

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from . import mirror, paths, ubuntu2604
+from . import mirror, paths, ubuntu2604, ubuntu_signed
 from .ubuntu import (COMPONENTS, JAMMY_DKMS_CACHE, JAMMY_DKMS_PACKAGES, JAMMY_DKMS_SUITE,
                      ON_TRIXIE, RELEASES, REPO, REPO_FORMAT, STATE_FILE, UNIVERSE)
 from .util import SandboxError, read_json, recipe_hash, run, say, step, write_file
@@ -175,6 +175,13 @@ def _kernel_debs(os_name: str, r: dict, stage: Path, kdir: Path, metadir: Path) 
                       else "Generic Linux kernel headers (meta package)"), {}, {})
 
 
+def _signed_recipe() -> dict:
+    """What the stand-ins of Canonical's signed modules are made of (sandbox/ubuntu_signed.py):
+    their drivers and the stand-in key's certificate."""
+    return {"drivers": ubuntu_signed.SIGNED, "format": 1,
+            "cert": ubuntu_signed.signing_cert().read_bytes().hex()}
+
+
 def build_repo(mirror_state: dict) -> None:
     """Build (or keep) the Ubuntu-layout archive from the Debian mirrors' pools (resolute's
     suites only once the trixie mirror is built: sandbox/debian13.py)."""
@@ -187,6 +194,7 @@ def build_repo(mirror_state: dict) -> None:
                           "releases": releases, "universe": UNIVERSE,
                           "flavours": ubuntu2604.FLAVOURS, "config": ubuntu2604.CONFIG,
                           "docker_io_with_cli": True,
+                          "signed_modules": _signed_recipe(),
                           "key": mirror.KEYRING.read_bytes().hex()})
     state_text = STATE_FILE.read_text() if STATE_FILE.is_file() else ""
     if state_text.strip() == inputs and (REPO / "dists/noble-security/InRelease").is_file():
@@ -219,6 +227,13 @@ def build_repo(mirror_state: dict) -> None:
                 _kernel_debs(os_name, r, stage, kdir, metadir)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
+        signed = {}  # codename -> its stand-ins of Canonical's signed modules (restricted)
+        for r in releases.values():
+            if r["codename"] in ubuntu_signed.SIGNED:
+                rel = f"pool/restricted/l/linux-restricted-modules-{r['codename']}"
+                ubuntu_signed.build(r["codename"], r["version_id"], r["kernel"],
+                                    r["kernel_version"], REPO / rel)
+                signed[r["codename"]] = [rel]
         for os_name, r in releases.items():
             c = r["codename"]
             kdir = REPO / "pool/main/l" / f"linux-{c}"
@@ -245,7 +260,8 @@ def build_repo(mirror_state: dict) -> None:
                             "universe": ["pool/universe/debian"]}
             pockets = {
                 c: userland,
-                f"{c}-updates": {"main": [f"pool/main/l/linux-{c}-updates"]},
+                f"{c}-updates": {"main": [f"pool/main/l/linux-{c}-updates"],
+                                 "restricted": signed.get(c, [])},
                 f"{c}-security": {"main": [f"pool/main/l/linux-{c}-security"]},
             }
             for suite, comps in pockets.items():

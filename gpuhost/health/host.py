@@ -218,6 +218,13 @@ def next_boot_findings(state: Mapping[str, Any], module_signing_cert: str | None
             "another kernel to gpuhost kernel-update (--kernel)")))
     if kernel.get("secure_boot") != "enabled":
         return found
+    if kernel.get("module_signer"):  # issue 39: which key signed it, and does the kernel trust it
+        loaded = driver.get("state") == "loaded"
+        found.append(_finding("secure-boot-module-signer", "info", None, (
+            f"Secure Boot is on and the NVIDIA module is signed by \"{kernel['module_signer']}\"" + (
+                ": it is loaded, so the kernel trusts that key" if loaded else
+                ": it is not loaded; if modprobe says \"Key was rejected by service\", that "
+                "key is neither the distribution's nor an enrolled MOK"))))
     if boot.secure_boot_refuses(kernel):
         found.append(_finding("secure-boot-signer-not-enrolled", "critical", None, (
             "Secure Boot is on and no Machine Owner Key is enrolled, so the kernel refuses the "

@@ -17,7 +17,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from gpuhost import aptdistros, converged, distro, el_packages, packages, policy, settings_cross
+from gpuhost import (aptdistros, converged, distro, el_packages, packages, policy, settings_cross,
+                     signed_modules)
 
 # GPU clients stopped before the switch, in this order (then upgrade_stop_services), started
 # again in the reverse order: display managers first (an X or Wayland session holds
@@ -94,11 +95,14 @@ def health_gate(before: list[dict[str, Any]] | None, state: dict[str, Any],
                   f"{len(before)} before the upgrade)")
 
 
-def pin_matches(tag: str, target: str, flavor: str, probe: dict[str, Any]) -> bool:
+def pin_matches(tag: str, target: str, flavor: str, probe: dict[str, Any],
+                signed: bool = False) -> bool:
     """The branch lock already points at the target (apt pin file / dnf module stream; on
-    EL10, which has no module streams, the driver's dnf versionlock entries)."""
+    EL10, which has no module streams, the driver's dnf versionlock entries). ``signed``:
+    ``nvidia_kernel_modules: distribution``, whose apt pin is ``signed_modules.apt_pin``."""
     if packages.family(tag) == "debian":
-        wanted = hashlib.sha256(packages.apt_pin(target).encode()).hexdigest()
+        pin = signed_modules.apt_pin(tag, target) if signed else packages.apt_pin(target)
+        wanted = hashlib.sha256(pin.encode()).hexdigest()
         return probe["apt_pin_sha256"] == wanted
     if not packages.has_module_streams(tag):
         locks = [lock for lock in probe.get("dnf_locks") or () if el_packages.is_driver_lock(lock)]
@@ -133,9 +137,12 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
     if probe.get("marker_error"):
         problems.append(f"{probe['marker_error']}: it is gpuhost's resume point; look at it, "
                         "remove it, then rerun")
-    unbuildable = aptdistros.driver_problem(tag, (
-        state["os"].get("kernel_release"),
-        ((state.get("kernel") or {}).get("next_boot") or {}).get("kernel_release")), target)
+    kernels = (state["os"].get("kernel_release"),
+               ((state.get("kernel") or {}).get("next_boot") or {}).get("kernel_release"))
+    if config.get("nvidia_kernel_modules") == "distribution":  # issue 39
+        unbuildable = signed_modules.problem(tag, kernels, target, config["nvidia_driver_flavor"])
+    else:
+        unbuildable = aptdistros.driver_problem(tag, kernels, target)
     if unbuildable:
         problems.append(unbuildable)
     stale = tag and settings_cross.local_repo_version_problem(
@@ -167,7 +174,8 @@ def assess(name: str, config: dict[str, Any], state: dict[str, Any], probe: dict
         and driver["installed_versions"] == [target]
         and driver["installed_flavor"] == flavor
         and all(repo["version"] == target for repo in driver["local_repos"])
-        and pin_matches(tag, target, flavor, probe)
+        and pin_matches(tag, target, flavor, probe,
+                        config.get("nvidia_kernel_modules") == "distribution")
     )
     action = "none" if at_target else "resume" if marker else "upgrade"
     before = dict(marker["before"]) if marker and isinstance(marker.get("before"), dict) \
@@ -213,7 +221,7 @@ def refusal(plans: list[dict[str, Any]]) -> str | None:
     return "driver upgrade refused, nothing was changed on any host:\n  " + "\n  ".join(lines)
 
 
-_BRANCHED = re.compile(r"-(\d{3})(-open|-server)?$")
+_BRANCHED = re.compile(r"-(\d{3})(-server)?(-open)?$")  # Canonical's: -580-server-open
 
 # Packages that belong to a driver branch without being the driver's meta package: they must
 # be at the driver's exact version and move with it (NVIDIA's driver container pins and holds

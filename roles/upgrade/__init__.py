@@ -49,6 +49,7 @@ from gpuhost.upgrade import CLIENT_SERVICES, MARKER, assess, refusal, services_t
 from gpuhost import slurm as gpuslurm
 from gpuhost.roles import boot_safety, cdi, debian_archive, el_packaging, mig, nvidia_driver, pkglock
 from gpuhost.roles import runlock
+from gpuhost.roles import signed_modules as signed_modules_role
 from gpuhost.roles import slurm as roles_slurm
 from gpuhost.roles.upgrade import ops, record as upgrade_record
 from gpuhost.roles.common import GpuhostError, check_inventory, host_data, host_settings
@@ -153,6 +154,9 @@ def _switch(plan: dict[str, Any], config: settings.Settings) -> None:
     pkglock.ready()  # the package manager's lock free, dpkg whole: before any install
     # the target's packages may need Debian's contrib as the first install's did
     debian_archive.enable_contrib(tag, config.debian_enable_contrib)
+    if config.nvidia_kernel_modules == "distribution":  # issue 39: Canonical's, together
+        signed_modules_role.switch(tag, plan["from"], target)
+        return
     nvidia_driver.install_driver_repo(config, tag, target, flavor)
     ops.remove_local_repos(name="Remove the other local repos, their sources and keyrings",
                            distro_tag=tag, keep_version=target)
@@ -194,9 +198,10 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     _switch(plan, config)
     if config.reboot_policy == "when_needed":
         # as in the deploy: never reboot into a kernel without the new module (issue 14)
-        boot_safety.module_for_next_boot(
-            name="The NVIDIA module is installed for the next boot's kernel", version=target,
-            _if=lambda: nvidia_driver.reboot_needed(target))
+        gate = (signed_modules_role.module_for_next_boot
+                if config.nvidia_kernel_modules == "distribution" else boot_safety.module_for_next_boot)
+        gate(name="The NVIDIA module is installed for the next boot's kernel", version=target,
+             _if=lambda: nvidia_driver.reboot_needed(target))
         server.reboot(name=f"Reboot into driver {target} (reboot_policy: when_needed)",
                       reboot_timeout=config.reboot_timeout, _if=lambda: nvidia_driver.reboot_needed(target))
     else:

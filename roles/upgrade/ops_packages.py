@@ -76,7 +76,8 @@ def switch_module_stream(stream: str, module: str = "nvidia-driver"):
 
 
 @operation()
-def switch_packages(distro_tag: str, version: str, flavor: str, wanted: list[str]):
+def switch_packages(distro_tag: str, version: str, flavor: str, wanted: list[str],
+                    remove: list[str] | None = None):
     """
     Install the target branch's driver packages and remove the old branch's, in one
     package manager transaction (apt: ``install NEW... OLD-``).
@@ -85,10 +86,12 @@ def switch_packages(distro_tag: str, version: str, flavor: str, wanted: list[str
     + version: the target driver version
     + flavor: ``open`` or ``proprietary``
     + wanted: the target's packages (``gpuhost.packages.driver_packages``)
+    + remove: more packages to remove with the old branch's (the driver facts do not list
+      them: Canonical's linux-modules-nvidia-<branch>-server-open-<kernel>)
     """
     driver = host.get_fact(NvidiaDriver)
     installed = driver["packages"]
-    old = old_packages(list(installed), version, flavor, wanted)
+    old = old_packages(list(installed), version, flavor, wanted) + list(remove or ())
     # The pinning package (branch >= 590) is not a driver package in the facts: the
     # installed version stands for it.
     missing = [name for name in wanted

@@ -19,6 +19,7 @@ from . import Trait, register
 
 SB_STATE = "etc/gpusim/firmware/secure-boot"
 MOK_DIR = "etc/gpusim/firmware/mok"
+DB_DIR = "etc/gpusim/firmware/db"   # keys trusted without a MOK (gpusim/firmware.py)
 # The key pair a test inventory provides (secure-boot-enrolled enrols its certificate).
 MOK_KEY = paths.STATE_DIR / "secure-boot" / "gpuhost-sandbox-mok.key"
 MOK_CERT = paths.STATE_DIR / "secure-boot" / "gpuhost-sandbox-mok.der"
@@ -112,6 +113,10 @@ def _secure_boot(h: dict, upper: Path) -> None:
         (upper / "var/lib/shim-signed/mok").mkdir(parents=True, exist_ok=True)
         write_file(upper / "usr/bin/kmodsign", KMODSIGN, mode=0o755)
         write_file(upper / "usr/sbin/update-secureboot-policy", UPDATE_SB_POLICY, mode=0o755)
+        # Ubuntu's shim trusts Canonical's key: the stand-in that signs the archive's
+        # linux-modules-nvidia-* goes in the firmware's db, not in the MOK list
+        from ..ubuntu_signed import DB_NAME, signing_cert
+        write_file(upper / DB_DIR / DB_NAME, signing_cert().read_bytes())
 
 
 def sandbox_mok() -> tuple[Path, Path]:

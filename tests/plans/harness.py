@@ -39,7 +39,7 @@ from gpuhost.facts.pyinfra_api import StateStage, host_failed, use_host  # noqa:
 import scenarios  # noqa: E402  (this script's folder is sys.path[0])
 
 RECORD: list[str] = []
-_INSTALL = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*(nvidia-open|cuda-drivers)")
+_INSTALL = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*(nvidia-open|cuda-drivers|nvidia-headless-no-dkms)")
 _INSTALL_TOOLKIT = re.compile(r"(apt-get|dnf)\b.*\binstall\b.*nvidia-container-toolkit")
 # the run lock's commands (gpuhost/runlock.py; tested in tests/unit/test_runlock.py): they
 # name this controller, user, pid and time, so the plan shows only which one ran

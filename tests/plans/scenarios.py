@@ -342,6 +342,9 @@ def host_data(name: str, extra: dict) -> dict:
     if kernel:
         data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(
             f"\n{s['kernel']}\n", f"\n{kernel}\n")
+    if extra.pop("plan_secure_boot", False):  # mokutil --sb-state: on; no MOK enrolled
+        data["fake_responses"]["_gh()"] = data["fake_responses"]["_gh()"].replace(
+            "@@gpuhost@@ secure_boot rc=127\n", "@@gpuhost@@ secure_boot rc=0\nSecureBoot enabled")
     state = extra.pop("plan_stamp", None)  # "valid" | "stale": converged, with a stamp
     data.update(extra)
     if state:

@@ -26,6 +26,10 @@ from . import host
 
 SB_STATE = "etc/gpusim/firmware/secure-boot"
 MOK_DIR = "etc/gpusim/firmware/mok"
+# Keys trusted without any MOK: what the firmware's db and the distribution's shim (its
+# vendor certificate) make the kernel trust, e.g. the key Canonical signs its NVIDIA
+# modules with on Ubuntu (linux-restricted-modules). mokutil does not list them.
+DB_DIR = "etc/gpusim/firmware/db"
 MAGIC = b"~Module signature appended~\n"
 
 
@@ -72,10 +76,10 @@ def issuer_serial(der):
     return der[pos:iend], serial
 
 
-def enrolled():
-    """[(file name, DER)] of the enrolled MOKs."""
+def enrolled(rel=MOK_DIR):
+    """[(file name, DER)] of the enrolled MOKs (or of the certificates under rel)."""
     found = []
-    d = host.path(MOK_DIR)
+    d = host.path(rel)
     for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
         with open(os.path.join(d, name), "rb") as fh:
             found.append((name, to_der(fh.read())))
@@ -83,7 +87,8 @@ def enrolled():
 
 
 def signed_by_enrolled(module_path):
-    """None when the module may load with Secure Boot on, else the kernel's reason."""
+    """None when the module may load with Secure Boot on (signed by a key of the db or an
+    enrolled MOK), else the kernel's reason."""
     from . import modfile
     data = modfile.read(module_path)
     if not data.endswith(MAGIC):
@@ -94,7 +99,7 @@ def signed_by_enrolled(module_path):
     end = len(data) - len(MAGIC) - 12
     sig_len = int.from_bytes(data[end + 8:end + 12], "big")
     data = data[max(0, end - sig_len):end]
-    for _name, der in enrolled():
+    for _name, der in enrolled(DB_DIR) + enrolled():
         try:
             issuer, serial = issuer_serial(der)
         except (IndexError, ValueError):
