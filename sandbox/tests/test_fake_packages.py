@@ -280,6 +280,9 @@ def test_manifest_matches_the_files(built):
                 assert entry["sha256"] is None
     assert checked == 3
     assert m["toolkit"]["version"] == TK
+    # the sandbox inventory sets no toolkit version: its hosts take gpuhost's default
+    from gpuhost.settings import defaults
+    assert defaults()["container_toolkit_version"] == TK == common.TOOLKIT_VERSION
     assert m["toolkit"]["versions"] == list(TK_ALL)
     assert set(m["ol_repos"]) == {"ol8", "ol9", "ol10", "rocky10", "rhel10"}
     assert m["verify_image"]["name"] == "gpuhost/verify:sandbox"
