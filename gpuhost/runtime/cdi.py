@@ -95,10 +95,8 @@ def parse_boot_unit(rc: int, text: str) -> dict[str, Any] | None:
     return {"sha256": digest, "enabled": "enabled" in lines}
 
 
-# NVIDIA's refresh unit (toolkit 1.18+). 1.19.1 and 1.20 run `nvidia-smi -L` first and allow 5
-# starts in 10 s: started while the driver is not active (a package install before the driver
-# is loaded) it stays failed (Azure/aks-gpu PR #175) and nothing starts it again but its path
-# unit or a person.
+# NVIDIA's refresh unit (toolkit 1.18+). From 1.19.1 it runs `nvidia-smi -L` first, 5 starts in
+# 10 s: started before the driver is active it stays failed (Azure/aks-gpu PR #175).
 REFRESH_UNIT = "nvidia-cdi-refresh.service"
 
 
@@ -177,8 +175,8 @@ def gpus_route(docker_version: str | None, toolkit_version: str | None,
     if docker is None:
         return {"via": None, "why": "Docker's version is not known (not running)"}
     row = None
-    for release in GPUS_TABLE["releases"]:
-        if docker >= version_tuple(release["from"]):
+    for release in GPUS_TABLE["releases"]:  # an "assumed" row repeats the last one read
+        if docker >= version_tuple(release["from"]) and not release.get("assumed"):
             row = release
     if row is None or row["gpus"] != "cdi-first":
         return {"via": "runtime-hook", "why": f"Docker {docker_version} hands --gpus to the "
@@ -199,6 +197,23 @@ def gpus_route(docker_version: str | None, toolkit_version: str | None,
             f"{GPUS_TABLE['checked_through']})"}
 
 
+def gpus_route_assumed(docker_version: str | None) -> str | None:
+    """Why this Docker's ``--gpus`` route is assumed, not read: a release past the table's
+    ``checked_through`` (a row marked "assumed", or one the table does not know) follows the
+    newest row. None when the route was read (or Docker's version is unknown)."""
+    docker = version_tuple(docker_version)
+    checked = GPUS_TABLE["checked_through"]
+    if docker is None or docker <= version_tuple(checked):
+        return None
+    newest = GPUS_TABLE["releases"][-1]
+    read = [r for r in GPUS_TABLE["releases"] if not r.get("assumed")][-1]
+    known = "a release gpuhost knows exists" if docker[:2] <= version_tuple(newest["from"])[:2] \
+        else "newer than every release gpuhost's table knows"
+    return (f"Docker {docker_version} is {known}, but its --gpus code was not read (read "
+            f"through {checked}): gpuhost assumes it routes --gpus as {checked} does "
+            f"({read['gpus']}, from {read['from']}) and judges the CDI spec by that")
+
+
 def state_cdi_feature(state: Mapping[str, Any]) -> bool | None:
     """``features.cdi`` of the host's daemon.json (None: not set)."""
     docker = state.get("docker") or {}
@@ -217,9 +232,8 @@ def runtime_too_old_for_schema(runtime: str, toolkit_version: str | None,
                                runtime_version: str | None) -> bool:
     """A known ``runtime`` ("Docker" or "containerd") version too old to read the CDI spec
     schema that ``toolkit_version`` writes (0.7.0 from 1.19.1)."""
-    words = [w for w in (runtime_version or "").split() if re.match(r"v?\d+\.\d+", w)]
     # `containerd --version` reads "containerd containerd.io 1.7.27 05044ec...": its first
-    # version-like word
+    words = [w for w in (runtime_version or "").split() if re.match(r"v?\d+\.\d+", w)]
     toolkit, have = version_tuple(toolkit_version), version_tuple(words[0] if words else None)
     return bool(toolkit and have and toolkit >= TOOLKIT_SCHEMA_0_7
                 and have < SCHEMA_0_7_NEEDS[runtime])
