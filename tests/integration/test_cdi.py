@@ -1,15 +1,15 @@
 """Container toolkit 1.20 and 1.17 and the NVIDIA CDI spec (issues 16 and 37) over SSH against the
 sandbox, from bare hosts (real apt, real dockerd 20.10 from Debian 12, the fake toolkit's units):
 
-gpu-01  H100 x2, toolkit 1.20.0 (the default: its inventory sets none),
-        container_runtime_mode legacy (the default)
+gpu-01  H100 x2, toolkit pinned at 1.18.2, container_runtime_mode legacy (the default); at the
+        end moved to 1.20.0 by a deploy whose inventory sets no toolkit (the default)
 gpu-02  A100 x1, toolkit pinned at 1.17.8 (a host kept on 1.17 still converges)
 gpu-03  H100 x1, bare (no Docker), Docker CE 26 from the sandbox's stand-in of Docker's
         Debian repository, container_runtime_mode cdi
 
-`docker run --gpus all` works on all three; 1.20's nvidia-cdi-refresh (in /lib/systemd/system)
-wrote a fresh spec with schema 0.7.0 on gpu-01, and left failed (started while the driver was
-not loaded) it is reset and rerun by the deploy; a second run changes nothing; a MIG change makes the audit flag the stale spec and
+`docker run --gpus all` works on all three; 1.18's nvidia-cdi-refresh wrote a fresh spec on
+gpu-01, 1.20's (in /lib/systemd/system) one with schema 0.7.0 on gpu-03, and left failed there
+(started while the driver was not loaded) it is reset and rerun by the deploy; a second run changes nothing; a MIG change makes the audit flag the stale spec and
 the next deploy regenerates it; cdi mode is refused on a Docker without CDI (20.10) before
 daemon.json is touched; on gpu-03 cdi mode converges and Docker's own CDI
 (`docker run --device nvidia.com/gpu=all`, dockerd 26 applies the spec itself) lists the GPU,
@@ -46,7 +46,8 @@ sys.path.insert(0, {root!r})
 import inventories.sandbox as _shared
 
 assert _shared.docker_ce_debian, "no Docker CE repository in the fake NVIDIA artifacts"
-_OVERRIDES = {{"gpu-02": {{"container_toolkit_version": "1.17.8"}},
+_OVERRIDES = {{"gpu-01": {{"container_toolkit_version": "1.18.2"}},
+              "gpu-02": {{"container_toolkit_version": "1.17.8"}},
               "gpu-03": {{**_shared.docker_ce_debian, "container_runtime_mode": "cdi"}}}}
 for _name, _value in list(vars(_shared).items()):
     if not _name.startswith("_") and isinstance(_value, tuple) and len(_value) == 2:
@@ -102,9 +103,9 @@ def test_both_toolkits_converge_and_a_second_run_changes_nothing(converged, ssh)
     assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
     assert second.totals["changed"] == 0, second.stderr[-4000:]
     version = "dpkg-query -W -f '${Version}' nvidia-container-toolkit"
-    assert ssh("gpu-01", version) == "1.20.0-1"  # the default
+    assert ssh("gpu-01", version) == "1.18.2-1"
     assert ssh("gpu-02", version) == "1.17.8-1"
-    assert ssh("gpu-03", version) == "1.20.0-1"
+    assert ssh("gpu-03", version) == "1.20.0-1"  # the default: no inventory sets it
 
 
 def test_docker_run_gpus_all_lists_the_hosts_gpus(converged, ssh):
@@ -114,17 +115,19 @@ def test_docker_run_gpus_all_lists_the_hosts_gpus(converged, ssh):
             f"GPU {i}" for i in range(gpus)], out
 
 
-def test_toolkit_120_keeps_a_fresh_spec_and_117_writes_none(converged, ssh):
+def test_toolkits_118_and_120_keep_a_fresh_spec_and_117_writes_none(converged, ssh):
     from gpuhost.runtime import cdi
 
-    assert ssh("gpu-01", "systemctl is-enabled nvidia-cdi-refresh.path "
+    for name, unit_dir, schema in (("gpu-01", "/etc/systemd/system", "0.5.0"),
+                                   ("gpu-03", "/lib/systemd/system", "0.7.0")):
+        assert ssh(name, "systemctl is-enabled nvidia-cdi-refresh.path "
                          "nvidia-cdi-refresh.service").split() == ["enabled", "enabled"]
-    assert ssh("gpu-01", "systemctl show -p FragmentPath --value nvidia-cdi-refresh.service"
-               ).strip() in ("/lib/systemd/system/nvidia-cdi-refresh.service",
-                             "/usr/lib/systemd/system/nvidia-cdi-refresh.service")
-    judged = cdi.judge(state(ssh, "gpu-01"))
-    assert judged["status"] == "fresh" and judged["specs"] == ["/var/run/cdi/nvidia.yaml"], judged
-    assert "cdiVersion: 0.7.0" in ssh("gpu-01", "cat /var/run/cdi/nvidia.yaml")
+        assert ssh(name, "systemctl show -p FragmentPath --value nvidia-cdi-refresh.service"
+                   ).strip() == f"{unit_dir}/nvidia-cdi-refresh.service"
+        judged = cdi.judge(state(ssh, name))
+        assert judged["status"] == "fresh" and "/var/run/cdi/nvidia.yaml" in judged["specs"], \
+            judged
+        assert f"cdiVersion: {schema}" in ssh(name, "cat /var/run/cdi/nvidia.yaml")
     assert "nvidia.com/gpu=all" in ssh("gpu-01", "nvidia-ctk cdi list").split()
     assert cdi.judge(state(ssh, "gpu-02"))["status"] == "missing"
     assert ssh("gpu-02", "systemctl cat nvidia-cdi-refresh.service", check=False) == ""
@@ -153,25 +156,28 @@ RERUN = "NVIDIA CDI spec | nvidia-cdi-refresh.service is not left failed"
 def test_a_refresh_unit_left_failed_is_flagged_and_rerun_by_the_deploy(
         converged, ssh, pyinfra, sandbox_tools, tmp_path):
     """Issue 37 (Azure/aks-gpu PR #175): started while the driver is not loaded, 1.20's refresh
-    unit hits StartLimitBurst=5 in 10 s and stays failed. With the driver loaded again the
+    unit (gpu-03) hits StartLimitBurst=5 in 10 s and stays failed. With the driver loaded again the
     audit reports it and the deploy resets and reruns it (the fast path does not hide it)."""
     unload = ("systemctl stop nvidia-persistenced 2>/dev/null; for m in nvidia_uvm nvidia_drm "
               "nvidia_modeset nvidia; do modprobe -r $m; done; rm -f /var/run/cdi/nvidia.yaml")
-    ssh("gpu-01", unload)
-    ssh("gpu-01", "systemctl restart nvidia-cdi-refresh.service; sleep 12", check=False)
-    shown = ssh("gpu-01", "systemctl show -p ActiveState -p Result nvidia-cdi-refresh.service")
+    ssh("gpu-03", unload)
+    ssh("gpu-03", "systemctl restart nvidia-cdi-refresh.service; sleep 12", check=False)
+    shown = ssh("gpu-03", "systemctl show -p ActiveState -p Result nvidia-cdi-refresh.service")
     assert "ActiveState=failed" in shown and "Result=start-limit-hit" in shown, shown
-    ssh("gpu-01", "modprobe nvidia && modprobe nvidia_uvm && systemctl start nvidia-persistenced")
-    host = audit(sandbox_tools, tmp_path, "gpu-01")
+    ssh("gpu-03", "modprobe nvidia && modprobe nvidia_uvm && systemctl start nvidia-persistenced")
+    host = audit(sandbox_tools, tmp_path, "gpu-03")
     [finding] = [f for f in host["health"]["findings"] if f["id"] == "cdi-refresh-failed"]
     assert "start-limit-hit" in finding["message"], finding
-    fix = pyinfra("-y", DEPLOY, "--limit", "gpu-01", timeout=600)
+    fix = pyinfra("-y", DEPLOY, "--limit", "gpu-03", timeout=600)
     changed = set(fix.changed())
     assert RERUN in changed and changed <= {RERUN, REFRESH, RECORD}, (fix.stdout + fix.stderr)[-3000:]
-    shown = ssh("gpu-01", "systemctl show -p ActiveState -p Result nvidia-cdi-refresh.service")
+    shown = ssh("gpu-03", "systemctl show -p ActiveState -p Result nvidia-cdi-refresh.service")
     assert "ActiveState=failed" not in shown and "Result=success" in shown, shown
-    assert "cdiVersion: 0.7.0" in ssh("gpu-01", "cat /var/run/cdi/nvidia.yaml")
-    again = audit(sandbox_tools, tmp_path, "gpu-01")
+    assert "cdiVersion: 0.7.0" in ssh("gpu-03", "cat /var/run/cdi/nvidia.yaml")
+    out = ssh("gpu-03", f"docker run --rm --network=none --device nvidia.com/gpu=all {IMAGE} "
+                        "nvidia-smi -L")
+    assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out
+    again = audit(sandbox_tools, tmp_path, "gpu-03")
     assert not [f for f in again["health"]["findings"] if f["id"].startswith("cdi")]
 
 
@@ -272,3 +278,28 @@ def test_a_driver_upgrade_regenerates_the_spec_and_a_stale_one_is_flagged_and_fi
     assert cdi.judge(state(ssh, "gpu-02"))["status"] == "fresh"
     out = ssh("gpu-02", f"docker run --rm --network=none --gpus all {IMAGE} nvidia-smi -L")
     assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out
+
+
+def test_a_host_on_toolkit_118_moves_to_the_default_and_the_audit_sees_the_drift_go(
+        converged, ssh, sandbox_tools, tmp_path):
+    """Issue 37, done when: gpu-01 (1.18.2) with the sandbox's own inventory, which sets no
+    toolkit version: the audit shows the toolkit drift against the default 1.20.0, one deploy
+    moves the host there (1.20's units replace 1.18's, still enabled, spec fresh) and the audit
+    shows no drift after."""
+    from gpuhost.runtime import cdi
+
+    before = audit(sandbox_tools, tmp_path, "gpu-01")
+    assert [(i["item"], i["have"], i["want"]) for i in before["drift"]] == [
+        ("toolkit", "1.18.2", "1.20.0")], before["drift"]
+    moved = sandbox_tools.run_pyinfra("-y", DEPLOY, "--limit", "gpu-01",
+                                      inventory="inventories/sandbox.py", timeout=900)
+    assert any(name.endswith("Install the NVIDIA Container Toolkit 1.20.0")
+               for name in moved.changed()), moved.changed()
+    assert ssh("gpu-01", "dpkg-query -W -f '${Version}' nvidia-container-toolkit") == "1.20.0-1"
+    assert ssh("gpu-01", "systemctl is-enabled nvidia-cdi-refresh.path "
+                         "nvidia-cdi-refresh.service").split() == ["enabled", "enabled"]
+    assert ssh("gpu-01", "ls /etc/systemd/system/nvidia-cdi-refresh.service",
+               check=False) == ""
+    assert cdi.judge(state(ssh, "gpu-01"))["status"] == "fresh"
+    after = audit(sandbox_tools, tmp_path, "gpu-01")
+    assert after["status"] == "ok" and after["drift"] == [], after["drift"]
