@@ -127,7 +127,7 @@ def test_toolkits_118_and_120_keep_a_fresh_spec_and_117_writes_none(converged, s
         judged = cdi.judge(state(ssh, name))
         assert judged["status"] == "fresh" and "/var/run/cdi/nvidia.yaml" in judged["specs"], \
             judged
-        assert f"cdiVersion: {schema}" in ssh(name, "cat /var/run/cdi/nvidia.yaml")
+        assert f'cdiVersion: "{schema}"' in ssh(name, "cat /var/run/cdi/nvidia.yaml")
     assert "nvidia.com/gpu=all" in ssh("gpu-01", "nvidia-ctk cdi list").split()
     assert cdi.judge(state(ssh, "gpu-02"))["status"] == "missing"
     assert ssh("gpu-02", "systemctl cat nvidia-cdi-refresh.service", check=False) == ""
@@ -173,7 +173,7 @@ def test_a_refresh_unit_left_failed_is_flagged_and_rerun_by_the_deploy(
     assert RERUN in changed and changed <= {RERUN, REFRESH, RECORD}, (fix.stdout + fix.stderr)[-3000:]
     shown = ssh("gpu-03", "systemctl show -p ActiveState -p Result nvidia-cdi-refresh.service")
     assert "ActiveState=failed" not in shown and "Result=success" in shown, shown
-    assert "cdiVersion: 0.7.0" in ssh("gpu-03", "cat /var/run/cdi/nvidia.yaml")
+    assert 'cdiVersion: "0.7.0"' in ssh("gpu-03", "cat /var/run/cdi/nvidia.yaml")
     out = ssh("gpu-03", f"docker run --rm --network=none --device nvidia.com/gpu=all {IMAGE} "
                         "nvidia-smi -L")
     assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out
