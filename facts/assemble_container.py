@@ -97,7 +97,8 @@ def cdi_state(sections: Sections) -> dict[str, Any]:
     rc, text = section(sections, "cdi_specs")
     unit_rc, unit_text = section(sections, "cdi_boot_unit")
     return {"specs": cdi.parse_specs(text) if rc == 0 else [],
-            "boot_unit": cdi.parse_boot_unit(unit_rc, unit_text)}
+            "boot_unit": cdi.parse_boot_unit(unit_rc, unit_text),
+            "refresh_unit": cdi.parse_refresh_unit(*section(sections, "cdi_refresh_unit"))}
 
 
 def toolkit_state(sections: Sections) -> dict[str, Any]:

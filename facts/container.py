@@ -73,10 +73,15 @@ class CdiSpecs(SectionFact):
         {"specs": [{"path": "/var/run/cdi/nvidia.yaml", "kind": "nvidia.com/gpu",
                     "cdi_version": "0.5.0", "devices": ["0", "GPU-...", "all"],
                     "driver_versions": ["570.172.08"], "error": None}],
-         "boot_unit": {"sha256": "5f3c...", "enabled": True}}
+         "boot_unit": {"sha256": "5f3c...", "enabled": True},
+         "refresh_unit": {"active": "failed", "sub": "failed", "result": "start-limit-hit",
+                          "failed": True}}
+
+    ``refresh_unit``: NVIDIA's ``nvidia-cdi-refresh.service`` (toolkit 1.18+), None when the
+    host has none.
     """
 
-    sections = ("cdi_specs", "cdi_boot_unit")
+    sections = ("cdi_specs", "cdi_boot_unit", "cdi_refresh_unit")
     assemble = staticmethod(cdi_state)
 
 

@@ -191,6 +191,10 @@ SECTIONS: dict[str, str] = {
     "cdi_boot_unit": "test -f /etc/systemd/system/gpuhost-cdi-spec.service || exit 3; "
     "sha256sum /etc/systemd/system/gpuhost-cdi-spec.service; "
     "systemctl is-enabled gpuhost-cdi-spec.service 2>&1; true",
+    # NVIDIA's nvidia-cdi-refresh.service (toolkit 1.18+; gpuhost.runtime.cdi.parse_refresh_unit):
+    # its load, active and sub state and last result; exit 3 without systemctl
+    "cdi_refresh_unit": "command -v systemctl >/dev/null 2>&1 || exit 3; systemctl show -p "
+    "LoadState -p ActiveState -p SubState -p Result nvidia-cdi-refresh.service 2>/dev/null; true",
     # the fabric daemons (issue 25): "UNIT ENABLED ACTIVE" for each unit the host has
     "fabric_services": "for u in nvidia-fabricmanager nvidia-imex nvlsm; do "
     'for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do '

@@ -56,6 +56,10 @@ def _key(shown_type: str, meaning: str, check: Check, default: Any = MISSING) ->
     return field(default=default, metadata=metadata)
 
 
+# NVIDIA Container Toolkit 1.20.0 (2026-08-12, CHANGELOG.md @v1.20.0), the one GPU Operator
+# 26.7.0 ships (cloud-native-docs gpu-operator/release-notes.rst)
+TOOLKIT_DEFAULT = "1.20.0"
+
 DOCKER_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _docker_version = check_version(DOCKER_VERSION_RE, "27.5.1", "a Docker Engine version")
 
@@ -203,8 +207,10 @@ class Settings:
         "(either one true allows); false: such a host stops, packages named",
         check_bool, False)
     container_toolkit_version: str = _key(
-        "str", "version of the four NVIDIA Container Toolkit packages, like \"1.18.2\"",
-        check_version(TOOLKIT_RE, "1.18.2", "a toolkit version"))
+        "str", "version of the four NVIDIA Container Toolkit packages (the toolkit GPU Operator "
+        "26.7 ships; 1.19.1 and 1.18.2 are still chosen per host or group; the audit judges "
+        "every host against this version, the default included)",
+        check_version(TOOLKIT_RE, "1.18.2", "a toolkit version"), TOOLKIT_DEFAULT)
     container_toolkit_source: str = _key(
         "str", "NVIDIA's repository, a mirror of it (container_toolkit_repo_url) or local files",
         check_choice("nvidia", "mirror", "local"), "nvidia")

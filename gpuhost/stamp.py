@@ -60,6 +60,10 @@ WITNESS_FILES = (
 CACHE_FILES = "/var/cache/gpuhost/*"
 UNITS = ("docker", "containerd", "nvidia-persistenced", "nvidia-fabricmanager", "nvidia-imex",
          "nvlsm", "gpuhost-cdi-spec")
+# Oneshot units that only a boot runs: the deploy enables them ("inactive" after it), the next
+# boot runs them ("active"), so their active state is no witness of a change and is written
+# as "-" (issue 37: one change on the first run after every reboot in cdi mode).
+BOOT_ONESHOTS = ("gpuhost-cdi-spec",)
 
 # The witness, as POSIX shell: it reads the package lists the composite fact's ``dpkg`` and
 # ``rpm`` sections left in $_gh_dpkg and $_gh_rpm, and the release its ``kernel`` section left
@@ -77,8 +81,10 @@ WITNESS = (
     "if command -v systemctl >/dev/null 2>&1; then systemctl show -p Id -p UnitFileState "
     f"-p ActiveState {' '.join(unit + '.service' for unit in UNITS)} 2>/dev/null | "
     "awk -F= '/^Id=/ {i=$2} /^UnitFileState=/ {e=$2} /^ActiveState=/ {a=$2} "
-    "/^$/ {if (i != \"\") print \"unit\", i, e, a; i=e=a=\"\"} "
-    "END {if (i != \"\") print \"unit\", i, e, a}'; fi; true )"
+    "function out() {if (i in boot) a = \"-\"; print \"unit\", i, e, a} "
+    "BEGIN {" + " ".join(f'boot[\"{u}.service\"] = 1;' for u in BOOT_ONESHOTS) + "} "
+    "/^$/ {if (i != \"\") out(); i=e=a=\"\"} "
+    "END {if (i != \"\") out()}'; fi; true )"
 )
 
 # The composite fact's section (exit 3: no stamp): the stamp's header, then only what differs

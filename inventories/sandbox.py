@@ -87,12 +87,13 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
     from gpuhost.distro import DISTRO_TAGS
     repos = {tag: r for tag, r in repos.items() if tag in DISTRO_TAGS}
     toolkit = manifest["toolkit"]
+    # container_toolkit_version is not set: the hosts take gpuhost's default, which the fake
+    # repositories serve (manifest "toolkit" "version"; sandbox/tests/test_fake_packages.py)
     settings.update(
         nvidia_driver_version=version,
         nvidia_local_repo={tag: {"url": r["url"], "sha256": r["sha256"]} for tag, r in repos.items()},
         nvidia_driver_repo=_network_repos(manifest, repos),
         nvidia_artifact_cache=str(_CACHE / "controller"),
-        container_toolkit_version=toolkit["version"],
         container_toolkit_source="mirror",
         container_toolkit_repo_url={"apt": toolkit["apt"]["url"], "rpm": toolkit["rpm"]["url"]},
         container_toolkit_gpgkey={"apt": toolkit["apt"]["gpgkey"], "rpm": toolkit["rpm"]["gpgkey"]},

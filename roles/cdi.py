@@ -87,6 +87,28 @@ def refresh_spec(toolkit_version: str, create: bool = True, reason: str = ""):
         yield _generate(path)
 
 
+@operation()
+def refresh_unit_rerun():
+    """
+    NVIDIA's ``nvidia-cdi-refresh.service`` left failed (started before the driver was active,
+    it hit its start limit: Azure/aks-gpu PR #175): reset and started again once the driver
+    is loaded, so that it writes the spec now and again after driver changes. Judged on the
+    host as it is when the op runs; nothing when the unit is not failed.
+    """
+    state = host.get_fact(GpuHostState) if executing() else host_state()
+    unit = cdi.refresh_unit_failed(state)
+    if unit is None:
+        host.noop(f"{cdi.REFRESH_UNIT} is not failed")
+        return
+    if (state.get("driver") or {}).get("state") != "loaded":
+        host.noop(f"{cdi.REFRESH_UNIT} is failed, but the driver is not loaded yet")
+        return
+    host.log(f"{cdi.REFRESH_UNIT} was left failed (result {unit['result']}): resetting it and "
+             "running it again now that the driver is loaded")
+    yield StringCommand("systemctl reset-failed", QuoteString(cdi.REFRESH_UNIT), "&&",
+                        "systemctl start", QuoteString(cdi.REFRESH_UNIT))
+
+
 def refresh_after_change(reason: str = "the GPU devices changed") -> None:
     """Call after a step that changes the host's GPU devices (a MIG layout) or driver: in cdi
     mode the spec is generated or regenerated when it no longer matches; in legacy mode an
@@ -132,10 +154,13 @@ def boot_unit(output: str | None):
 
 
 @operation()
-def require_docker_cdi():
+def require_docker_cdi(toolkit_version: str | None = None):
     """
-    Fail the host when its Docker is older than 25.0 (no CDI devices): read when the op runs
+    Fail the host when its Docker is older than 25.0 (no CDI devices), or too old for the spec
+    schema the toolkit writes (0.7.0 from 1.19.1 needs Docker 26.1.0): read when the op runs
     (after the Docker step), before daemon.json is touched.
+
+    + toolkit_version: the toolkit the deploy installs
     """
     if executing():
         version = host.get_fact(DockerDaemonConfig)["docker_version"]
@@ -148,6 +173,9 @@ def require_docker_cdi():
             "(docker_version) or use container_runtime_mode legacy or auto; gpuhost left "
             "daemon.json as it was")
         return
+    if cdi.runtime_too_old_for_schema("Docker", toolkit_version, version):
+        yield fail_command(cdi.schema_refusal("Docker", toolkit_version, version))
+        return
     host.noop(f"Docker {version or '(installed by this run)'} supports CDI devices")
 
 
@@ -155,7 +183,8 @@ def check_docker() -> None:
     """cdi mode: refuse a Docker without CDI before daemon.json is changed (call before
     ``roles.daemon_json.configure``)."""
     if runtime_mode() == "cdi":
-        require_docker_cdi(name="Docker supports CDI devices (container_runtime_mode cdi)")
+        require_docker_cdi(name="Docker supports CDI devices (container_runtime_mode cdi)",
+                           toolkit_version=host_settings().container_toolkit_version)
 
 
 @deploy("NVIDIA CDI spec")
@@ -164,6 +193,7 @@ def configure() -> None:
     spec that exists (toolkit 1.18 writes one itself) is regenerated when stale, none is
     created; a converged host with a fresh spec or none gets no change."""
     config = host_settings()
+    refresh_unit_rerun(name=f"{cdi.REFRESH_UNIT} is not left failed")
     if runtime_mode(config) != "cdi":
         refresh_after_change("legacy mode: a stale spec is regenerated, none is created")
         boot_unit(name=f"No {cdi.BOOT_UNIT} (legacy mode)", output=None)

@@ -28,6 +28,7 @@ from gpuhost.facts.pyinfra_api import color_diff
 from gpuhost.runtime import containerd as rules
 from gpuhost.roles import restart
 from gpuhost.roles.common import fail_command, host_settings, host_state
+from gpuhost.runtime import cdi
 from gpuhost.roles.files import atomic_write
 
 # `ctr plugins ls` status of the CRI plugin (1.x: io.containerd.grpc.v1 cri; 2.x: the
@@ -87,13 +88,15 @@ def _same_as_written(view: dict, content: str) -> bool:
 
 
 @operation()
-def nvidia_runtime(default_runtime: bool = False, enable_cdi: bool = False):
+def nvidia_runtime(default_runtime: bool = False, enable_cdi: bool = False,
+                   toolkit_version: str | None = None):
     """
     containerd's CRI plugin gets the ``nvidia`` runtime from a gpuhost drop-in file, and the
     running containerd uses it (restart checked, gpuhost's file put back on failure).
 
     + default_runtime: make ``nvidia`` the CRI plugin's default runtime
     + enable_cdi: the CRI plugin's ``enable_cdi = true`` (container_runtime_mode cdi)
+    + toolkit_version: the toolkit the deploy installs (its CDI spec schema, with enable_cdi)
     """
     view = host.get_fact(ContainerdView, config=rules.CONFIG, drop_in=rules.DROP_IN)
     if not view["installed"]:
@@ -104,6 +107,10 @@ def nvidia_runtime(default_runtime: bool = False, enable_cdi: bool = False):
         yield fail_command(
             f"containerd.service starts containerd with --config {view['config_flag']}; gpuhost "
             f"only handles {rules.CONFIG} (containerd's default); nothing changed")
+        return
+    if enable_cdi and cdi.runtime_too_old_for_schema("containerd", toolkit_version,
+                                                     view["version"]):
+        yield fail_command(cdi.schema_refusal("containerd", toolkit_version, view["version"]))
         return
     major = rules.major_version(view["version"])
     text = view["config"]
@@ -184,4 +191,5 @@ def configure() -> None:
         name=f"containerd's nvidia runtime in {rules.DROP_IN} (restart containerd if needed)",
         default_runtime=bool(config.containerd_nvidia_default_runtime),
         enable_cdi=runtime_mode(config) == "cdi",
+        toolkit_version=config.container_toolkit_version,
     )

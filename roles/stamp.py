@@ -53,6 +53,8 @@ def why_not(digest: str) -> list[str]:
     except audit.AuditError as error:
         return [str(error)]
     reasons = converged.judge(state, wanted).messages()
+    if cdi.refresh_unit_failed(state):  # the deploy reruns it (roles/cdi.py)
+        reasons.append(f"{cdi.REFRESH_UNIT} is failed")
     spec = cdi.judge(state)  # a stale spec is refreshed in every mode (roles/cdi.py)
     if spec["status"] == "stale" and not any(r.startswith("cdi-spec-stale") for r in reasons):
         reasons.append("stale CDI spec: " + "; ".join(spec["problems"]))

@@ -73,7 +73,7 @@ def _make_state(driver: str | None = "570.172.08", packages: str | None = None,
                '{"path": "nvidia-container-runtime", "args": []}}}', running_default: str | None
                = None, lgi: str | None = None, lspci: str | None = None, os_release: str = DEBIAN,
                smi_list: str | None = None, cdi_specs: str | None = None,
-               cdi_boot_unit: str | None = None):
+               cdi_boot_unit: str | None = None, cdi_refresh_unit: str | None = None):
     """A GpuHostState as the fact returns it; ``packages`` defaults to the loaded driver's."""
     sections = {name: {"rc": 127, "out": ""} for name in ALL_SECTIONS}
     sections.update({name: {"rc": 3, "out": ""} for name in ("proc_version", "daemon_json")})
@@ -101,6 +101,8 @@ def _make_state(driver: str | None = "570.172.08", packages: str | None = None,
         sections["cdi_specs"] = {"rc": 0, "out": cdi_specs}
     if cdi_boot_unit is not None:  # gpuhost's boot unit: "SHA256  PATH" and is-enabled
         sections["cdi_boot_unit"] = {"rc": 0, "out": cdi_boot_unit}
+    if cdi_refresh_unit is not None:  # `systemctl show` of NVIDIA's nvidia-cdi-refresh.service
+        sections["cdi_refresh_unit"] = {"rc": 0, "out": cdi_refresh_unit}
     if lspci is not None:
         sections["lspci"] = {"rc": 0, "out": lspci}
     if docker:

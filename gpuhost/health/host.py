@@ -100,7 +100,26 @@ def _recovered(finding: dict[str, Any], health: Mapping[str, Any]) -> dict[str, 
 
 
 def cdi_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """An NVIDIA CDI spec that no longer matches the host (gpuhost.runtime.cdi.judge; issue 16)."""
+    """An NVIDIA CDI spec that no longer matches the host (gpuhost.runtime.cdi.judge; issue 16);
+    NVIDIA's refresh unit left failed (issue 37)."""
+    from gpuhost.runtime import cdi
+
+    found = []
+    unit = cdi.refresh_unit_failed(state)
+    if unit is not None:
+        found.append(_finding("cdi-refresh-failed", "warning", None, (
+            f"{cdi.REFRESH_UNIT} is failed (result {unit['result']}): NVIDIA's unit gave up, "
+            "typically started before the driver was active, so it will not rewrite the CDI "
+            "spec after a driver or toolkit change; run gpuhost's deploy (it resets and reruns "
+            f"the unit once the driver is loaded) or `systemctl reset-failed {cdi.REFRESH_UNIT}"
+            f" && systemctl start {cdi.REFRESH_UNIT}`")))
+    assumed = cdi.gpus_route_assumed((state.get("docker") or {}).get("docker_version"))
+    if assumed is not None:
+        found.append(_finding("docker-gpus-assumed", "info", None, assumed))
+    return found + _stale_spec_findings(state)
+
+
+def _stale_spec_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     from gpuhost.runtime import cdi
 
     judged = cdi.judge(state)

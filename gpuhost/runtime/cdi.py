@@ -47,6 +47,10 @@ TOOLKIT_CDI = (1, 18, 0)
 # "features": {"cdi": true}); enabled by default from 28.2 (docs/container-runtime.md).
 DOCKER_CDI = (25, 0, 0)
 DOCKER_CDI_DEFAULT = (28, 2, 0)
+# From toolkit 1.19.1 the spec is written with CDI schema 0.7.0, which needs Docker 26.1.0,
+# containerd 1.7.16, podman 5.1.0, cri-o 1.30.0 (toolkit#1860, cloud-native-docs PR #419).
+TOOLKIT_SCHEMA_0_7 = (1, 19, 1)
+SCHEMA_0_7_NEEDS = {"Docker": (26, 1, 0), "containerd": (1, 7, 16)}
 
 # gpuhost's unit that writes the spec at every boot before the container engines start
 # (docs/container-runtime.md, "At boot"): NVIDIA's nvidia-cdi-refresh.service is not
@@ -91,6 +95,31 @@ def parse_boot_unit(rc: int, text: str) -> dict[str, Any] | None:
     return {"sha256": digest, "enabled": "enabled" in lines}
 
 
+# NVIDIA's refresh unit (toolkit 1.18+). From 1.19.1 it runs `nvidia-smi -L` first, 5 starts in
+# 10 s: started before the driver is active it stays failed (Azure/aks-gpu PR #175).
+REFRESH_UNIT = "nvidia-cdi-refresh.service"
+
+
+def parse_refresh_unit(rc: int, text: str) -> dict[str, Any] | None:
+    """The ``cdi_refresh_unit`` section (``systemctl show``): None when the host has no such
+    unit (or no systemctl), else {"active", "sub", "result", "failed"}."""
+    if rc != 0:
+        return None
+    fields = dict(line.strip().split("=", 1) for line in (text or "").splitlines()
+                  if "=" in line)
+    if fields.get("LoadState") != "loaded":
+        return None
+    active = fields.get("ActiveState") or "unknown"
+    return {"active": active, "sub": fields.get("SubState") or "unknown",
+            "result": fields.get("Result") or "unknown", "failed": active == "failed"}
+
+
+def refresh_unit_failed(state: Mapping[str, Any]) -> dict[str, Any] | None:
+    """NVIDIA's refresh unit when it is left failed, else None."""
+    unit = (state.get("cdi") or {}).get("refresh_unit")
+    return unit if isinstance(unit, Mapping) and unit.get("failed") else None
+
+
 # a driver library's versioned name: libnvidia-ml.so.570.172.08, libcuda.so.550.54.15
 _DRIVER_LIB = re.compile(r"/lib[\w.+-]*\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
 
@@ -116,7 +145,8 @@ def resolve_mode(setting: str, toolkit_version: str | None, docker_version: str 
     if setting != "auto":
         return setting
     toolkit, docker = version_tuple(toolkit_version), version_tuple(docker_version)
-    if toolkit and docker and toolkit >= TOOLKIT_CDI and docker >= DOCKER_CDI:
+    if toolkit and docker and toolkit >= TOOLKIT_CDI and docker >= DOCKER_CDI and not \
+            runtime_too_old_for_schema("Docker", toolkit_version, docker_version):
         return "cdi"
     if gpus_route(docker_version, toolkit_version, cdi_feature)["via"] == "cdi":
         return "cdi"
@@ -145,8 +175,8 @@ def gpus_route(docker_version: str | None, toolkit_version: str | None,
     if docker is None:
         return {"via": None, "why": "Docker's version is not known (not running)"}
     row = None
-    for release in GPUS_TABLE["releases"]:
-        if docker >= version_tuple(release["from"]):
+    for release in GPUS_TABLE["releases"]:  # an "assumed" row repeats the last one read
+        if docker >= version_tuple(release["from"]) and not release.get("assumed"):
             row = release
     if row is None or row["gpus"] != "cdi-first":
         return {"via": "runtime-hook", "why": f"Docker {docker_version} hands --gpus to the "
@@ -167,6 +197,23 @@ def gpus_route(docker_version: str | None, toolkit_version: str | None,
             f"{GPUS_TABLE['checked_through']})"}
 
 
+def gpus_route_assumed(docker_version: str | None) -> str | None:
+    """Why this Docker's ``--gpus`` route is assumed, not read: a release past the table's
+    ``checked_through`` (a row marked "assumed", or one the table does not know) follows the
+    newest row. None when the route was read (or Docker's version is unknown)."""
+    docker = version_tuple(docker_version)
+    checked = GPUS_TABLE["checked_through"]
+    if docker is None or docker <= version_tuple(checked):
+        return None
+    newest = GPUS_TABLE["releases"][-1]
+    read = [r for r in GPUS_TABLE["releases"] if not r.get("assumed")][-1]
+    known = "a release gpuhost knows exists" if docker[:2] <= version_tuple(newest["from"])[:2] \
+        else "newer than every release gpuhost's table knows"
+    return (f"Docker {docker_version} is {known}, but its --gpus code was not read (read "
+            f"through {checked}): gpuhost assumes it routes --gpus as {checked} does "
+            f"({read['gpus']}, from {read['from']}) and judges the CDI spec by that")
+
+
 def state_cdi_feature(state: Mapping[str, Any]) -> bool | None:
     """``features.cdi`` of the host's daemon.json (None: not set)."""
     docker = state.get("docker") or {}
@@ -179,6 +226,27 @@ def state_gpus_route(state: Mapping[str, Any]) -> dict[str, Any]:
     """``gpus_route`` of a host state (facts.host.GpuHostState)."""
     return gpus_route((state.get("docker") or {}).get("docker_version"),
                       (state.get("toolkit") or {}).get("version"), state_cdi_feature(state))
+
+
+def runtime_too_old_for_schema(runtime: str, toolkit_version: str | None,
+                               runtime_version: str | None) -> bool:
+    """A known ``runtime`` ("Docker" or "containerd") version too old to read the CDI spec
+    schema that ``toolkit_version`` writes (0.7.0 from 1.19.1)."""
+    # `containerd --version` reads "containerd containerd.io 1.7.27 05044ec...": its first
+    words = [w for w in (runtime_version or "").split() if re.match(r"v?\d+\.\d+", w)]
+    toolkit, have = version_tuple(toolkit_version), version_tuple(words[0] if words else None)
+    return bool(toolkit and have and toolkit >= TOOLKIT_SCHEMA_0_7
+                and have < SCHEMA_0_7_NEEDS[runtime])
+
+
+def schema_refusal(runtime: str, toolkit_version: str, runtime_version: str) -> str:
+    """The one line that refuses cdi mode on a runtime that cannot read the toolkit's spec."""
+    need = ".".join(map(str, SCHEMA_0_7_NEEDS[runtime]))
+    return (f"container_runtime_mode is cdi but {runtime} {runtime_version} cannot read the CDI "
+            f"spec schema 0.7.0 that toolkit {toolkit_version} writes ({runtime} {need} is the "
+            f"first that does): upgrade {runtime} to {need} or newer, or keep this host on "
+            "container_toolkit_version 1.18.2, or use container_runtime_mode legacy; gpuhost "
+            "left the runtime's configuration as it was")
 
 
 def docker_lacks_cdi(docker_version: str | None) -> bool:

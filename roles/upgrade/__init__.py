@@ -210,6 +210,9 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     ops.restore_mig(name="Put the MIG modes back as they were", modes=before["mig"])
     ops.restore_mig_instances(name="Put the MIG instances back (gpuhost-mig-layout)",
                               modes=before["mig"], script=mig.BOOT_SCRIPT)
+    # NVIDIA's refresh unit, triggered by the new modules while the old driver was loaded,
+    # may have given up (1.19.1+: nvidia-smi -L failed): reset and rerun now (issue 37)
+    cdi.refresh_unit_rerun(name="nvidia-cdi-refresh.service is not left failed")
     # the CDI spec names the old driver's libraries: regenerated before any GPU client or
     # container starts (toolkit 1.17 has no refresh unit; 1.18's may not have run yet)
     cdi.refresh_after_change(f"the driver is now {target}")

@@ -28,8 +28,9 @@ from sandbox.nvidia.pkg import common, image
 
 REPO = Path(__file__).resolve().parents[2]
 VER = "570.172.08"
-TK = "1.18.2"  # the default; the repos serve TK_OLD too
-TK_OLD = "1.17.8"
+TK = "1.20.0"  # gpuhost's default; the repos serve the older ones too
+TK_118, TK_119, TK_OLD = "1.18.2", "1.19.1", "1.17.8"
+TK_ALL = (TK_OLD, TK_118, TK_119, TK)
 TOOLS = ("dpkg-deb", "apt-ftparchive", "rpmbuild", "rpmsign", "createrepo_c", "modifyrepo_c",
          "gpg", "gpgv", "rpm")
 
@@ -279,7 +280,10 @@ def test_manifest_matches_the_files(built):
                 assert entry["sha256"] is None
     assert checked == 3
     assert m["toolkit"]["version"] == TK
-    assert m["toolkit"]["versions"] == [TK_OLD, TK]
+    # the sandbox inventory sets no toolkit version: its hosts take gpuhost's default
+    from gpuhost.settings import defaults
+    assert defaults()["container_toolkit_version"] == TK == common.TOOLKIT_VERSION
+    assert m["toolkit"]["versions"] == list(TK_ALL)
     assert set(m["ol_repos"]) == {"ol8", "ol9", "ol10", "rocky10", "rhel10"}
     assert m["verify_image"]["name"] == "gpuhost/verify:sandbox"
 
@@ -322,17 +326,17 @@ def test_toolkit_repos(built, tmp_path):
     paragraphs = (deb / "Packages").read_text().strip().split("\n\n")
     versions = sorted(line.split(": ", 1)[1] for para in paragraphs for line in para.splitlines()
                       if line.startswith("Version: "))
-    assert versions == sorted([f"{TK_OLD}-1"] * 4 + [f"{TK}-1"] * 4)
+    assert versions == sorted(f"{v}-1" for v in TK_ALL for _ in range(4))
     assert f"nvidia-container-toolkit-base (= {TK}-1)" in idx["nvidia-container-toolkit"]["Depends"]
     rpms = {qf(p, "%{NAME}-%{VERSION}-%{RELEASE}") for p in (built["out"] / "toolkit" / "rpm").glob("*.rpm")}
-    assert rpms == {f"{n}-{v}-1" for n in idx for v in (TK_OLD, TK)}
+    assert rpms == {f"{n}-{v}-1" for n in idx for v in TK_ALL}
 
 
 def test_toolkit_118_ships_and_enables_nvidia_cdi_refresh(built, tmp_path):
     """NVIDIA's packaging @v1.18.2: the base package ships both units and the env file, its
     postinst enables them with --now and starts the service; 1.17.8 has none of it."""
     deb = built["out"] / "toolkit" / "deb"
-    new = extract_deb(deb / f"nvidia-container-toolkit-base_{TK}-1_amd64.deb", tmp_path / "new")
+    new = extract_deb(deb / f"nvidia-container-toolkit-base_{TK_118}-1_amd64.deb", tmp_path / "new")
     old = extract_deb(deb / f"nvidia-container-toolkit-base_{TK_OLD}-1_amd64.deb", tmp_path / "old")
     service = (new / "etc/systemd/system/nvidia-cdi-refresh.service").read_text()
     assert "Environment=NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.yaml" in service
@@ -342,12 +346,42 @@ def test_toolkit_118_ships_and_enables_nvidia_cdi_refresh(built, tmp_path):
     assert (new / "etc/nvidia-container-toolkit/nvidia-cdi-refresh.env").exists()
     assert not (old / "etc/systemd/system/nvidia-cdi-refresh.service").exists()
     control = tmp_path / "control"
-    sh("dpkg-deb", "-e", str(deb / f"nvidia-container-toolkit-base_{TK}-1_amd64.deb"), str(control))
+    sh("dpkg-deb", "-e", str(deb / f"nvidia-container-toolkit-base_{TK_118}-1_amd64.deb"), str(control))
     postinst = (control / "postinst").read_text()
     assert "systemctl enable --now nvidia-cdi-refresh.path" in postinst
     assert "systemctl start nvidia-cdi-refresh.service" in postinst
-    rpm = built["out"] / "toolkit" / "rpm" / f"nvidia-container-toolkit-base-{TK}-1.x86_64.rpm"
+    rpm = built["out"] / "toolkit" / "rpm" / f"nvidia-container-toolkit-base-{TK_118}-1.x86_64.rpm"
     assert "enable --now nvidia-cdi-refresh.service" in sh("rpm", "-qp", "--scripts", str(rpm)).stdout
+
+
+def test_toolkit_119_and_120_packaging_of_the_refresh_unit(built, tmp_path):
+    """@v1.19.1: the units stay in /etc/systemd/system and the service first asks nvidia-smi;
+    @v1.20.0: the units move to /lib/systemd/system (rpm: /usr/lib, with the preset), the deb
+    enables and starts them as debhelper does, the rpm presets them in %post and starts them
+    in %posttrans; both keep StartLimitBurst=5 in 10 s with Restart=on-failure."""
+    deb = built["out"] / "toolkit" / "deb"
+    smi = "ExecStart=/bin/sh -c '/usr/bin/nvidia-smi -L"
+    v119 = extract_deb(deb / f"nvidia-container-toolkit-base_{TK_119}-1_amd64.deb", tmp_path / "a")
+    service = (v119 / "etc/systemd/system/nvidia-cdi-refresh.service").read_text()
+    assert smi in service and not (v119 / "lib/systemd/system").exists()
+    v120 = extract_deb(deb / f"nvidia-container-toolkit-base_{TK}-1_amd64.deb", tmp_path / "b")
+    assert not (v120 / "etc/systemd/system").exists()
+    service = (v120 / "lib/systemd/system/nvidia-cdi-refresh.service").read_text()
+    for line in (smi, "StartLimitBurst=5", "StartLimitIntervalSec=10s", "Restart=on-failure",
+                 "RestartSec=1s", "@v1.20.0"):
+        assert line in service, line
+    assert (v120 / "lib/systemd/system/nvidia-cdi-refresh.path").exists()
+    control = tmp_path / "control"
+    sh("dpkg-deb", "-e", str(deb / f"nvidia-container-toolkit-base_{TK}-1_amd64.deb"), str(control))
+    postinst = (control / "postinst").read_text()
+    assert "systemctl enable nvidia-cdi-refresh.path nvidia-cdi-refresh.service" in postinst
+    assert "systemctl start nvidia-cdi-refresh.path nvidia-cdi-refresh.service" in postinst
+    rpm = built["out"] / "toolkit" / "rpm" / f"nvidia-container-toolkit-base-{TK}-1.x86_64.rpm"
+    files = sh("rpm", "-qlp", str(rpm)).stdout.split()
+    assert "/usr/lib/systemd/system/nvidia-cdi-refresh.service" in files
+    assert "/usr/lib/systemd/system-preset/90-nvidia-container-toolkit.preset" in files
+    scripts = sh("rpm", "-qp", "--scripts", str(rpm)).stdout
+    assert "systemctl preset nvidia-cdi-refresh.path" in scripts and "posttrans" in scripts
 
 
 @pytest.fixture(scope="session")
@@ -405,6 +439,32 @@ def test_nvidia_ctk_cdi_generate_names_devices_and_the_loaded_drivers_libraries(
     assert "Could not locate libcuda.so.570.172.08" in capsys.readouterr().err
     monkeypatch.setattr(ctk, "loaded_driver", lambda: None)
     assert ctk.main(["cdi", "generate", f"--output={out}"]) == 1  # no driver: no spec
+
+
+def test_nvidia_ctk_writes_schema_0_7_0_from_1_19_1_unless_the_feature_flag_says_not(
+        toolkit_root, tmp_path, monkeypatch, capsys):
+    """toolkit#1860 / cloud-native-docs PR #419: 1.19.1 and newer write cdiVersion 0.7.0;
+    --feature-flag no-additional-gids-for-device-nodes (or the env var the refresh unit's env
+    file can set, NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS) keeps the older schema."""
+    ctk = _load_ctk(toolkit_root)  # TK: 1.20.0
+    monkeypatch.setattr(ctk, "loaded_driver", lambda: "570.172.08")
+    monkeypatch.setattr(ctk, "smi_devices", lambda: [(0, "GPU-0a", [])])
+    monkeypatch.setattr(ctk, "SIM_MOUNTS", ())
+    monkeypatch.delenv("NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS", raising=False)
+    out = tmp_path / "nvidia.json"
+    assert ctk.main(["cdi", "generate", f"--output={out}"]) == 0
+    assert json.loads(out.read_text())["cdiVersion"] == "0.7.0"
+    assert "Generated CDI spec with version 0.7.0" in capsys.readouterr().err
+    assert ctk.main(["cdi", "generate", "--feature-flag", "no-additional-gids-for-device-nodes",
+                     f"--output={out}"]) == 0
+    assert json.loads(out.read_text())["cdiVersion"] == "0.5.0"
+    monkeypatch.setenv("NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS", "no-additional-gids-for-device-nodes")
+    assert ctk.main(["cdi", "generate", f"--output={out}"]) == 0
+    assert json.loads(out.read_text())["cdiVersion"] == "0.5.0"
+    monkeypatch.setattr(ctk, "VERSION", TK_118)
+    monkeypatch.delenv("NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS")
+    assert ctk.main(["cdi", "generate", f"--output={out}"]) == 0
+    assert json.loads(out.read_text())["cdiVersion"] == "0.5.0"
 
 
 @pytest.mark.parametrize(("head", "version"), [

@@ -1,17 +1,20 @@
-"""Container toolkit 1.18 and the NVIDIA CDI spec (issue 16) over SSH against the sandbox, from
-bare hosts (real apt, real dockerd 20.10 from Debian 12, the fake toolkit's units):
+"""Container toolkit 1.20 and 1.17 and the NVIDIA CDI spec (issues 16 and 37) over SSH against the
+sandbox, from bare hosts (real apt, real dockerd 20.10 from Debian 12, the fake toolkit's units):
 
-gpu-01  H100 x2, toolkit 1.18.2 (the default), container_runtime_mode legacy (the default)
+gpu-01  H100 x2, toolkit pinned at 1.18.2, container_runtime_mode legacy (the default); at the
+        end moved to 1.20.0 by a deploy whose inventory sets no toolkit (the default)
 gpu-02  A100 x1, toolkit pinned at 1.17.8 (a host kept on 1.17 still converges)
 gpu-03  H100 x1, bare (no Docker), Docker CE 26 from the sandbox's stand-in of Docker's
         Debian repository, container_runtime_mode cdi
 
 `docker run --gpus all` works on all three; 1.18's nvidia-cdi-refresh wrote a fresh spec on
-gpu-01; a second run changes nothing; a MIG change makes the audit flag the stale spec and
+gpu-01, 1.20's (in /lib/systemd/system) one with schema 0.7.0 on gpu-03, and left failed there
+(started while the driver was not loaded) it is reset and rerun by the deploy; a second run changes nothing; a MIG change makes the audit flag the stale spec and
 the next deploy regenerates it; cdi mode is refused on a Docker without CDI (20.10) before
 daemon.json is touched; on gpu-03 cdi mode converges and Docker's own CDI
 (`docker run --device nvidia.com/gpu=all`, dockerd 26 applies the spec itself) lists the GPU,
-also right after a reboot (gpuhost-cdi-spec.service writes the spec before Docker starts);
+also right after a reboot (gpuhost-cdi-spec.service writes the spec before Docker starts), and
+a deploy after that reboot is one remote command and 0 changes;
 a driver change by gpuhost's upgrade regenerates a spec on gpu-02 (1.17.8, no refresh unit),
 and one left from the old driver is flagged by the audit and fixed by the next deploy.
 """
@@ -43,7 +46,8 @@ sys.path.insert(0, {root!r})
 import inventories.sandbox as _shared
 
 assert _shared.docker_ce_debian, "no Docker CE repository in the fake NVIDIA artifacts"
-_OVERRIDES = {{"gpu-02": {{"container_toolkit_version": "1.17.8"}},
+_OVERRIDES = {{"gpu-01": {{"container_toolkit_version": "1.18.2"}},
+              "gpu-02": {{"container_toolkit_version": "1.17.8"}},
               "gpu-03": {{**_shared.docker_ce_debian, "container_runtime_mode": "cdi"}}}}
 for _name, _value in list(vars(_shared).items()):
     if not _name.startswith("_") and isinstance(_value, tuple) and len(_value) == 2:
@@ -58,9 +62,14 @@ def ssh(fleet, sandbox_tools):
 
 
 @pytest.fixture(scope="module")
-def pyinfra(fleet, sandbox_tools, tmp_path_factory):
-    inventory = tmp_path_factory.mktemp("cdi") / "cdi_inventory.py"
-    inventory.write_text(INVENTORY.format(root=str(sandbox_tools.root)))
+def inventory(fleet, sandbox_tools, tmp_path_factory):
+    path = tmp_path_factory.mktemp("cdi") / "cdi_inventory.py"
+    path.write_text(INVENTORY.format(root=str(sandbox_tools.root)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def pyinfra(inventory, sandbox_tools):
     return lambda *args, **kw: sandbox_tools.run_pyinfra(*args, inventory=str(inventory), **kw)
 
 
@@ -96,6 +105,7 @@ def test_both_toolkits_converge_and_a_second_run_changes_nothing(converged, ssh)
     version = "dpkg-query -W -f '${Version}' nvidia-container-toolkit"
     assert ssh("gpu-01", version) == "1.18.2-1"
     assert ssh("gpu-02", version) == "1.17.8-1"
+    assert ssh("gpu-03", version) == "1.20.0-1"  # the default: no inventory sets it
 
 
 def test_docker_run_gpus_all_lists_the_hosts_gpus(converged, ssh):
@@ -105,13 +115,19 @@ def test_docker_run_gpus_all_lists_the_hosts_gpus(converged, ssh):
             f"GPU {i}" for i in range(gpus)], out
 
 
-def test_toolkit_118_keeps_a_fresh_spec_and_117_writes_none(converged, ssh):
+def test_toolkits_118_and_120_keep_a_fresh_spec_and_117_writes_none(converged, ssh):
     from gpuhost.runtime import cdi
 
-    assert ssh("gpu-01", "systemctl is-enabled nvidia-cdi-refresh.path "
+    for name, unit_dir, schema in (("gpu-01", "/etc/systemd/system", "0.5.0"),
+                                   ("gpu-03", "/lib/systemd/system", "0.7.0")):
+        assert ssh(name, "systemctl is-enabled nvidia-cdi-refresh.path "
                          "nvidia-cdi-refresh.service").split() == ["enabled", "enabled"]
-    judged = cdi.judge(state(ssh, "gpu-01"))
-    assert judged["status"] == "fresh" and judged["specs"] == ["/var/run/cdi/nvidia.yaml"], judged
+        assert ssh(name, "systemctl show -p FragmentPath --value nvidia-cdi-refresh.service"
+                   ).strip() == f"{unit_dir}/nvidia-cdi-refresh.service"
+        judged = cdi.judge(state(ssh, name))
+        assert judged["status"] == "fresh" and "/var/run/cdi/nvidia.yaml" in judged["specs"], \
+            judged
+        assert f'cdiVersion: "{schema}"' in ssh(name, "cat /var/run/cdi/nvidia.yaml")
     assert "nvidia.com/gpu=all" in ssh("gpu-01", "nvidia-ctk cdi list").split()
     assert cdi.judge(state(ssh, "gpu-02"))["status"] == "missing"
     assert ssh("gpu-02", "systemctl cat nvidia-cdi-refresh.service", check=False) == ""
@@ -132,6 +148,43 @@ def test_a_mig_change_is_flagged_by_the_audit_and_fixed_by_the_next_deploy(
     again = audit(sandbox_tools, tmp_path, "gpu-01")
     assert not [f for f in again["health"]["findings"] if f["id"].startswith("cdi")]
     assert "nvidia.com/gpu=0:1" in ssh("gpu-01", "nvidia-ctk cdi list").split()
+
+
+RERUN = "NVIDIA CDI spec | nvidia-cdi-refresh.service is not left failed"
+
+
+def test_a_refresh_unit_left_failed_is_flagged_and_rerun_by_the_deploy(
+        converged, ssh, pyinfra, sandbox_tools, tmp_path):
+    """Issue 37 (Azure/aks-gpu PR #175): started while the driver is not loaded, 1.20's refresh
+    unit (gpu-03) hits StartLimitBurst=5 in 10 s and stays failed. With the driver loaded again the
+    audit reports it and the deploy resets and reruns it (the fast path does not hide it)."""
+    unload = ("systemctl stop nvidia-persistenced 2>/dev/null; for m in nvidia_uvm nvidia_drm "
+              "nvidia_modeset nvidia; do modprobe -r $m; done; rm -f /var/run/cdi/nvidia.yaml")
+    ssh("gpu-03", unload)
+    # it fails, restarts each second, and gives up (start-limit-hit, or exit-code where the
+    # host is too slow for 5 starts in 10 s)
+    ssh("gpu-03", "systemctl restart nvidia-cdi-refresh.service; for i in $(seq 40); do "
+                  "systemctl is-failed -q nvidia-cdi-refresh.service && break; sleep 1; done",
+        check=False)
+    shown = ssh("gpu-03", "systemctl show -p ActiveState -p Result nvidia-cdi-refresh.service")
+    assert "ActiveState=failed" in shown, shown
+    result = shown.split("Result=", 1)[1].split()[0]
+    assert result in ("start-limit-hit", "exit-code"), shown
+    ssh("gpu-03", "modprobe nvidia && modprobe nvidia_uvm && systemctl start nvidia-persistenced")
+    host = audit(sandbox_tools, tmp_path, "gpu-03")
+    [finding] = [f for f in host["health"]["findings"] if f["id"] == "cdi-refresh-failed"]
+    assert f"result {result}" in finding["message"], finding
+    fix = pyinfra("-y", DEPLOY, "--limit", "gpu-03", timeout=600)
+    changed = set(fix.changed())
+    assert RERUN in changed and changed <= {RERUN, REFRESH, RECORD}, (fix.stdout + fix.stderr)[-3000:]
+    shown = ssh("gpu-03", "systemctl show -p ActiveState -p Result nvidia-cdi-refresh.service")
+    assert "ActiveState=failed" not in shown and "Result=success" in shown, shown
+    assert 'cdiVersion: "0.7.0"' in ssh("gpu-03", "cat /var/run/cdi/nvidia.yaml")
+    out = ssh("gpu-03", f"docker run --rm --network=none --device nvidia.com/gpu=all {IMAGE} "
+                        "nvidia-smi -L")
+    assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out
+    again = audit(sandbox_tools, tmp_path, "gpu-03")
+    assert not [f for f in again["health"]["findings"] if f["id"].startswith("cdi")]
 
 
 def test_cdi_mode_is_refused_on_a_docker_without_cdi(converged, ssh, pyinfra):
@@ -165,7 +218,7 @@ def test_cdi_mode_on_docker_ce_26_runs_cdi_devices(converged, ssh):
 
 
 def test_cdi_mode_writes_the_spec_at_boot_before_docker_starts(converged, ssh, sandbox_tools,
-                                                              fleet):
+                                                              fleet, inventory, tmp_path):
     """gpu-03 after a reboot: /var/run is empty at boot, gpuhost-cdi-spec.service wrote a
     fresh spec before docker.service started, and the CDI device run works right away."""
     from gpuhost.runtime import cdi
@@ -184,6 +237,16 @@ def test_cdi_mode_writes_the_spec_at_boot_before_docker_starts(converged, ssh, s
     out = ssh("gpu-03", f"docker run --rm --network=none --device nvidia.com/gpu=all {IMAGE} "
                         "nvidia-smi -L")
     assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out
+    # issue 37: the boot ran gpuhost-cdi-spec.service (active now, inactive after the deploy),
+    # which is no change: the next deploy is the one read of the fast path and changes nothing
+    out_file = tmp_path / "counts.json"
+    run = subprocess.run([sys.executable, "tests/integration/count_commands.py", str(out_file),
+                          "--", "-y", str(inventory), DEPLOY, "--limit", "gpu-03"],
+                         cwd=sandbox_tools.root, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    assert "gpuhost: as wanted, unchanged since gpuhost's run" in run.stdout + run.stderr, \
+        (run.stdout + run.stderr)[-3000:]
+    assert json.loads(out_file.read_text())["hosts"] == {"gpu-03": {"commands": 1, "uploads": 0}}
 
 
 def test_a_driver_upgrade_regenerates_the_spec_and_a_stale_one_is_flagged_and_fixed(
@@ -221,3 +284,28 @@ def test_a_driver_upgrade_regenerates_the_spec_and_a_stale_one_is_flagged_and_fi
     assert cdi.judge(state(ssh, "gpu-02"))["status"] == "fresh"
     out = ssh("gpu-02", f"docker run --rm --network=none --gpus all {IMAGE} nvidia-smi -L")
     assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 0"], out
+
+
+def test_a_host_on_toolkit_118_moves_to_the_default_and_the_audit_sees_the_drift_go(
+        converged, ssh, sandbox_tools, tmp_path):
+    """Issue 37, done when: gpu-01 (1.18.2) with the sandbox's own inventory, which sets no
+    toolkit version: the audit shows the toolkit drift against the default 1.20.0, one deploy
+    moves the host there (1.20's units replace 1.18's, still enabled, spec fresh) and the audit
+    shows no drift after."""
+    from gpuhost.runtime import cdi
+
+    before = audit(sandbox_tools, tmp_path, "gpu-01")
+    assert [(i["item"], i["have"], i["want"]) for i in before["drift"]] == [
+        ("toolkit", "1.18.2", "1.20.0")], before["drift"]
+    moved = sandbox_tools.run_pyinfra("-y", DEPLOY, "--limit", "gpu-01",
+                                      inventory="inventories/sandbox.py", timeout=900)
+    assert any(name.endswith("Install the NVIDIA Container Toolkit 1.20.0")
+               for name in moved.changed()), moved.changed()
+    assert ssh("gpu-01", "dpkg-query -W -f '${Version}' nvidia-container-toolkit") == "1.20.0-1"
+    assert ssh("gpu-01", "systemctl is-enabled nvidia-cdi-refresh.path "
+                         "nvidia-cdi-refresh.service").split() == ["enabled", "enabled"]
+    assert ssh("gpu-01", "ls /etc/systemd/system/nvidia-cdi-refresh.service",
+               check=False) == ""
+    assert cdi.judge(state(ssh, "gpu-01"))["status"] == "fresh"
+    after = audit(sandbox_tools, tmp_path, "gpu-01")
+    assert after["status"] == "ok" and after["drift"] == [], after["drift"]

@@ -242,11 +242,11 @@ def test_merge_refuses_shards_that_answered_different_cuda_versions(host):
     assert merge.merge(docs[:1])["cuda"] == "12.4"
 
 
-def test_report_merge_command(fleet, host, tmp_path, capsys):
+def test_report_merge_command(fleet, host, desired, tmp_path, capsys):
     one, two = tmp_path / "one.json", tmp_path / "two.json"
     one.write_text(report.render_json(fleet()))
     two.write_text(report.render_json(audit.build(
-        {"x-1": host()}, {"x-1": audit.desired_settings({})}, generated_at=STAMP)))
+        {"x-1": host()}, {"x-1": desired(nvidia_driver_version=None)}, generated_at=STAMP)))
     out, page, prev = tmp_path / "fleet.json", tmp_path / "fleet.html", tmp_path / "prev.json"
     prev.write_text(report.render_json(fleet(**{"old": host()})))
     code = cli.main(["report", "merge", str(one), str(two), "--json", str(out),

@@ -135,9 +135,30 @@ def test_no_spec_is_missing_and_no_driver_is_unknown(host):
     ("auto", "1.18.2", "24.0.7", "legacy"),      # Docker has no CDI devices
     ("auto", "1.18.2", "20.10.24+dfsg1", "legacy"),
     ("auto", "1.18.2", None, "legacy"),          # unknown: never a surprise
+    ("auto", "1.20.0", "26.0.2", "legacy"),      # schema 0.7.0 needs Docker 26.1.0
+    ("auto", "1.19.1", "25.0.5", "legacy"),
+    ("auto", "1.20.0", "26.1.0", "cdi"),
+    ("auto", "1.19.0", "25.0.5", "cdi"),         # 1.19.0 still wrote the older schema
 ])
 def test_the_mode_rule(setting, toolkit, docker, mode):
     assert cdi.resolve_mode(setting, toolkit, docker) == mode
+
+
+def test_the_spec_schema_of_toolkit_1_19_1_and_newer_needs_docker_26_1_and_containerd_1_7_16():
+    """toolkit#1860, cloud-native-docs PR #419."""
+    too_old = cdi.runtime_too_old_for_schema
+    assert too_old("Docker", "1.20.0", "26.0.2") and too_old("Docker", "1.19.1", "25.0.0")
+    assert not too_old("Docker", "1.20.0", "26.1.0") and not too_old("Docker", "1.18.2", "25.0.0")
+    assert not too_old("Docker", "1.20.0", None)  # not known (not installed yet)
+    assert too_old("containerd", "1.20.0", "containerd containerd.io 1.7.15 926c9586f")
+    assert not too_old("containerd", "1.20.0", "containerd containerd.io 1.7.16 83031836b")
+    assert too_old("containerd", "1.20.0",  # Debian 12's
+                   "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u1")
+    assert not too_old("containerd", "1.20.0", "containerd github.com/containerd/containerd/v2 "
+                       "v2.3.0 abc")
+    line = cdi.schema_refusal("Docker", "1.20.0", "26.0.2")
+    assert "\n" not in line and "Docker 26.1.0 is the first" in line
+    assert "container_toolkit_version 1.18.2" in line
 
 
 def test_docker_without_cdi():
@@ -218,3 +239,25 @@ def test_the_boot_unit_is_read_and_its_absence_is_drift_in_cdi_mode(host):
     # the section's path is gpuhost.runtime.cdi's
     from gpuhost.facts.script import SECTIONS
     assert SECTIONS["cdi_boot_unit"].count(cdi.BOOT_UNIT_PATH) == 2
+
+
+FAILED_UNIT = "LoadState=loaded\nActiveState=failed\nSubState=failed\nResult=start-limit-hit\n"
+DONE_UNIT = "LoadState=loaded\nActiveState=inactive\nSubState=dead\nResult=success\n"
+
+
+def test_nvidias_refresh_unit_is_read_and_a_failed_one_is_a_health_finding(make_state):
+    """Issue 37: nvidia-cdi-refresh.service started before the driver was active hits its start
+    limit and stays failed (Azure/aks-gpu PR #175): the warning cdi-refresh-failed; a unit that
+    ran (oneshot: inactive, result success) or none at all is no finding."""
+    assert cdi.parse_refresh_unit(0, FAILED_UNIT) == {
+        "active": "failed", "sub": "failed", "result": "start-limit-hit", "failed": True}
+    assert cdi.parse_refresh_unit(0, DONE_UNIT)["failed"] is False
+    assert cdi.parse_refresh_unit(0, "LoadState=not-found\nActiveState=inactive\n") is None
+    assert cdi.parse_refresh_unit(3, "") is None
+    failed = make_state(toolkit="1.20.0", cdi_refresh_unit=FAILED_UNIT)
+    [finding] = [f for f in health.findings(failed) if f["id"] == "cdi-refresh-failed"]
+    assert finding["severity"] == "warning"
+    assert "start-limit-hit" in finding["message"] and "run gpuhost's deploy" in finding["message"]
+    for unit in (DONE_UNIT, None):
+        state = make_state(toolkit="1.20.0", cdi_refresh_unit=unit)
+        assert "cdi-refresh-failed" not in {f["id"] for f in health.findings(state)}

@@ -104,7 +104,11 @@ def sections_output(**sections: tuple[int, str]) -> str:
 
 MODULE = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.172.08  Release "
           "Build  (b@h)  Tue Jul  8 18:44:13 UTC 2025")
-INSTALLED = sections_output(dpkg=(0, "nvidia-open\t570.172.08-1\tii \n"),
+# the toolkit at gpuhost's default (container_toolkit_version 1.20.0), which the audit judges
+TOOLKIT_PKGS = "".join(f"{name}\t1.20.0-1\tii \n" for name in (
+    "nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
+    "libnvidia-container1"))
+INSTALLED = sections_output(dpkg=(0, "nvidia-open\t570.172.08-1\tii \n" + TOOLKIT_PKGS),
                             proc_version=(0, MODULE))
 STATE_OK = GpuHostState().process(INSTALLED.splitlines())  # driver 570.172.08 loaded
 
@@ -459,7 +463,8 @@ def test_pyinfra_entry_point_fails_the_hosts_that_drift(fake_fleet):
 # --- health: exit 4, --fail-on-health, --baseline ------------------------------------------------
 
 # DKMS built the NVIDIA module 550 only, the packages are 570: the next boot has no 570 module
-UNBOOTABLE = sections_output(dpkg=(0, "nvidia-open\t570.172.08-1\tii \n"), proc_version=(0, MODULE),
+UNBOOTABLE = sections_output(dpkg=(0, "nvidia-open\t570.172.08-1\tii \n" + TOOLKIT_PKGS),
+                             proc_version=(0, MODULE),
                              dkms=(0, "nvidia/550.163.01, 6.1.0-56-amd64, x86_64: installed"))
 STATE_UNBOOTABLE = GpuHostState().process(UNBOOTABLE.splitlines())
 

@@ -47,7 +47,10 @@ def test_the_release_table_names_its_sources_and_is_checked_through_its_last_row
     assert all(row["source"] and row["gpus"] in ("cdi-first", "runtime-hook") for row in rows)
     assert [cdi.version_tuple(r["from"]) for r in rows] == sorted(
         cdi.version_tuple(r["from"]) for r in rows)
-    assert cdi.version_tuple(table["checked_through"]) >= cdi.version_tuple(rows[-1]["from"])
+    read = [r for r in rows if not r.get("assumed")]  # an assumed row: code not read
+    assert cdi.version_tuple(table["checked_through"]) >= cdi.version_tuple(read[-1]["from"])
+    assert all(cdi.version_tuple(r["from"]) > cdi.version_tuple(table["checked_through"])
+               for r in rows if r.get("assumed"))
     assert cdi.ESCAPE_HATCH == "--gpus '\"all,driver=nvidia.runtime-hook\"'"
 
 
@@ -213,3 +216,24 @@ def test_the_audit_drift_item_with_the_setting_on_and_off(make_state):
     assert drifted["have"] == "drift" and "differs from what gpuhost writes" in drifted["message"]
     state["containerd"]["drop_in"] = "version = 3\n"  # nvidia-ctk's or the user's: theirs
     assert items() == []
+
+
+def test_docker_past_the_releases_read_follows_the_newest_row_and_the_audit_says_so(make_state):
+    """Issue 37: Docker 29.8 is in the table as a release known to exist whose --gpus code was
+    not read; it and any newer Docker follow the newest row read (29.2.0's, CDI first), and the
+    audit says so as the info finding docker-gpus-assumed; 29.7.2 and older are read."""
+    rows = {row["from"]: row for row in cdi.GPUS_TABLE["releases"]}
+    assert rows["29.8.0"]["assumed"] is True and cdi.GPUS_TABLE["checked_through"] == "29.7.2"
+    for docker in ("29.8.0", "29.8.2", "31.0.1"):
+        assert cdi.gpus_route(docker, "1.20.0")["via"] == "cdi"
+        assert "from Docker 29.2" in cdi.gpus_route(docker, "1.20.0")["why"]
+        assert "assumes it routes --gpus as 29.7.2 does" in cdi.gpus_route_assumed(docker)
+    assert "a release gpuhost knows exists" in cdi.gpus_route_assumed("29.8.2")
+    assert "newer than every release" in cdi.gpus_route_assumed("31.0.1")
+    assert cdi.gpus_route_assumed("29.7.2") is None and cdi.gpus_route_assumed(None) is None
+    state = make_state(toolkit="1.20.0")
+    state["docker"]["docker_version"] = "29.8.2"
+    [info] = [f for f in health.findings(state) if f["id"] == "docker-gpus-assumed"]
+    assert info["severity"] == "info" and "Docker 29.8.2" in info["message"]
+    state["docker"]["docker_version"] = "29.7.2"
+    assert "docker-gpus-assumed" not in {f["id"] for f in health.findings(state)}

@@ -120,6 +120,12 @@ def test_the_cli_runs_its_deploys_by_path_and_says_when_one_is_missing():
         cli.deploy_file("nothing.py")
 
 
+# the four toolkit packages at gpuhost's default (container_toolkit_version 1.20.0)
+TOOLKIT_DEFAULT_PKGS = "".join(f"{name}\t1.20.0-1\tii \n" for name in (
+    "nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
+    "libnvidia-container1"))
+
+
 def _host_output(version: str) -> str:
     """What the GpuHostState script prints on a Debian 12 host with ``version`` loaded."""
     from gpuhost.facts.script import ALL_SECTIONS, MARKER
@@ -128,7 +134,8 @@ def _host_output(version: str) -> str:
               "Build  (b@h)  Tue Jul  8 18:44:13 UTC 2025")
     values = {name: (127, "") for name in ALL_SECTIONS}
     values.update(os_release=(0, 'ID=debian\nVERSION_ID="12"\nPRETTY_NAME="Debian 12"'),
-                  kernel=(0, "6.1.0-56-amd64\nx86_64"), dpkg=(0, f"nvidia-open\t{version}-1\tii \n"),
+                  kernel=(0, "6.1.0-56-amd64\nx86_64"),
+                  dpkg=(0, f"nvidia-open\t{version}-1\tii \n" + TOOLKIT_DEFAULT_PKGS),
                   proc_version=(0, module))
     return "".join(f"{MARKER}{name} rc={rc}\n{out}\n" for name, (rc, out) in values.items())
 

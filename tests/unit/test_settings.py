@@ -158,7 +158,8 @@ def test_missing_required_keys_and_typos():
     assert "gpu-01: nvidia_driver_version: missing (required): driver to install, full version " \
         "like \"580.95.05\"" in problems
     assert any(p.startswith("gpu-01: nvidia_local_repo: not set") for p in problems)
-    assert any(p.startswith("gpu-01: container_toolkit_version: missing") for p in problems)
+    # the toolkit has a default (1.20.0): never "missing"
+    assert not any(p.startswith("gpu-01: container_toolkit_version") for p in problems)
     assert "gpu-01: nvidia_drvier_version: unknown gpuhost setting (did you mean " \
         "nvidia_driver_version?); see docs/settings.md" in problems
     assert any(p.startswith("gpu-01: mig_layuot: unknown gpuhost setting (did you mean mig_layout?)")
@@ -220,7 +221,7 @@ def test_settings_error_lists_every_problem():
     with pytest.raises(S.SettingsError) as info:
         S.resolve({"nvidia_driver_version": 570, "reboot_policy": "always"}, host_name="gpu-07")
     err = info.value
-    assert len(err.problems) == 4  # driver, local repo, toolkit version, reboot policy
+    assert len(err.problems) == 3  # driver, local repo, reboot policy (the toolkit defaults)
     assert all(line in str(err) for line in err.problems)
     assert isinstance(err, ValueError)
 
@@ -357,3 +358,13 @@ def test_a_local_repo_named_for_another_driver_or_distro_is_refused():
     # a name that is not NVIDIA's is not judged here (the header is read once fetched)
     assert problems_for(nvidia_local_repo={"debian12": {"url": base + "driver.deb",
                                                         "sha256": SHA}}) == []
+
+
+def test_the_toolkit_defaults_to_1_20_0_and_a_host_may_keep_an_older_one():
+    base = minimal()
+    del base["container_toolkit_version"]
+    assert S.defaults()["container_toolkit_version"] == "1.20.0"
+    assert S.resolve(dict(base), host_name="gpu-01").container_toolkit_version == "1.20.0"
+    for older in ("1.19.1", "1.18.2"):
+        chosen = S.resolve({**base, "container_toolkit_version": older}, host_name="gpu-02")
+        assert chosen.container_toolkit_version == older

@@ -181,3 +181,26 @@ def test_every_file_a_golden_plan_writes_is_in_the_witness():
     globs = (*stamp.WITNESS_FILES, stamp.CACHE_FILES)
     unwatched = sorted(p for p in written if not any(fnmatch.fnmatch(p, g) for g in globs))
     assert unwatched == [], unwatched
+
+
+def test_a_boot_that_runs_the_cdi_boot_unit_is_no_witness_change(tmp_path):
+    """Issue 37: the deploy leaves gpuhost-cdi-spec.service enabled and inactive, the next boot
+    runs it (active): the witness writes its active state as "-", so the first run after a
+    reboot still takes the fast path; docker's active state is still witnessed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    systemctl = bin_dir / "systemctl"
+    systemctl.write_text("#!/bin/sh\nprintf 'Id=docker.service\\nUnitFileState=enabled\\n"
+                         "ActiveState=%s\\n\\nId=gpuhost-cdi-spec.service\\n"
+                         "UnitFileState=enabled\\nActiveState=%s\\n' \"$DOCKER\" \"$SPEC\"\n")
+    systemctl.chmod(0o755)
+
+    def units(docker: str, spec: str) -> list[str]:
+        out = _sh(f"PATH={bin_dir}:$PATH DOCKER={docker} SPEC={spec}; export DOCKER SPEC; "
+                  + stamp.WITNESS)
+        return [line for line in out.splitlines() if line.startswith("unit ")]
+
+    after_deploy, after_boot = units("active", "inactive"), units("active", "active")
+    assert after_deploy == after_boot == ["unit docker.service enabled active",
+                                          "unit gpuhost-cdi-spec.service enabled -"]
+    assert units("inactive", "active")[0] == "unit docker.service enabled inactive"

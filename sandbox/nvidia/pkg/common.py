@@ -53,12 +53,15 @@ def builds(version: str, distro: str) -> bool:
     """Whether the sandbox builds DISTRO's local repo package of VERSION."""
     return int(version.split(".")[0]) >= FIRST_BRANCH.get(distro, 0)
 # The toolkit versions the fake repos serve (apt pin / dnf version picks one) and their
-# release commits (NVIDIA/nvidia-container-toolkit tags v1.17.8, v1.18.2); TOOLKIT_VERSION is
-# the sandbox inventory's default (the newest 1.18.x, CHANGELOG.md of tag v1.18.2).
+# release commits (NVIDIA/nvidia-container-toolkit tags v1.17.8, v1.18.2, v1.19.1 of
+# 2026-05-21, v1.20.0 of 2026-08-12); TOOLKIT_VERSION is gpuhost's default
+# (container_toolkit_version), the toolkit GPU Operator 26.7 ships.
 TOOLKIT_COMMITS = {"1.17.8": "f202b80a9b9d0db00d9b1d73c0128c8962c55f4d",
-                   "1.18.2": "9e88ed39710fd94c7e49fbb26d96492c45e574fb"}
+                   "1.18.2": "9e88ed39710fd94c7e49fbb26d96492c45e574fb",
+                   "1.19.1": "09ceee5dde66ba9ce25c7cc69b1ebd5e6e3266fa",
+                   "1.20.0": "5505e2f94d9aaa08561490db974ba3cd676af209"}
 TOOLKIT_VERSIONS = tuple(TOOLKIT_COMMITS)
-TOOLKIT_VERSION = "1.18.2"
+TOOLKIT_VERSION = "1.20.0"
 TOOLKIT_COMMIT = TOOLKIT_COMMITS[TOOLKIT_VERSION]
 DEB_EPOCH_NOTE = "NVIDIA's apt packages carry no epoch; its EL packages carry epoch 3"
 

@@ -165,7 +165,7 @@ def smi_devices():
     return gpus
 
 
-def build_spec():
+def build_spec(feature_flags=()):
     import os
     version = loaded_driver()
     if version is None:
@@ -208,7 +208,7 @@ def build_spec():
                   "found", file=sys.stderr)
     mounts += [p for p in SIM_MOUNTS if os.path.exists(p)]
     return {
-        "cdiVersion": "0.5.0",
+        "cdiVersion": spec_version(feature_flags),
         "kind": "nvidia.com/gpu",
         "devices": devices,
         "containerEdits": {
@@ -250,28 +250,42 @@ def to_yaml(value, indent=0):
     return "\n".join(lines)
 
 
+# From 1.19.1 the spec is written with CDI schema 0.7.0 (toolkit#1860, cloud-native-docs PR
+# #419); the feature flag no-additional-gids-for-device-nodes (pkg/nvcdi/api.go @v1.20.0)
+# leaves out what needs 0.7.0, so the spec keeps the older schema.
+NO_GIDS = "no-additional-gids-for-device-nodes"
+
+
+def spec_version(feature_flags):
+    release = tuple(int(p) for p in VERSION.split(".")[:3])
+    return "0.7.0" if release >= (1, 19, 1) and NO_GIDS not in feature_flags else "0.5.0"
+
+
 def cdi_generate(argv):
     import os
     output = os.environ.get("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH", "")
     fmt = os.environ.get("NVIDIA_CTK_CDI_OUTPUT_FORMAT", "yaml")
+    flags = [f for f in os.environ.get("NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS", "").split(",") if f]
     i = 0
     while i < len(argv):
         name, eq, value = argv[i].partition("=")
-        if name in ("--output", "--format"):
+        if name in ("--output", "--format", "--feature-flag", "--feature-flags"):
             if not eq:
                 i += 1
                 value = argv[i] if i < len(argv) else ""
             if name == "--output":
                 output = value
-            else:
+            elif name == "--format":
                 fmt = value
+            else:
+                flags += [f for f in value.split(",") if f]
         else:
             return error(f"flag not simulated in the gpuhost sandbox: {argv[i]}")
         i += 1
     if output.endswith(".json"):
         fmt = "json"
     try:
-        spec = build_spec()
+        spec = build_spec(flags)
     except RuntimeError as exc:
         return error(f"failed to generate CDI spec: {exc}")
     text = (dumps(spec) if fmt == "json" else "---\n" + to_yaml(spec)) + "\n"
@@ -284,7 +298,7 @@ def cdi_generate(argv):
         f.write(text)
     os.chmod(tmp, 0o644)
     os.replace(tmp, output)
-    info("Generated CDI spec with version 0.5.0")
+    info(f"Generated CDI spec with version {spec['cdiVersion']}")
     return 0
 
 
