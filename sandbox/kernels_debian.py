@@ -20,8 +20,9 @@ hooks" /etc/kernel/postinst.d; the bookworm linux image's maintainer scripts):
   becomes the default), its postrm ``/etc/kernel/postrm.d``. ``INITRD=No`` is exported, as for a
   kernel without initrd support: gpusim boots a kernel by name, there is no initramfs to make.
 - ``linux-headers-<abi>-amd64`` is ``/usr/src/linux-headers-<abi>-amd64`` (Makefile, .config
-  recording bookworm's gcc 12 as the real one does, utsrelease.h, scripts/sign-file's
-  stand-in) with ``/lib/modules/<abi>/build`` pointing at it; its postinst runs
+  recording bookworm's gcc 12 as the real one does, ``.kernelvariables`` naming ``CC =
+  gcc-12`` as the real one does (Debian's dkms 3.0.10 takes CC from it, else unsets CC),
+  utsrelease.h, scripts/sign-file's stand-in) with ``/lib/modules/<abi>/build`` pointing at it; its postinst runs
   ``/etc/kernel/header_postinst.d`` (dkms's hook builds the modules for it there). The broken
   kernel's headers list, in ``include/generated/gpusim-api-removed``, a function the kernel no
   longer exports (the OL one's case: Frogging-Family/nvidia-all#34).
@@ -99,7 +100,11 @@ def _headers(rel: str, version: str, removed: bool):
                                  0o644),
              f"{src}/.config": (config, 0o644),
              f"{src}/include/generated/utsrelease.h": (f'#define UTS_RELEASE "{rel}"\n', 0o644),
-             f"{src}/scripts/sign-file": (SIGN_FILE, 0o755)}
+             f"{src}/scripts/sign-file": (SIGN_FILE, 0o755),
+             # Debian's dkms takes CC from here (unset without it: plain `gcc`, which a host
+             # with only gcc-12 lacks); the real headers name gcc-12 the same way
+             f"{src}/.kernelvariables": (f"override ARCH = x86\noverride KERNELRELEASE = {rel}\n"
+                                         "CC = gcc-12\n", 0o644)}
     if removed:
         files[f"{src}/include/generated/gpusim-api-removed"] = (
             "".join(f"{fn} {first} {where}\n" for fn, first, where in REMOVED), 0o644)
