@@ -145,6 +145,10 @@ def assess(name: str, os_info: dict[str, Any], kernel: dict[str, Any], driver: d
         problems.append(f"kernel {target} cannot be installed with its headers: "
                         f"{', '.join(plan['missing'])} not in this host's repositories; add "
                         "the repository that carries them or name another kernel (--kernel)")
+    if family == "debian" and (kernel.get("next_boot") or {}).get("source") != "grub":
+        problems.append("no GRUB menu entry for the running kernel in /boot/grub/grub.cfg: "
+                        "gpuhost moves the boot default with grub-set-default on Debian and "
+                        "Ubuntu; run update-grub (or boot with GRUB) first")
     known = aptdistros.driver_problem(tag, (target,), version) if version else None
     if known:
         problems.append(f"kernel {target} would not get a driver module: {known}")

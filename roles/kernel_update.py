@@ -77,11 +77,6 @@ def _assess_host(target: Any) -> dict[str, Any]:
     plan = kernel_update.assess(target.name, gpu_state["os"], gpu_state["kernel"],
                                 gpu_state["driver"], candidate, wanted)
     config = dataclasses.asdict(settings.resolve(host_data(target)))
-    plan_only = str(target.data.get(PLAN_ONLY_KEY) or "").lower() == "true"  # --dry
-    if plan["action"] == "update" and gpu_state["os"].get("family") != "rhel" and not plan_only:
-        plan["problems"].append(
-            "the boot default is moved with grubby on Enterprise Linux only in this version: "
-            "on Debian and Ubuntu gpuhost kernel-update only plans (--dry)")
     return {**plan, "run_lock": gpu_state.get("run_lock"), "fact_args": args,
             "family": gpu_state["os"].get("family"), "gpu_count": len(gpu_state["gpus"]),
             "slurm": gpuslurm.on(config["slurm"], gpu_state.get("slurm")),
@@ -157,10 +152,11 @@ def _update(plan: dict[str, Any], config: settings.Settings) -> None:
                           timeout=config.slurm_drain_timeout)
     uops.gpu_idle(name="No GPU compute process or GPU container runs",
                   force=config.upgrade_force)
-    ops.make_default(name=f"Make kernel {target} the boot default", release=target)
+    ops.make_default(name=f"Make kernel {target} the boot default", release=target,
+                     family=family)
     ops.boot_gate(name=f"The next boot ({target}) will load the NVIDIA module (DKMS, Secure "
                        "Boot key)", running=running, release=target,
-                  module_signing_cert=config.nvidia_module_signing_cert)
+                  module_signing_cert=config.nvidia_module_signing_cert, family=family)
     server.reboot(name=f"Reboot into kernel {target}", reboot_timeout=config.reboot_timeout,
                   _if=lambda: host.get_fact(GpuHostState)["os"]["kernel_release"] != target)
     runlock.renew()

@@ -3,9 +3,10 @@ host when it runs and does only what is still to do, so a rerun after an interru
 picks up where the last run stopped.
 
 The boot default is the guarantee: it names the running kernel until the NVIDIA module is
-installed by DKMS for the new one, and only ``make_default`` moves it (EL: ``grubby``; the
-kernel package's own scriptlet is kept from moving it by ``UPDATEDEFAULT=no`` while it
-installs).
+installed by DKMS for the new one, and only ``make_default`` moves it
+(``roles/kernel_boot_default.py``: EL ``grubby``, the kernel package's own scriptlet kept from
+moving it by ``UPDATEDEFAULT=no`` while it installs; Debian/Ubuntu GRUB's saved default,
+``grub-set-default``, named before the package's ``update-grub`` runs).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pyinfra.api import QuoteString, StringCommand, operation
 from gpuhost.facts.host import GpuHostState
 from gpuhost.facts.kernel import KernelHeaders
 from gpuhost.facts.kernel_update import KernelCandidate
+from gpuhost.roles import kernel_boot_default as boot
 from gpuhost.roles.common import executing, fail_command
 from gpuhost.roles.upgrade import record as upgrade_record
 
@@ -37,9 +39,11 @@ def _restore_sysconfig() -> str:
             f"rm -f {SYSCONFIG_SAVED}; fi")
 
 
-def _default_is(release: str) -> StringCommand:
-    return StringCommand('[ "$(grubby --default-kernel 2>/dev/null)" =', _q(f"/boot/vmlinuz-{release}"),
-                         "]")
+def _keep(family: str, running: str) -> StringCommand:
+    return boot.set_default(family, running, fail_command(
+        f"the boot loader has no entry for the running kernel {running} ({boot.GRUB_CFG}): "
+        "gpuhost cannot keep it the boot default; run update-grub and check the host boots "
+        "with GRUB"))
 
 
 @operation()
@@ -59,8 +63,11 @@ def install_kernel(family: str, packages: list[str], running: str, fact_args: di
         return
     names = [_q(p) for p in packages]
     if family == "debian":
-        yield StringCommand("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get "
-                            "install -y --no-install-recommends", *names)
+        # the running kernel GRUB's saved default before the package's update-grub runs
+        yield StringCommand(_keep(family, running), "&& apt-get update -qq && "
+                            "DEBIAN_FRONTEND=noninteractive apt-get install -y "
+                            "--no-install-recommends", *names, "; rc=$?;",
+                            _keep(family, running), "; exit $rc")
         return
     # EL: kernel-install makes a new kernel the default when UPDATEDEFAULT=yes; hold it at
     # "no" for this transaction, then put the host's file back (a resume puts it back first)
@@ -72,24 +79,22 @@ def install_kernel(family: str, packages: list[str], running: str, fact_args: di
         f"echo UPDATEDEFAULT=no >> {SYSCONFIG}; }};",
         "dnf install -y --setopt=install_weak_deps=False", *names, "; rc=$?;",
         _restore_sysconfig(), "; if [ -e", _q(f"/boot/vmlinuz-{running}"), "]; then",
-        _default_is(running), "|| grubby --set-default", _q(f"/boot/vmlinuz-{running}"),
-        ">/dev/null; fi; exit $rc")
+        boot.set_default(family, running), "; fi; exit $rc")
 
 
 @operation()
 def keep_default(family: str, running: str):
     """
-    EL: the running kernel is the boot default (a package scriptlet or an interrupted run may
-    have moved it). Debian/Ubuntu: not handled here (refused by the plan).
+    The running kernel is the boot default (a package scriptlet or an interrupted run may
+    have moved it).
 
     + family: ``debian`` or ``rhel``
     + running: the running kernel
     """
     if family != "rhel":
-        host.noop("boot default: the plan refused apt hosts")
+        yield _keep(family, running)
         return
-    yield StringCommand(_restore_sysconfig(), ";", _default_is(running), "|| grubby --set-default",
-                        _q(f"/boot/vmlinuz-{running}"), ">/dev/null")
+    yield StringCommand(_restore_sysconfig(), ";", boot.set_default(family, running))
 
 
 def _module_for(kernel: dict[str, Any], module: str, version: str, release: str) -> bool:
@@ -162,19 +167,22 @@ def module_ready(module: str, version: str, release: str):
 
 
 @operation()
-def make_default(release: str):
+def make_default(release: str, family: str = "rhel"):
     """
-    Make ``release`` the boot default (EL: ``grubby --set-default``), only after
-    ``module_ready`` passed.
+    Make ``release`` the boot default (EL: ``grubby --set-default``; Debian/Ubuntu:
+    ``grub-set-default`` with ``GRUB_DEFAULT=saved``), only after ``module_ready`` passed.
 
     + release: the new kernel
+    + family: ``debian`` or ``rhel``
     """
-    yield StringCommand(_default_is(release), "|| grubby --set-default",
-                        _q(f"/boot/vmlinuz-{release}"), ">/dev/null")
+    yield boot.set_default(family, release, fail_command(
+        f"the boot loader has no entry for kernel {release} ({boot.GRUB_CFG} after update-grub)"
+        "; it stays installed, not the boot default"))
 
 
 @operation()
-def boot_gate(running: str, release: str, module_signing_cert: str | None):
+def boot_gate(running: str, release: str, module_signing_cert: str | None,
+              family: str = "rhel"):
     """
     With ``release`` now the boot default, and before the reboot: gpuhost's next-boot health
     checks (``gpuhost.health.host.next_boot_findings``: DKMS's module for the kernel that
@@ -185,6 +193,7 @@ def boot_gate(running: str, release: str, module_signing_cert: str | None):
     + running: the running kernel
     + release: the new kernel
     + module_signing_cert: the inventory's ``nvidia_module_signing_cert``
+    + family: ``debian`` or ``rhel``
     """
     if not executing():
         host.noop("the next boot is checked when the update runs")
@@ -196,8 +205,7 @@ def boot_gate(running: str, release: str, module_signing_cert: str | None):
     if not found:
         host.noop(f"the next boot ({release}) will load the NVIDIA module")
         return
-    yield StringCommand("grubby --set-default", _q(f"/boot/vmlinuz-{running}"), ">/dev/null;",
-                        fail_command("not rebooting into " + release + ", " + running
+    yield StringCommand(_keep(family, running), ";", fail_command("not rebooting into " + release + ", " + running
                                      + " is the boot default again: "
                                      + "; ".join(f["message"] for f in found)))
 

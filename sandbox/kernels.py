@@ -126,7 +126,11 @@ def _recipe() -> str:
 
 
 def ensure() -> None:
-    """Build the repositories when missing or made from another recipe (about 10 s)."""
+    """Build the repositories when missing or made from another recipe (about 10 s), the
+    Debian one (sandbox/kernels_debian.py) too."""
+    from . import kernels_debian
+
+    kernels_debian.ensure()
     stamp = OUT / "recipe"
     if stamp.is_file() and stamp.read_text().strip() == _recipe() and all(
             (OUT / name / "repodata" / "repomd.xml").is_file() for name in KERNELS):

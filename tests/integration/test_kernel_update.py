@@ -8,9 +8,11 @@ good one.
 * the rollout onto the newest kernel stops at the canary: DKMS's make.log lines in the
   report, the canary never rebooted and still boots its running kernel with the driver
   loaded, the second host untouched, and the audit shows the canary holding the kernel back;
-* ``--kernel rhel8=GOOD``, its controller killed once the canary's kernel is installed, then
-  run again, moves both hosts to the good kernel with the module loaded after the reboot;
-  a third run has nothing to do.
+* ``--kernel rhel8=GOOD --kernel debian12=GOOD`` (the Debian host given its kernel repository,
+  sandbox/kernels_debian.py, and GRUB: the ``grub`` trait), its controller killed once the
+  canary's kernel is installed, then run again, moves all three hosts to the good kernel with
+  the module loaded after the reboot (the Debian one through GRUB's saved default); a third
+  run has nothing to do.
 """
 
 from __future__ import annotations
@@ -25,18 +27,19 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import kernels
+from sandbox import kernels, kernels_debian
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/sandbox.py"
 HOSTS = ("ol8-02", "ol8-03")
-DEBIAN = "gpu-01"  # planned only: its repositories' newest kernel is the one it runs
+DEBIAN = "gpu-01"  # its kernel repository arrives for the last test only
 TRAITS = {"traits": ["boot-entries"]}
 GOOD, BROKEN = kernels.GOOD["ol8"], kernels.BROKEN["ol8"]
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.fleet(hosts=3, ol=2, docker_hosts=0,
-                                overrides={"2": TRAITS, "3": {"os": "ol8", **TRAITS}},
+                                overrides={"1": {"traits": ["grub"]}, "2": TRAITS,
+                                           "3": {"os": "ol8", **TRAITS}},
                                 state="converged")]
 
 
@@ -109,11 +112,15 @@ def test_a_kernel_the_driver_cannot_build_for_stops_at_the_canary(offered, ssh, 
     assert BROKEN in held[0]["message"] and "'sys_close'" in held[0]["message"]
 
 
-def test_killed_midway_a_rerun_resumes_and_both_boot_the_good_kernel_with_the_driver(
+def test_killed_midway_a_rerun_resumes_and_all_boot_the_good_kernel_with_the_driver(
         offered, ssh, tmp_path):
     """The controller killed once the canary's new kernel is installed (its module build
-    next); the same command again finishes both hosts; a third run has nothing to do."""
-    args = ["--kernel", f"rhel8={GOOD}", "--canary", "0", "--batch", "100%"]  # one run, both
+    next); the same command again finishes every host; a third run has nothing to do."""
+    debian_running = ssh(DEBIAN, "uname -r").stdout.strip()
+    deb_good, deb_broken = kernels_debian.releases(debian_running)
+    ssh(DEBIAN, kernels_debian.enable_command())
+    args = ["--kernel", f"rhel8={GOOD}", "--kernel", f"debian12={deb_good}",
+            "--canary", "0", "--batch", "100%"]  # one run, every host
     argv = [sys.executable, "-m", "gpuhost.cli", "kernel-update", INVENTORY,
             "--report", str(tmp_path / "killed.json"), *args]
     proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYINFRA_PROGRESS": "off"},
@@ -129,13 +136,23 @@ def test_killed_midway_a_rerun_resumes_and_both_boot_the_good_kernel_with_the_dr
     # killed before any reboot: the running kernel is still the one that boots
     assert ssh("ol8-02", "uname -r").stdout.strip() == offered["ol8-02"]
     done, report = kernel_update(tmp_path / "good.json", *args)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert {h["host"]: h["result"] for h in report["hosts"]} == {
-        **dict.fromkeys(HOSTS, "upgraded"), DEBIAN: "already at target"}
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + ssh(
+        DEBIAN, "tail -n 30 /var/lib/dkms/nvidia/*/build/make.log; dpkg --audit; "
+        "ls -la /var/lib/dkms/nvidia/*/build/", check=False).stdout
+    assert {h["host"]: h["result"] for h in report["hosts"]} == dict.fromkeys(
+        (*HOSTS, DEBIAN), "upgraded")
     for name in HOSTS:
         assert ssh(name, "uname -r").stdout.strip() == GOOD
         assert ssh(name, "nvidia-smi -L").stdout.count("GPU ") >= 1
         assert "UPDATEDEFAULT=yes" in ssh(name, "cat /etc/sysconfig/kernel").stdout
+    # Debian: the new kernel booted through GRUB's saved entry, DKMS's module loaded on it,
+    # the newest (broken) kernel of its repository not installed
+    assert ssh(DEBIAN, "uname -r").stdout.strip() == deb_good
+    assert ssh(DEBIAN, "nvidia-smi -L").stdout.count("GPU ") >= 1
+    assert f">gnulinux-{deb_good}-advanced-" in ssh(
+        DEBIAN, "grub-editenv /boot/grub/grubenv list").stdout
+    assert "GRUB_DEFAULT=saved" in ssh(DEBIAN, "cat /etc/default/grub").stdout
+    assert ssh(DEBIAN, f"dpkg -s linux-image-{deb_broken}", check=False).returncode != 0
     again, report = kernel_update(tmp_path / "again.json", *args)
     assert again.returncode == 0, again.stdout[-3000:]
     assert "nothing to do" in again.stdout

@@ -25,7 +25,8 @@ def _kernel(os_info, dkms=(), flavour=None, running_module=True):
             "status": "installed"}] if running_module else []
     return {"flavour": flavour or ("generic" if os_info["family"] == "debian" else "uek"),
             "problem": None, "dkms": own + list(dkms),
-            "next_boot": {"kernel_release": os_info["kernel_release"]}}
+            "next_boot": {"kernel_release": os_info["kernel_release"],
+                          "source": "grub" if os_info["family"] == "debian" else "grubby"}}
 
 
 def _candidate(target, **states):
@@ -317,3 +318,110 @@ def test_the_held_back_note_parses_and_becomes_a_warning_naming_kernel_driver_an
     assert "'sys_close'" in finding["message"]
     state["kernel"]["held_back"] = None
     assert next_boot_findings(state) == []
+
+
+# --- the boot default on Debian/Ubuntu: GRUB's saved entry (roles/kernel_boot_default.py) --------
+
+_UUID = "0e4d2a6c-5b7e-4a8f-9c1d-3f2e1a0b9c8d"
+
+
+def _grub_cfg(*releases):
+    """grub-mkconfig's 10_linux layout: the newest kernel's simple entry, then the submenu."""
+    def entry(rel, title, ident, indent=""):
+        return (f"{indent}menuentry '{title}' --class debian $menuentry_id_option '{ident}' {{\n"
+                f"{indent}\tlinux\t/boot/vmlinuz-{rel} root=UUID={_UUID} ro  quiet\n{indent}}}\n")
+    text = entry(releases[0], "Debian GNU/Linux", f"gnulinux-simple-{_UUID}")
+    text += (f"submenu 'Advanced options for Debian GNU/Linux' $menuentry_id_option "
+             f"'gnulinux-advanced-{_UUID}' {{\n")
+    for rel in releases:
+        text += entry(rel, f"Debian GNU/Linux, with Linux {rel}",
+                      f"gnulinux-{rel}-advanced-{_UUID}", "\t")
+        text += entry(rel, f"Debian GNU/Linux, with Linux {rel} (recovery mode)",
+                      f"gnulinux-{rel}-recovery-{_UUID}", "\t")
+    return text + "}\n"
+
+
+def _grub_host(tmp_path, default="0", saved=None):
+    """A directory standing in for / with GRUB's files and grub-set-default / grub-editenv /
+    update-grub recording what they are asked (the commands' paths rewritten into it)."""
+    (tmp_path / "grub.cfg").write_text(_grub_cfg("6.1.0-58-amd64", "6.1.0-57-amd64"))
+    (tmp_path / "default").write_text(f"GRUB_DEFAULT={default}\nGRUB_TIMEOUT=5\n")
+    (tmp_path / "grubenv").write_text(f"saved_entry={saved}\n" if saved else "")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool, body in {
+            "grub-set-default": f'echo "saved_entry=$1" > {tmp_path}/grubenv; echo set >> {tmp_path}/log',
+            "grub-editenv": f"cat {tmp_path}/grubenv",
+            "update-grub": f"echo update-grub >> {tmp_path}/log"}.items():
+        (bin_dir / tool).write_text("#!/bin/sh\n" + body + "\n")
+        (bin_dir / tool).chmod(0o755)
+    return tmp_path
+
+
+def _run_on(root, command):
+    from gpuhost.roles import kernel_boot_default as boot
+
+    text = (command.replace(boot.GRUB_CFG, str(root / "grub.cfg"))
+            .replace(boot.GRUB_DEFAULTS, str(root / "default"))
+            .replace(boot.GRUBENV, str(root / "grubenv")))
+    return subprocess.run(["sh", "-c", text], capture_output=True, text=True, check=False,
+                          env={"PATH": f"{root}/bin:/usr/bin:/bin"})
+
+
+def test_apt_keeps_the_running_kernel_grubs_saved_default_before_the_package_runs(
+        monkeypatch, tmp_path):
+    running, new = "6.1.0-57-amd64", "6.1.0-58-amd64"
+    pkgs = [f"linux-image-{new}", f"linux-headers-{new}"]
+    commands, _ = _commands(monkeypatch, "install_kernel", {"packages": dict.fromkeys(
+        pkgs, "available")}, family="debian", packages=pkgs, running=running, fact_args={})
+    (command,) = commands
+    assert subprocess.run(["sh", "-n", "-c", command], check=False).returncode == 0
+    first_keep = command.index("grub-set-default")
+    install = command.index("apt-get install -y --no-install-recommends "
+                            f"linux-image-{new} linux-headers-{new}")
+    assert first_keep < install < command.rindex("grub-set-default") and \
+        command.endswith("exit $rc")
+    # the keep step on a host with Debian's GRUB_DEFAULT=0 (newest first): the running
+    # kernel's own entry is saved, then GRUB_DEFAULT=saved, then grub.cfg regenerated
+    root = _grub_host(tmp_path)
+    (keep,) = _commands(monkeypatch, "keep_default", family="debian", running=running)[0]
+    done = _run_on(root, keep)
+    assert done.returncode == 0, done.stderr
+    assert (root / "grubenv").read_text() == \
+        f"saved_entry=gnulinux-advanced-{_UUID}>gnulinux-{running}-advanced-{_UUID}\n"
+    assert "GRUB_DEFAULT=saved\n" in (root / "default").read_text()
+    assert (root / "log").read_text() == "set\nupdate-grub\n"
+    # a second time: nothing to do (no grub-set-default, no update-grub)
+    assert _run_on(root, keep).returncode == 0 and (root / "log").read_text() == "set\nupdate-grub\n"
+
+
+def test_apt_make_default_names_the_new_kernels_entry_and_fails_without_one(monkeypatch,
+                                                                             tmp_path):
+    from gpuhost.roles import kernel_boot_default as boot
+
+    new = "6.1.0-58-amd64"
+    root = _grub_host(tmp_path, default="saved",
+                      saved=f"gnulinux-advanced-{_UUID}>gnulinux-6.1.0-57-amd64-advanced-{_UUID}")
+    (make,) = _commands(monkeypatch, "make_default", release=new, family="debian")[0]
+    assert _run_on(root, boot.default_is("debian", new).get_raw_value()).returncode == 1
+    assert _run_on(root, make).returncode == 0
+    assert f">gnulinux-{new}-advanced-" in (root / "grubenv").read_text()
+    assert _run_on(root, boot.default_is("debian", new).get_raw_value()).returncode == 0
+    (absent,) = _commands(monkeypatch, "make_default", release="6.1.0-99-amd64",
+                          family="debian")[0]
+    failed = _run_on(root, absent)
+    assert failed.returncode != 0 and "no entry for kernel 6.1.0-99-amd64" in failed.stderr
+    assert f">gnulinux-{new}-advanced-" in (root / "grubenv").read_text()  # unchanged
+
+
+def test_an_apt_host_without_grub_is_refused_before_any_host_is_touched():
+    kernel = _kernel(DEB_OS)
+    kernel["next_boot"]["source"] = None
+    plan = kernel_update.assess("gpu-01", DEB_OS, kernel, DRIVER, _candidate(
+        "6.1.0-58-amd64", **{"linux-image-6.1.0-58-amd64": "available",
+                             "linux-headers-6.1.0-58-amd64": "available"}), {})
+    assert plan["action"] == "update"
+    assert plan["problems"] == [
+        "no GRUB menu entry for the running kernel in /boot/grub/grub.cfg: gpuhost moves the "
+        "boot default with grub-set-default on Debian and Ubuntu; run update-grub (or boot "
+        "with GRUB) first"]

@@ -183,14 +183,15 @@ def _env(rel):
     return out
 
 
-def grub_entries(cfg):
-    """[(title, id, kernel release)] of the top-level menu entries of a grub.cfg."""
+def grub_entries(cfg, nested=False):
+    """[(title, id, kernel release)] of the top-level menu entries of a grub.cfg (with
+    ``nested``: the entries inside submenus too)."""
     entries, depth, current = [], 0, None
     for line in cfg.splitlines():
         s = line.strip()
         m = re.match(r"""(menuentry|submenu)\s+['"]([^'"]*)['"].*?(?:\$menuentry_id_option\s+['"]([^'"]*)['"])?\s*\{""", s)
         if m:
-            if depth == 0:
+            if depth == 0 or (nested and m.group(1) == "menuentry"):
                 current = [m.group(2), m.group(3) or "", None, m.group(1)]
                 entries.append(current)
             depth += 1
@@ -214,15 +215,19 @@ def default_kernel():
     if cfg is None:
         return None
     entries = grub_entries(cfg)
-    default = _env("etc/default/grub").get("GRUB_DEFAULT", "0").strip("'\"")
-    if default == "saved":
-        default = _env("boot/grub/grubenv").get("saved_entry", "0")
+    # GRUB reads grub.cfg's `set default` (00_header, from GRUB_DEFAULT when update-grub
+    # ran); a grub.cfg without one: GRUB_DEFAULT of etc/default/grub
+    m = re.search(r'^set default="([^"]*)"', cfg, re.M)
+    default = m.group(1) if m else _env("etc/default/grub").get("GRUB_DEFAULT", "0").strip("'\"")
+    if default in ("saved", "${saved_entry}"):
+        default = _env("boot/grub/grubenv").get("saved_entry", "") or "0"
     if default.isdigit():
         i = int(default)
         return entries[i][2] if i < len(entries) else None
-    want = default.split(">")[-1]
-    for title, ident, rel in entries:
-        if want in (title, ident):
+    # an entry by title or id, in a submenu as SUBMENU>ENTRY (GRUB manual, GRUB_DEFAULT)
+    path = default.split(">")
+    for title, ident, rel in grub_entries(cfg, nested=len(path) > 1):
+        if path[-1] in (title, ident):
             return rel
     return None
 
@@ -256,7 +261,9 @@ def grubby(argv):
 def main(tool, argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
-        return {"mokutil": mokutil, "grubby": grubby, "sign-file": sign_file}[tool](argv)
+        from . import grub
+        tools = {"mokutil": mokutil, "grubby": grubby, "sign-file": sign_file, **grub.TOOLS}
+        return tools[tool](argv)
     except host.SimError as err:
         sys.stderr.write(err.message.rstrip("\n") + "\n")
         return err.rc
