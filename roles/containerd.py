@@ -185,11 +185,13 @@ def configure() -> None:
             no_drop_in(name=f"No gpuhost drop-in {rules.DROP_IN} "
                             "(containerd_nvidia_runtime is off)")
         return
+    from gpuhost import kubernetes
     from gpuhost.roles.cdi import runtime_mode
 
     nvidia_runtime(
         name=f"containerd's nvidia runtime in {rules.DROP_IN} (restart containerd if needed)",
         default_runtime=bool(config.containerd_nvidia_default_runtime),
-        enable_cdi=runtime_mode(config) == "cdi",
+        enable_cdi=runtime_mode(config) == "cdi"
+        or kubernetes.cdi_in_containerd(config.kubernetes_profile),
         toolkit_version=config.container_toolkit_version,
     )
