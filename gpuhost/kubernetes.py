@@ -21,6 +21,7 @@ toolkit (pure, no pyinfra).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -67,6 +68,27 @@ def settings_problems(v: Mapping[str, Any]) -> list[str]:
                         f"only NVL hosts have, but nvidia_fabric is {v.get('nvidia_fabric')}: "
                         "set nvidia_fabric: nvl with nvidia_imex_peers, or kubernetes_profile: dra")
     return problems
+
+
+# containerd's CRI plugin reads enable_cdi from 1.7.0 on (CDI device injection came with
+# containerd 1.7.0, containerd#6654 as remembered, not re-read; Debian 12's 1.6 CRI config
+# has no such key and ignores it), so DRA's devices would never reach a pod on 1.6
+CONTAINERD_CDI_FROM = (1, 7)
+
+
+def containerd_problem(profile: str, containerd_version: str | None) -> str | None:
+    """A DRA profile on a containerd that cannot inject CDI devices (refused on the host
+    before gpuhost's drop-in is written); ``containerd_version``: ``containerd --version``."""
+    if not cdi_in_containerd(profile):
+        return None
+    for word in (containerd_version or "").split()[2:3]:
+        found = re.match(r"v?(\d+)\.(\d+)", word)
+        if found and (int(found.group(1)), int(found.group(2))) < CONTAINERD_CDI_FROM:
+            return (f"kubernetes_profile: {profile} needs CDI in containerd, which containerd "
+                    f"{word} does not have (CDI came with containerd 1.7): install containerd "
+                    "1.7 or newer (Docker's containerd.io, or your cluster's), or set "
+                    "kubernetes_profile: none; nothing changed")
+    return None
 
 
 def drift(state: Mapping[str, Any], profile: str, fabric_kind: str) -> list[tuple[str, str, str, str]]:

@@ -108,6 +108,12 @@ def nvidia_runtime(default_runtime: bool = False, enable_cdi: bool = False,
             f"containerd.service starts containerd with --config {view['config_flag']}; gpuhost "
             f"only handles {rules.CONFIG} (containerd's default); nothing changed")
         return
+    from gpuhost import kubernetes
+
+    refused = kubernetes.containerd_problem(host_settings().kubernetes_profile, view["version"])
+    if refused:
+        yield fail_command(refused)
+        return
     if enable_cdi and cdi.runtime_too_old_for_schema("containerd", toolkit_version,
                                                      view["version"]):
         yield fail_command(cdi.schema_refusal("containerd", toolkit_version, view["version"]))

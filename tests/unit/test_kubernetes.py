@@ -77,3 +77,14 @@ def test_cdi_in_containerd_per_profile():
     assert [p for p in kubernetes.PROFILES if kubernetes.cdi_in_containerd(p)] == [
         "dra", "dra-host-managed-imex"]
     assert [p for p in kubernetes.PROFILES if kubernetes.imex_masked(p)] == ["dra"]
+
+
+def test_a_dra_profile_on_a_containerd_without_cdi_is_refused_in_one_line():
+    debian = "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3"
+    problem = kubernetes.containerd_problem("dra", debian)
+    assert "containerd 1.6.20~ds1 does not have" in problem and "\n" not in problem
+    assert kubernetes.containerd_problem("none", debian) is None
+    assert kubernetes.containerd_problem("gpu-operator", debian) is None
+    assert kubernetes.containerd_problem("dra", "containerd containerd.io v2.1.9 abc") is None
+    assert kubernetes.containerd_problem("dra-host-managed-imex",
+                                         "containerd containerd.io 1.7.27 05044ec") is None
