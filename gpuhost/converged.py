@@ -170,6 +170,7 @@ def _containerd_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> l
     what gpuhost writes now (enable_cdi in cdi mode); without it, gpuhost's drop-in must be
     gone (one nvidia-ctk or the user wrote is theirs). Not judged on a state without the
     ``containerd`` section (a gpuhost before issue 24) or a host without containerd."""
+    from gpuhost import kubernetes
     from gpuhost.runtime import cdi, containerd as containerd_config
 
     view = state.get("containerd")
@@ -187,7 +188,8 @@ def _containerd_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> l
                             docker.get("docker_version"), cdi.state_cdi_feature(state))
     found = containerd_config.drift(dict(view),
                                     bool(desired.get("containerd_nvidia_default_runtime")),
-                                    enable_cdi=mode == "cdi")
+                                    enable_cdi=mode == "cdi" or kubernetes.cdi_in_containerd(
+                                        desired.get("kubernetes_profile") or "none"))
     return [_item("containerd_drop_in", "drift", "gpuhost's", message) for message in found]
 
 
@@ -253,12 +255,13 @@ def _mig_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dic
 def _fabric_drift(state: Mapping[str, Any], desired: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Fabric Manager, NSCQ, IMEX, NVSDM against the driver's version, and with a resolved
     nvidia_fabric nvswitch Fabric Manager installed, enabled and running (gpuhost.fabric)."""
-    from gpuhost import fabric
+    from gpuhost import fabric, kubernetes
 
     kind = fabric.resolve(desired.get("nvidia_fabric") or "auto",
                           bool(desired.get("nvidia_fabricmanager")),
                           fabric.switch_count(state))
-    return [_item(*found) for found in fabric.drift(state, kind)]
+    return [_item(*found) for found in fabric.drift(state, kind) + kubernetes.drift(
+        state, desired.get("kubernetes_profile") or "none", kind)]
 
 
 def _os_drift(state: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from gpuhost import fabric, rdma
+from gpuhost import fabric, kubernetes, rdma
 from gpuhost.distro import DISTRO_TAGS
 from gpuhost.checks import is_local_source, mask_url, on_mirror, show
 from gpuhost.settings_keys import TOOLKIT_REPO_URL
@@ -71,6 +71,7 @@ def cross_checks(v: dict) -> list[str]:
     problems += rdma.settings_problems(v["nvidia_gpudirect_rdma"], v["nvidia_driver_flavor"])
     problems += fabric.settings_problems(v["nvidia_fabric"], bool(v["nvidia_fabricmanager"]),
                                          v["nvidia_imex_peers"] or ())
+    problems += kubernetes.settings_problems(v)
     problems += _mig_config_problems(v)
     problems += _local_repo_version_problems(v)
     problems += _driver_source_problems(v)

@@ -20,7 +20,7 @@ from gpuhost.checks import (
     check_list_of, check_local_repo, check_mig_layout, check_path, check_seconds, check_service,
     check_url, check_url_map, check_version, masked, show,
 )
-from gpuhost import driver_repo, fabric, rdma, signed_modules, slurm
+from gpuhost import driver_repo, fabric, kubernetes, rdma, signed_modules, slurm
 from gpuhost.distro import DISTRO_TAGS
 from gpuhost.driver_rules import DRIVER_RE
 
@@ -248,6 +248,8 @@ class Settings:
     containerd_nvidia_default_runtime: bool = _key(
         "bool", "with containerd_nvidia_runtime: make nvidia the CRI plugin's default runtime "
         "(else pods pick it with a RuntimeClass whose handler is nvidia)", check_bool, False)
+    kubernetes_profile: str = _key(
+        "str", kubernetes.MEANING, check_choice(*kubernetes.PROFILES), "none")
     reboot_policy: str = _key(
         "str", "may gpuhost reboot the host", check_choice("never", "when_needed"), "never")
     reboot_timeout: int = _key(

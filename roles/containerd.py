@@ -108,6 +108,12 @@ def nvidia_runtime(default_runtime: bool = False, enable_cdi: bool = False,
             f"containerd.service starts containerd with --config {view['config_flag']}; gpuhost "
             f"only handles {rules.CONFIG} (containerd's default); nothing changed")
         return
+    from gpuhost import kubernetes
+
+    refused = kubernetes.containerd_problem(host_settings().kubernetes_profile, view["version"])
+    if refused:
+        yield fail_command(refused)
+        return
     if enable_cdi and cdi.runtime_too_old_for_schema("containerd", toolkit_version,
                                                      view["version"]):
         yield fail_command(cdi.schema_refusal("containerd", toolkit_version, view["version"]))
@@ -185,11 +191,13 @@ def configure() -> None:
             no_drop_in(name=f"No gpuhost drop-in {rules.DROP_IN} "
                             "(containerd_nvidia_runtime is off)")
         return
+    from gpuhost import kubernetes
     from gpuhost.roles.cdi import runtime_mode
 
     nvidia_runtime(
         name=f"containerd's nvidia runtime in {rules.DROP_IN} (restart containerd if needed)",
         default_runtime=bool(config.containerd_nvidia_default_runtime),
-        enable_cdi=runtime_mode(config) == "cdi",
+        enable_cdi=runtime_mode(config) == "cdi"
+        or kubernetes.cdi_in_containerd(config.kubernetes_profile),
         toolkit_version=config.container_toolkit_version,
     )

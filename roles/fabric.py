@@ -24,7 +24,7 @@ from pyinfra.operations import server, systemd
 
 from gpuhost.facts.nvidia import NvidiaDriver
 from gpuhost.facts.services import ServiceInstalled
-from gpuhost import fabric, packages
+from gpuhost import fabric, kubernetes, packages
 from gpuhost.roles.files import config_file
 
 IMEX_MODPROBE = "/etc/modprobe.d/gpuhost-imex-channel.conf"
@@ -81,9 +81,10 @@ def nvlsm_with_fabric_manager():
 
 
 def configure(fabric_kind: str, version: str, family: str, peers: tuple[str, ...],
-              nvlink5: bool = False) -> None:
+              nvlink5: bool = False, profile: str = "none") -> None:
     """The daemons of ``fabric_kind`` (none, nvswitch, nvl) after the packages; ``nvlink5``:
-    the board's switches are NVLink 5 ones (NVLSM beside Fabric Manager)."""
+    the board's switches are NVLink 5 ones (NVLSM beside Fabric Manager); ``profile``: the
+    Kubernetes node profile, which decides who runs IMEX (roles.kubernetes)."""
     if fabric_kind == "none":
         return
     moved = companions_at(name=f"The fabric packages are at the driver's version {version}",
@@ -94,7 +95,7 @@ def configure(fabric_kind: str, version: str, family: str, peers: tuple[str, ...
             nvlsm_with_fabric_manager(name="NVLSM runs with Fabric Manager (NVLink 5)",
                                       _if=lambda: _installed(fabric.FM_SERVICE) and _loaded())
     else:
-        _imex(peers, moved)
+        _imex(peers, moved, profile)
 
 
 def _fabric_manager(moved) -> None:
@@ -111,7 +112,7 @@ def _fabric_manager(moved) -> None:
                    _if=lambda: moved.did_change() and _installed(service) and _loaded())
 
 
-def _imex(peers: tuple[str, ...], moved) -> None:
+def _imex(peers: tuple[str, ...], moved, profile: str = "none") -> None:
     service = fabric.IMEX_SERVICE
     # IMEX channels "will not persist through a reboot" (NVIDIA's IMEX guide, "IMEX
     # Channels"); "the driver can create channel0 if the NVreg_CreateImexChannel0 module
@@ -127,12 +128,18 @@ def _imex(peers: tuple[str, ...], moved) -> None:
     nodes = config_file(name="IMEX peers (nodes_config.cfg)",
                         content=fabric.imex_nodes_config(peers),
                         dest=fabric.IMEX_NODES_CONFIG, mode="644")
+    from gpuhost.roles import kubernetes as kubernetes_role
+
+    host_managed = kubernetes_role.configure(profile, lambda: _installed(service))
+    if kubernetes.imex_masked(profile):  # the DRA driver runs IMEX per ComputeDomain
+        return
     server.service(name="Enable nvidia-imex", service=service, running=None, enabled=True,
                    _if=lambda: _installed(service))
     server.service(name="Run nvidia-imex with its peers", service=service, running=True,
                    restarted=True,
                    _if=lambda: _installed(service) and _loaded()
-                   and (nodes.did_change() or moved.did_change()))
+                   and (nodes.did_change() or moved.did_change()
+                        or (host_managed is not None and host_managed.did_change())))
     server.service(name="nvidia-imex is running", service=service, running=True,
                    _if=lambda: _installed(service) and _loaded())
 

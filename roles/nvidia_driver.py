@@ -279,7 +279,8 @@ def install() -> None:
 
     # The fabric (Fabric Manager, or IMEX) before persistenced, DCGM and containers; at boot
     # its drop-in orders Fabric Manager before containers, DCGM and kubelet (roles/fabric.py)
-    fabric_role.configure(fabric_kind, version, family, config.nvidia_imex_peers, nvlink5)
+    fabric_role.configure(fabric_kind, version, family, config.nvidia_imex_peers, nvlink5,
+                          config.kubernetes_profile)
 
     # Services that need the loaded driver: enabled now, started once the module is loaded
     # (after the reboot above, or on the next boot when reboot_policy is never).

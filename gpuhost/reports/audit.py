@@ -43,7 +43,7 @@ AUDITED = ("nvidia_driver_version", "container_toolkit_version", "nvidia_default
            "mig_mode", "mig_layout", "nvidia_module_signing_cert", "container_runtime_mode",
            "mig_config", "mig_config_file", "containerd_nvidia_runtime",
            "containerd_nvidia_default_runtime", "nvidia_fabric", "nvidia_fabricmanager",
-           "nvidia_gpudirect_rdma")
+           "nvidia_gpudirect_rdma", "kubernetes_profile")
 STATUSES = ("ok", "drift", "failed", "unreachable")
 VERDICTS = ("native", "forward-compat", "minor-version-compat", "no", "unknown")
 

@@ -13,7 +13,9 @@ the driver's version, the peers in nodes_config.cfg, nvidia-imex running, IMEX c
 asked of the driver at every load. And the B200 board (gpu-03): `auto` sees its NVLink 5
 switches (SW_MNG in their VPD), installs NVLSM and infiniband-diags (unversioned) with Fabric
 Manager, whose start script runs NVLSM first; Completed on every GPU, again after a reboot,
-before Docker.
+before Docker. Last, the NVL host as a Kubernetes DRA node (kubernetes_profile: dra):
+nvidia-imex masked, CDI on in containerd, a second run changes nothing, and back to none
+IMEX runs again.
 """
 from __future__ import annotations
 
@@ -43,7 +45,10 @@ import sys
 sys.path.insert(0, {root!r})
 import inventories.sandbox as _shared
 
-_OVERRIDES = {{"gpu-02": {{"nvidia_fabric": "nvl", "nvidia_imex_peers": {peers!r}}}}}
+# gpu-02 on Docker CE 28.5 with containerd.io 2.1 (CDI needs containerd 1.7+; Debian 12's
+# own is 1.6): its Kubernetes profile test turns containerd's CRI plugin on
+_OVERRIDES = {{"gpu-02": {{"nvidia_fabric": "nvl", "nvidia_imex_peers": {peers!r},
+                         **_shared.docker_ce_28_debian}}}}
 for _name, _value in list(vars(_shared).items()):
     if not _name.startswith("_") and isinstance(_value, tuple) and len(_value) == 2:
         globals()[_name] = ([(n, {{**d, **_OVERRIDES.get(n, {{}})}}) for n, d in _value[0]],
@@ -276,3 +281,36 @@ def test_fabric_manager_of_another_version_is_drift_and_the_deploy_moves_it_back
     code, hosts = audit_hosts(tmp_path)
     all_well(hosts["gpu-01"])
     all_well(hosts["gpu-03"])  # the B200 board (its NVLSM restarted by the test before)
+
+
+CONTAINERD_K8S = 'version = 3\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
+
+
+def test_the_nvl_host_as_a_dra_node_masks_imex_turns_cdi_on_and_back(converged, ssh,
+                                                                     nvl_pyinfra):
+    """kubernetes_profile: dra (docs/kubernetes.md): the DRA driver runs IMEX per
+    ComputeDomain, so the host's nvidia-imex.service is disabled and masked, and CDI is on in
+    containerd's CRI plugin; a second run changes nothing; back to none, IMEX runs again."""
+    assert converged["first"].returncode == 0, converged["first"].output[-3000:]
+    # the node's containerd as a Kubernetes node setup leaves it: CRI on (Docker's
+    # containerd.io ships it disabled), conf.d imported
+    assert " 2.1." in ssh("gpu-02", "containerd --version").stdout  # containerd.io 2.1
+    ssh("gpu-02", "mkdir -p /etc/containerd && printf '%b' "
+                  f"{CONTAINERD_K8S!r} > /etc/containerd/config.toml && systemctl restart containerd")
+    dra = ("--limit", "gpu-02", "--data", "kubernetes_profile=dra",
+           "--data", "containerd_nvidia_runtime=true")
+    first = nvl_pyinfra("-y", "deploys/gpu_host.py", *dra, check=False, timeout=900)
+    assert first.returncode == 0, first.output[-4000:]
+    assert ssh("gpu-02", "systemctl is-enabled nvidia-imex; systemctl is-active nvidia-imex; "
+                         "true").stdout.split() == ["masked", "inactive"]
+    dump = ssh("gpu-02", "containerd config dump").stdout
+    assert "enable_cdi = true" in dump and ".containerd.runtimes.nvidia]" in dump, dump[-2000:]
+    second = nvl_pyinfra("-y", "deploys/gpu_host.py", *dra, check=False, timeout=600)
+    assert second.returncode == 0, second.output[-3000:]
+    assert second.totals["changed"] == 0, second.changed()
+
+    back = nvl_pyinfra("-y", "deploys/gpu_host.py", "--limit", "gpu-02", "--data",
+                       "containerd_nvidia_runtime=true", check=False, timeout=900)
+    assert back.returncode == 0, back.output[-4000:]
+    assert ssh("gpu-02", "systemctl is-enabled nvidia-imex; systemctl is-active nvidia-imex"
+               ).stdout.split() == ["enabled", "active"]
