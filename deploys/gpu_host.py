@@ -1,5 +1,5 @@
 """Provision an NVIDIA GPU host end to end (Oracle Linux, RHEL, Rocky Linux, AlmaLinux 8/9/10,
-Ubuntu 22.04/24.04, Debian 12).
+Ubuntu 22.04/24.04/26.04, Debian 12/13).
 
     pyinfra inventories/prod.py deploys/gpu_host.py           # plan, confirm, apply
     pyinfra inventories/prod.py deploys/gpu_host.py --dry     # show the plan only
