@@ -33,8 +33,7 @@ from gpuhost import kernel_update, settings
 from gpuhost import slurm as gpuslurm
 from gpuhost.upgrade import critical_findings
 from gpuhost.roles import kernel_update_ops as ops, pkglock, runlock
-from gpuhost.roles import slurm as roles_slurm
-from gpuhost.roles.upgrade import ops as uops
+from gpuhost.roles.upgrade import drain, ops as uops
 from gpuhost.facts.host import GpuHostState
 from gpuhost.facts.kernel_update import KernelCandidate
 from gpuhost.facts.pyinfra_api import RunShared, use_host
@@ -143,15 +142,7 @@ def _update(plan: dict[str, Any], config: settings.Settings) -> None:
     ops.module_ready(name=f"The NVIDIA module {version} is installed for kernel {target}",
                      module=module, version=version, release=target)
     # 3. only now: drain, the new default, the reboot
-    if config.upgrade_drain_command:
-        uops.controller_command(name="Drain the host (upgrade_drain_command, on the controller)",
-                                command=config.upgrade_drain_command, what="drain")
-    if plan.get("slurm"):
-        roles_slurm.drain(name="Drain the Slurm node and wait for its jobs (slurm)",
-                          reason=gpuslurm.reason(f"kernel update to {target}"),
-                          timeout=config.slurm_drain_timeout)
-    uops.gpu_idle(name="No GPU compute process or GPU container runs",
-                  force=config.upgrade_force)
+    drain.out_of_service(config, bool(plan.get("slurm")), f"kernel update to {target}")
     ops.make_default(name=f"Make kernel {target} the boot default", release=target,
                      family=family)
     ops.boot_gate(name=f"The next boot ({target}) will load the NVIDIA module (DKMS, Secure "
@@ -167,12 +158,7 @@ def _update(plan: dict[str, Any], config: settings.Settings) -> None:
                      before=plan["critical"],
                      module_signing_cert=config.nvidia_module_signing_cert,
                      slurm_what=f"kernel update to {target}" if plan.get("slurm") else None)
-    if plan.get("slurm"):
-        roles_slurm.resume(name="Resume the Slurm node (only gpuhost's own drain)")
-    if config.upgrade_uncordon_command:
-        uops.controller_command(name="Uncordon the host (upgrade_uncordon_command, on the "
-                                     "controller)",
-                                command=config.upgrade_uncordon_command, what="uncordon")
+    drain.back_in_service(config, bool(plan.get("slurm")))
     ops.record_done(name="Record the result", running=running, result="upgraded")
 
 

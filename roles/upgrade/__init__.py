@@ -50,8 +50,7 @@ from gpuhost import slurm as gpuslurm
 from gpuhost.roles import boot_safety, cdi, debian_archive, el_packaging, mig, nvidia_driver, pkglock
 from gpuhost.roles import runlock
 from gpuhost.roles import signed_modules as signed_modules_role
-from gpuhost.roles import slurm as roles_slurm
-from gpuhost.roles.upgrade import ops, record as upgrade_record
+from gpuhost.roles.upgrade import drain, ops, record as upgrade_record
 from gpuhost.roles.common import GpuhostError, check_inventory, host_data, host_settings
 
 PLAN_KEY = "gpuhost_upgrade_plan"  # host.data: this host's plan (``gpuhost.upgrade.assess``)
@@ -185,15 +184,7 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
         files.put(name="Mark the upgrade as under way on the host (the resume point)",
                   src=StringIO(json.dumps(plan["new_marker"], sort_keys=True) + "\n"),
                   dest=MARKER, mode="600", create_remote_dir=True)
-    if config.upgrade_drain_command:
-        ops.controller_command(name="Drain the host (upgrade_drain_command, on the controller)",
-                               command=config.upgrade_drain_command, what="drain")
-    if plan.get("slurm"):
-        roles_slurm.drain(name="Drain the Slurm node and wait for its jobs (slurm)",
-                          reason=gpuslurm.reason(f"driver upgrade to {target}"),
-                          timeout=config.slurm_drain_timeout)
-    ops.gpu_idle(name="No GPU compute process or GPU container runs",
-                 force=config.upgrade_force)
+    drain.out_of_service(config, bool(plan.get("slurm")), f"driver upgrade to {target}")
     _stop_clients(plan, config)
     _switch(plan, config)
     if config.reboot_policy == "when_needed":
@@ -232,12 +223,7 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
     if config.upgrade_force and before["containers"]:
         ops.containers(name="Start the GPU containers again", ids=before["containers"],
                        running=True)
-    if plan.get("slurm"):
-        roles_slurm.resume(name="Resume the Slurm node (only gpuhost's own drain)")
-    if config.upgrade_uncordon_command:
-        ops.controller_command(name="Uncordon the host (upgrade_uncordon_command, on the "
-                                    "controller)",
-                               command=config.upgrade_uncordon_command, what="uncordon")
+    drain.back_in_service(config, bool(plan.get("slurm")))
     files.file(name="The upgrade is complete: remove the resume point", path=MARKER,
                present=False)
     ops.record_done(name="Record the result", from_version=plan["from"], result="upgraded")
