@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import timing_plugin
+
 REPO = Path(__file__).resolve().parents[2]
 BASE_DIR = Path(os.environ.get("GPUHOST_VM_TEST_DIR", "/run/gpuhost-vm-pytest"))
 # One directory per test session: two sessions on one machine get two VMs, not one fight.
@@ -38,6 +40,13 @@ def _load(name: str, path: Path):
 
 vm_module = _load("gpuhost_qemu_vm", REPO / "vagrant/qemu/vm.py")
 run_pyinfra = _load("gpuhost_run_pyinfra", REPO / "vagrant/run_pyinfra.py")
+
+
+def count_qemu_cpu(machine) -> None:
+    """The powered-off VM's QEMU CPU seconds into the suite's timing table (QEMU runs
+    daemonized: no child of the test process, no sandbox cgroup)."""
+    timing_plugin.extra_cpu(machine.qemu_cpu_seconds)
+    machine.qemu_cpu_seconds = 0.0
 
 
 def record_timing(key: str, seconds: float) -> None:
@@ -140,6 +149,7 @@ def shared_vm(vm_image, sandbox_caches):
         if shared.machine.running():
             t1 = time.monotonic()
             shared.machine.down()
+            count_qemu_cpu(shared.machine)
             record_timing("shutdown_at_session_end", time.monotonic() - t1)
         else:
             shared.machine.down()   # a VM that died on its own: drop its overlay and state

@@ -24,6 +24,8 @@ import time
 
 import pytest
 
+from tests import timing_plugin
+
 pytestmark = pytest.mark.vm
 
 INVENTORY = "vagrant/qemu/inventory.py"
@@ -146,5 +148,6 @@ def test_powers_off(vm, vm_module, record_timing):
     t0 = time.monotonic()
     vm.down()
     record_timing("shutdown", time.monotonic() - t0)
+    timing_plugin.extra_cpu(vm.qemu_cpu_seconds)   # QEMU is no child of this process
     assert not vm_module.pid_alive(pid), "QEMU still running after down()"
     assert not vm.running()

@@ -109,6 +109,7 @@ class VM:
         self.run_dir = Path(run_dir)
         self.cache = Path(cache)
         self.state_file = self.run_dir / "vm.json"
+        self.qemu_cpu_seconds = 0.0   # what QEMU had used when down() powered it off
 
     # -- state -------------------------------------------------------------------------
     @property
@@ -336,6 +337,7 @@ class VM:
                 os.killpg(group, signal.SIGTERM)
         pid = s.get("qemu_pid")
         if pid_alive(pid):
+            self.qemu_cpu_seconds = cpu_seconds(pid)
             try:
                 self.ssh("systemctl poweroff", check=False, timeout=15)
             except subprocess.TimeoutExpired:
@@ -351,6 +353,15 @@ class VM:
         Path(s["overlay"]).unlink(missing_ok=True)
         self.state_file.unlink(missing_ok=True)
         log("down")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process PID has used so far; 0 when it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _root_owned(ti: tarfile.TarInfo) -> tarfile.TarInfo:
