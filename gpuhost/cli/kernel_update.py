@@ -26,7 +26,6 @@ from gpuhost.upgrade import rollout
 DEPLOY = "kernel_update.py"  # in gpuhost.deploys
 TARGETS_KEY = "gpuhost_kernel_targets"  # roles/kernel_update.py reads them
 REMOVE_KEY = "gpuhost_kernel_remove_failed"
-PLAN_ONLY_KEY = "gpuhost_kernel_plan_only"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,8 +64,6 @@ class KernelUpdate(Upgrade):
         data = list(self.args.data) + ([f"{TARGETS_KEY}={self.targets}"] if self.targets else [])
         if getattr(self.args, "remove_failed", False):
             data.append(f"{REMOVE_KEY}=true")
-        if getattr(self.args, "dry", False):  # plans only: what only an update refuses is not
-            data.append(f"{PLAN_ONLY_KEY}=true")
         argv = [*self.pyinfra, "-y", "--json", *flags, self.inventory, deploy_file(DEPLOY),
                 *rollout.limit_args(hosts),
                 *_data_args(self.events_path, f"{self.run_id} {run}", data)]
