@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuhost.facts import boot_parsers, parsers
+from gpuhost.facts import boot_parsers, offered_parsers, parsers
 from gpuhost.dkms_names import is_nvidia_module
 from gpuhost.facts.sections import NOT_INSTALLED, Sections, installed_specs, is_installed, ok, section
 from gpuhost import distro
@@ -50,6 +50,29 @@ def held_back(text: str | None) -> dict[str, str] | None:
     return note if note["kernel"] else None
 
 
+def offered(text: str | None, release: str, dkms: list[dict[str, Any]],
+            held: dict[str, str] | None) -> dict[str, Any] | None:
+    """The newest kernel the host's package manager offers (``facts.offered_parsers``) and
+    whether gpuhost proved the NVIDIA module on it: ``newer`` than the running one,
+    ``proven`` (DKMS has the NVIDIA module installed for it; None: the module does not come
+    from DKMS), ``held_back`` (gpuhost kernel-update could not build it). None: not read."""
+    try:
+        found = offered_parsers.parse_kernel_offered(text) if text else None
+    except ValueError as error:
+        return {"source": None, "newest": None, "error": str(error), "newer": False,
+                "proven": None, "held_back": False, "installed": False, "headers": None}
+    if found is None:
+        return None
+    newest = found["newest"]
+    nvidia = [e for e in dkms if is_nvidia_module(e["module"])]
+    found["newer"] = bool(newest) and offered_parsers.release_key(newest) > \
+        offered_parsers.release_key(release)
+    found["proven"] = (any(e["kernel"] == newest and e["status"] == "installed" for e in nvidia)
+                       if nvidia and newest else None)
+    found["held_back"] = bool(held and newest and held["kernel"] == newest)
+    return found
+
+
 def kernel_state(sections: Sections) -> dict[str, Any]:
     """See ``gpuhost.facts.kernel.KernelHeaders``."""
     os_info = os_state(sections)
@@ -87,6 +110,7 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
     except ValueError:
         next_headers = []
     mok_rc, mok_out = section(sections, "mok")
+    held = held_back(ok(sections, "kernel_held"))
     next_boot = {
         "kernel_release": next_release,
         "source": boot["source"],            # grubby | grub | None (unknown: the running one)
@@ -122,6 +146,7 @@ def kernel_state(sections: Sections) -> dict[str, Any]:
         "module_signer": (ok(sections, "module_signer") or "").strip() or None,
         "next_boot": next_boot,
         "dkms_logs": boot_parsers.parse_dkms_logs(ok(sections, "dkms_log") or ""),
-        "held_back": held_back(ok(sections, "kernel_held")),
+        "held_back": held,
+        "offered": offered(ok(sections, "kernel_offered"), release, dkms, held),
         "problem": problem,
     }

@@ -40,6 +40,10 @@ class KernelHeaders(SectionFact):
                        "headers_installed": bool, "nvidia_module": ["570.172.08"]},
          "dkms_logs": {"/var/lib/dkms/nvidia/570.172.08/build/make.log": "last lines"},
          "held_back": None | {"kernel": ..., "driver": ..., "reason": "make.log's line"},
+         "offered": None | {"source": "apt" | "dnf", "newest": "6.8.0-71-generic" | None,
+                            "installed": bool, "headers": "available" | ... | None,
+                            "newer": bool, "proven": bool | None, "held_back": bool,
+                            "error": None | "..."},  # the composite fact's section only
          "problem": None | "why gpuhost cannot name the headers package"}
     """
 

@@ -172,6 +172,20 @@ SECTIONS: dict[str, str] = {
     # (roles/kernel_update_ops.py HELD_BACK)
     "kernel_held": "test -e /var/lib/gpuhost/kernel-held-back || exit 3; "
     "head -c 4096 /var/lib/gpuhost/kernel-held-back",
+    # the newest kernel of the running kernel's shape that the package manager already knows
+    # (apt's lists, dnf's metadata cache: no download), facts.offered_parsers; the package
+    # manager by os-release (an EL host may carry apt-cache, a Debian one dnf)
+    "kernel_offered": 'r=$(uname -r); f=$(. /etc/os-release 2>/dev/null; echo " $ID $ID_LIKE "); '
+    'case "$f" in *" debian "*|*" ubuntu "*) f=apt;; *" rhel "*|*" fedora "*|*" centos "*) f=dnf;; '
+    "*) f=;; esac; "
+    'if [ "$f" = apt ] && command -v apt-cache >/dev/null 2>&1; then '
+    's=$(printf %s "$r" | tr -d 0-9); n=$(LC_ALL=C apt-cache pkgnames linux-image- 2>/dev/null | '
+    "awk -v s=\"$s\" '{x = substr($0, 13); y = x; gsub(/[0-9]/, \"\", y); if (y == s) print x}' | "
+    'sort -V | tail -n 1); echo "source apt"; test -n "$n" || exit 0; '
+    'LC_ALL=C apt-cache policy "linux-image-$n" "linux-headers-$n" 2>&1; '
+    'elif [ "$f" = dnf ] && command -v dnf >/dev/null 2>&1; then '
+    'case $r in *uek*) p=kernel-uek;; *) p=kernel;; esac; echo "source dnf"; LC_ALL=C timeout 30 dnf -C -q list --showduplicates "$p" 2>&1; '
+    "else exit 127; fi",
     "daemon_json": _file("/etc/docker/daemon.json"),
     "docker_version": _tool("dockerd", "command -v dockerd"),
     "docker_info": _tool(
@@ -274,6 +288,7 @@ CHAINS: tuple[tuple[str, ...], ...] = (
     ("dkms",),
     ("docker_info", "nvidia_ctk", "nvidia_container_cli"),
     ("slurm",),
+    ("kernel_offered",),
 )
 
 # _gh NN NAME CODE: run CODE, keep its output in $_gh_NAME (for later sections of the

@@ -44,7 +44,6 @@ TARGETS_KEY = "gpuhost_kernel_targets"  # --data: TAG=RELEASE,TAG=RELEASE
 PLAN_KEY = "gpuhost_kernel_plan"
 CHECK_KEY = "gpuhost_kernel_check"
 REMOVE_KEY = "gpuhost_kernel_remove_failed"  # --data: true (gpuhost kernel-update --remove-failed)
-PLAN_ONLY_KEY = "gpuhost_kernel_plan_only"  # --data: true (gpuhost kernel-update --dry)
 
 
 class FleetCheck(RunShared):

@@ -127,10 +127,11 @@ def _recipe() -> str:
 
 def ensure() -> None:
     """Build the repositories when missing or made from another recipe (about 10 s), the
-    Debian one (sandbox/kernels_debian.py) too."""
-    from . import kernels_debian
+    Debian and Ubuntu ones (sandbox/kernels_debian.py, sandbox/kernels_ubuntu.py) too."""
+    from . import kernels_debian, kernels_ubuntu
 
     kernels_debian.ensure()
+    kernels_ubuntu.ensure()
     stamp = OUT / "recipe"
     if stamp.is_file() and stamp.read_text().strip() == _recipe() and all(
             (OUT / name / "repodata" / "repomd.xml").is_file() for name in KERNELS):

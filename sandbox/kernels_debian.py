@@ -57,14 +57,15 @@ def _meta_version() -> str:
     return f"{meta}+gpuhost1"  # after the mirror's meta: apt's candidate
 
 
-def enable_command() -> str:
-    """The shell command that gives a Debian 12 host the kernel repository (root)."""
+def enable_command(os_name: str = OS_NAME) -> str:
+    """The shell command that gives a host the kernel repository of ``os_name`` (root): Debian
+    12's, or Ubuntu 24.04's (sandbox/kernels_ubuntu.py)."""
     from .nvidia.pkg.signing import SigningKey
 
     key = SigningKey().ensure()
     armored = key.gpg("--armor", "--export", key.fingerprint)
     signed_by = "\n".join(" " + (line or ".") for line in armored.strip().splitlines())
-    sources = (f"Types: deb\nURIs: {paths.MIRROR_URL}/nvidia/kernels/{OS_NAME}\nSuites: ./\n"
+    sources = (f"Types: deb\nURIs: {paths.MIRROR_URL}/nvidia/kernels/{os_name}\nSuites: ./\n"
                f"Signed-By:\n{signed_by}\n")
     return (f"printf '%s' '{sources}' > /etc/apt/sources.list.d/{REPO_NAME}.sources && "
             "apt-get update -qq")

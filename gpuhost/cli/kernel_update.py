@@ -26,7 +26,6 @@ from gpuhost.upgrade import rollout
 DEPLOY = "kernel_update.py"  # in gpuhost.deploys
 TARGETS_KEY = "gpuhost_kernel_targets"  # roles/kernel_update.py reads them
 REMOVE_KEY = "gpuhost_kernel_remove_failed"
-PLAN_ONLY_KEY = "gpuhost_kernel_plan_only"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,13 +64,31 @@ class KernelUpdate(Upgrade):
         data = list(self.args.data) + ([f"{TARGETS_KEY}={self.targets}"] if self.targets else [])
         if getattr(self.args, "remove_failed", False):
             data.append(f"{REMOVE_KEY}=true")
-        if getattr(self.args, "dry", False):  # plans only: what only an update refuses is not
-            data.append(f"{PLAN_ONLY_KEY}=true")
         argv = [*self.pyinfra, "-y", "--json", *flags, self.inventory, deploy_file(DEPLOY),
                 *rollout.limit_args(hosts),
                 *_data_args(self.events_path, f"{self.run_id} {run}", data)]
         code, payload = run_pyinfra(argv, capture_json=True)
         return code, failed_hosts(payload)
+
+    COMMAND = "gpuhost kernel-update"
+
+    def refused(self) -> None:
+        say(self.plan_table())
+
+    def planned(self, todo: list[str]) -> int | None:
+        if not self.args.dry:
+            return None
+        say()
+        say(self.plan_table())
+        say()
+        say(f"--dry: nothing was changed; {len(todo)} host(s) would get a new kernel")
+        return 0
+
+    def nothing_to_do(self) -> str:
+        return "nothing to do: every host runs its target kernel"
+
+    def done(self, count: int) -> str:
+        return f"done: {count} host(s) moved to their new kernel"
 
     def plan_table(self) -> str:
         """The pre-flight's plan per host: running, target, headers, DKMS build, what."""
@@ -105,35 +122,4 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, UpgradeError, CliError, rollout.RolloutError) as error:
         print(f"gpuhost kernel-update: {error}", file=sys.stderr)
         return 2
-    try:
-        try:
-            todo = update.preflight(hosts)
-        except UpgradeError as error:
-            say(update.plan_table())
-            update.finish(False, f"gpuhost kernel-update: {error}")
-            return 2
-        if args.dry:
-            say()
-            say(update.plan_table())
-            say()
-            say(f"--dry: nothing was changed; {len(todo)} host(s) would get a new kernel")
-            return 0
-        if not todo:
-            update.finish(True, "nothing to do: every host runs its target kernel")
-            return 0
-        if update.run_batches(todo):
-            done = sum(r.result == "upgraded" for r in update.results.values())
-            update.finish(True, f"done: {done} host(s) moved to their new kernel")
-            return 0
-        failed = [r for r in update.results.values() if r.result == "failed"]
-        names = ", ".join(f"{r.host} ({r.detail})" for r in failed) or "see above"
-        update.finish(False, f"gpuhost kernel-update: FAILED: {names}; fix it and run the same "
-                             "command again: finished hosts are skipped")
-        return 1
-    except KeyboardInterrupt:
-        update.finish(False, "gpuhost kernel-update: interrupted; run the same command again "
-                             "to resume (finished hosts are skipped)")
-        return 130
-    except rollout.RolloutError as error:
-        update.finish(False, f"gpuhost kernel-update: {error}")
-        return 2
+    return update.run_to_end(hosts)

@@ -185,6 +185,55 @@ class Upgrade:
         say(f"{message} ({rollout.format_seconds(time.time() - self.started)}); report: "
             f"{self.report_path}")
 
+    # what a command built on this class says and does at the ends of its run
+    COMMAND = "gpuhost upgrade"
+
+    def refused(self) -> None:
+        """Called when the pre-flight refused the run, before the summary."""
+
+    def planned(self, todo: list[str]) -> int | None:
+        """Called after the pre-flight: an exit status ends the run there (``--dry``)."""
+        return None
+
+    def nothing_to_do(self) -> str:
+        return f"nothing to do: every host runs {self.target}"
+
+    def done(self, count: int) -> str:
+        return f"done: {count} host(s) upgraded to {self.target}"
+
+    def run_to_end(self, hosts: list[str]) -> int:
+        """Pre-flight, batches, the summary and the report; the exit status: 0 done (or
+        nothing to do), 1 a batch failed, 2 refused, 130 interrupted."""
+        try:
+            try:
+                todo = self.preflight(hosts)
+            except UpgradeError as error:
+                self.refused()
+                self.finish(False, f"{self.COMMAND}: {error}")
+                return 2
+            code = self.planned(todo)
+            if code is not None:
+                return code
+            if not todo:
+                self.finish(True, self.nothing_to_do())
+                return 0
+            if self.run_batches(todo):
+                self.finish(True, self.done(sum(r.result == "upgraded"
+                                                for r in self.results.values())))
+                return 0
+            failed = [r for r in self.results.values() if r.result == "failed"]
+            names = ", ".join(f"{r.host} ({r.detail})" for r in failed) or "see above"
+            self.finish(False, f"{self.COMMAND}: FAILED: {names}; fix it and run the same "
+                               "command again: finished hosts are skipped")
+            return 1
+        except KeyboardInterrupt:
+            self.finish(False, f"{self.COMMAND}: interrupted; run the same command again to "
+                               "resume (finished hosts are skipped)")
+            return 130
+        except rollout.RolloutError as error:
+            self.finish(False, f"{self.COMMAND}: {error}")
+            return 2
+
 
 def run(args: argparse.Namespace) -> int:
     """``gpuhost upgrade`` with parsed arguments (``gpuhost.cli``)."""
@@ -194,31 +243,7 @@ def run(args: argparse.Namespace) -> int:
     except (UpgradeError, CliError, rollout.RolloutError) as error:
         print(f"gpuhost upgrade: {error}", file=sys.stderr)
         return 2
-    try:
-        try:
-            todo = upgrade.preflight(hosts)
-        except UpgradeError as error:
-            upgrade.finish(False, f"gpuhost upgrade: {error}")
-            return 2
-        if not todo:
-            upgrade.finish(True, f"nothing to do: every host runs {upgrade.target}")
-            return 0
-        if upgrade.run_batches(todo):
-            done = sum(r.result == "upgraded" for r in upgrade.results.values())
-            upgrade.finish(True, f"done: {done} host(s) upgraded to {upgrade.target}")
-            return 0
-        failed = [r for r in upgrade.results.values() if r.result == "failed"]
-        names = ", ".join(f"{r.host} ({r.detail})" for r in failed) or "see above"
-        upgrade.finish(False, f"gpuhost upgrade: FAILED: {names}; fix it and run the same "
-                              "command again: finished hosts are skipped")
-        return 1
-    except KeyboardInterrupt:
-        upgrade.finish(False, "gpuhost upgrade: interrupted; run the same command again to "
-                              "resume (finished hosts are skipped)")
-        return 130
-    except rollout.RolloutError as error:
-        upgrade.finish(False, f"gpuhost upgrade: {error}")
-        return 2
+    return upgrade.run_to_end(hosts)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,12 +30,12 @@ from gpuhost.health import lifecycle
 from gpuhost.health.finding import HEALTH_STATUSES, SEVERITIES, sort_key
 from gpuhost.health.gpu import THROTTLE, THROTTLE_ADVICE, gpu_findings
 from gpuhost.health.host import (NOT_READ, cdi_findings, gpus_not_read, gpus_read, host_findings,
-                                  next_boot_findings, rdma_findings)
+                                  kernel_offered_findings, next_boot_findings, rdma_findings)
 
 __all__ = ["HEALTH_STATUSES", "NOT_READ", "SEVERITIES", "THROTTLE", "THROTTLE_ADVICE",
            "block", "cdi_findings", "findings", "fleet_summary", "gpu_findings", "gpus_not_read",
-           "gpus_read", "host_findings", "key", "new_findings", "next_boot_findings",
-           "rdma_findings", "sort_key", "status", "unhealthy"]
+           "gpus_read", "host_findings", "kernel_offered_findings", "key", "new_findings",
+           "next_boot_findings", "rdma_findings", "sort_key", "status", "unhealthy"]
 
 
 def findings(state: Mapping[str, Any], *, today: _dt.date | None = None,
@@ -53,6 +53,7 @@ def findings(state: Mapping[str, Any], *, today: _dt.date | None = None,
     found += cdi_findings(state)
     found += rdma_findings(state)
     found += next_boot_findings(state, module_signing_cert)
+    found += kernel_offered_findings(state)
     found += slurm.findings(state)  # issue 26 item 4 (gpuhost/slurm.py)
     branch = lifecycle.finding(driver.get("loaded_version") or driver.get("installed_version"),
                                today)

@@ -198,6 +198,22 @@ def rdma_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def kernel_offered_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A newer kernel the host's package manager offers, and whether gpuhost proved the
+    NVIDIA module on it (info: nothing is wrong)."""
+    offer = (state.get("kernel") or {}).get("offered") or {}
+    if not offer.get("newer"):
+        return []
+    proof = ("held back: DKMS could not build the NVIDIA module for it" if offer["held_back"]
+             else "the NVIDIA module does not come from DKMS: not proven by gpuhost"
+             if offer["proven"] is None else "proven: DKMS built the NVIDIA module for it"
+             if offer["proven"] else "not proven: no NVIDIA module built for it yet")
+    return [_finding("kernel-newer-offered", "info", None, (
+        f"the package manager offers a newer kernel, {offer['newest']} ("
+        f"{'installed' if offer.get('installed') else 'not installed'}; {proof}); "
+        "gpuhost kernel-update moves the host to it with the module built first"))]
+
+
 def next_boot_findings(state: Mapping[str, Any], module_signing_cert: str | None = None,
                        ) -> list[dict[str, Any]]:
     """Will the NVIDIA module load after the next boot (gpuhost.boot's answers)?"""

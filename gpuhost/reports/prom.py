@@ -38,6 +38,7 @@ FINDING_IDS = (
     "nvlink-down", "nvlink-link-inactive", "nvlink-recovery-errors", "nvlink-crc-replay-errors",
     "next-boot-module-missing", "next-boot-module-unknown", "secure-boot-signer-not-enrolled",
     "secure-boot-cert-unreadable", "secure-boot-module-signer", "kernel-held-back",
+    "kernel-newer-offered",
     "cdi-spec-stale", "cdi-refresh-failed", "docker-gpus-assumed",
     "lifecycle-eol", "lifecycle-eol-soon",
     "lifecycle-new-feature-branch", "lifecycle-supported", "lifecycle-unknown",
