@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gpuhost.facts.assemble import host_state
 from gpuhost.facts.base import SectionFact
-from gpuhost.facts.script import ALL_SECTIONS
+from gpuhost.facts.script import ALL_SECTIONS, READ_SECTIONS
 
 
 class GpuHostState(SectionFact):
@@ -46,7 +46,20 @@ class GpuHostState(SectionFact):
     list; ``None`` when nvidia-smi gave no answer (no driver, error, timeout), ``[]`` when
     every GPU is listed; when nvidia-smi says "No devices were found" every GPU on the bus is
     missing. ``nvswitch_count``: NVIDIA functions of PCI class 0x0680 (NVSwitch bridges).
+
+    Deploys, upgrades and recoveries read these sections; ``kernel.offered`` is None here
+    (``AuditHostState`` reads it).
+    """
+
+    sections = READ_SECTIONS
+    assemble = staticmethod(host_state)
+
+
+class AuditHostState(GpuHostState):
+    """
+    ``GpuHostState`` plus what only the audit reads (``facts.script.AUDIT_ONLY_SECTIONS``:
+    the newest kernel the package manager offers, ``kernel.offered``), in the same one
+    remote command.
     """
 
     sections = ALL_SECTIONS
-    assemble = staticmethod(host_state)

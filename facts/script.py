@@ -331,3 +331,8 @@ def build_script(names: list[str] | tuple[str, ...]) -> str:
 
 
 ALL_SECTIONS: tuple[str, ...] = tuple(SECTIONS)
+# Sections only the audit reads: what the package manager offers is no part of a host's
+# converged state, and the deploys, upgrades and kernel updates re-read the host after each
+# change (a converged host's one read stays what it was).
+AUDIT_ONLY_SECTIONS: tuple[str, ...] = ("kernel_offered",)
+READ_SECTIONS: tuple[str, ...] = tuple(s for s in SECTIONS if s not in AUDIT_ONLY_SECTIONS)

@@ -24,7 +24,7 @@ from pyinfra.operations import python
 from gpuhost import health
 from gpuhost.reports import audit, text as report
 from gpuhost.facts import pyinfra_api
-from gpuhost.facts.host import GpuHostState
+from gpuhost.facts.host import AuditHostState
 
 DIR_KEY = "gpuhost_audit_dir"
 FLEET_FILE = "fleet.json"  # in DIR, beside the per-host records (which carry "host")
@@ -39,8 +39,8 @@ class AuditProblem(Exception):
 
 
 def read_state() -> tuple[dict | None, str | None]:
-    """This host's GpuHostState, or why it could not be read. One remote command."""
-    fact = GpuHostState()
+    """This host's AuditHostState, or why it could not be read. One remote command."""
+    fact = AuditHostState()
     try:
         output = host.get_fact(Command, command=fact.command())
     except PyinfraError as error:  # e.g. "No hosts remaining!" when this host failed

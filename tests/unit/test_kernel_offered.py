@@ -153,3 +153,12 @@ def _findings(offer):
     found = health_host.kernel_offered_findings({"kernel": {"offered": offer}})
     assert all(f["id"] == "kernel-newer-offered" for f in found)
     return found
+
+
+def test_only_the_audit_reads_what_the_package_manager_offers():
+    # the deploys' one read of a host stays what it was: no apt-cache/dnf list on every run
+    from gpuhost.facts.host import AuditHostState, GpuHostState
+
+    assert "kernel_offered" not in GpuHostState().command()
+    assert "apt-cache pkgnames" not in GpuHostState().command()
+    assert "apt-cache pkgnames" in AuditHostState().command()
