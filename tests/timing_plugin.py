@@ -26,7 +26,8 @@ import pytest
 
 KEY = "gpuhost_fixture_times"
 CPU_KEY = "gpuhost_cpu_seconds"
-ROWS = 12
+ROWS = 30           # modules in the table (fixtures: FIXTURE_ROWS)
+FIXTURE_ROWS = 12
 
 _modules: dict[str, float] = defaultdict(float)
 _tests: dict[str, int] = defaultdict(int)
@@ -131,7 +132,7 @@ def format_table(data: dict, rows: int = ROWS) -> list[str]:
               f"{row['module']}" for row in data["modules"][:rows]]
     lines.append(f"{'seconds':>8}  {'scope':>8}  slowest fixtures (setup)")
     lines += [f"{row['seconds']:>8.1f}  {row['scope']:>8}  {row['fixture']}  ({row['where']})"
-              for row in data["fixtures"][:rows]]
+              for row in data["fixtures"][:FIXTURE_ROWS]]
     return lines
 
 
