@@ -196,6 +196,37 @@ def test_cdi_mode_is_refused_on_a_docker_without_cdi(converged, ssh, pyinfra):
     assert ssh("gpu-02", "sha256sum /etc/docker/daemon.json") == before
 
 
+def test_debian12s_docker_and_containerd_are_refused_for_schema_0_7_before_any_change(
+        converged, ssh, pyinfra):
+    """gpu-02 runs Debian 12's own docker.io 20.10.24 and containerd 1.6.20 (real binaries).
+    In cdi mode with toolkit 1.20 (the default, writing CDI spec schema 0.7.0) and gpuhost's
+    containerd drop-in on, the host is refused before any change, in one line naming the
+    versions that read the spec and the ways out: daemon.json and config.toml unchanged, no
+    drop-in, no package installed or upgraded (the toolkit stays at 1.17.8)."""
+    files = "/etc/docker/daemon.json /etc/containerd/config.toml"
+    packages = "dpkg-query -W -f '${Package} ${Version} ${Status}\\n' | sha256sum"
+    before = ssh("gpu-02", f"sha256sum {files}; {packages}")
+    assert "1.6.20~ds1" in ssh("gpu-02", "containerd --version")
+    proc = pyinfra("-y", DEPLOY, "--limit", "gpu-02", "--data", "container_runtime_mode=cdi",
+                   "--data", "container_toolkit_version=1.20.0",
+                   "--data", "containerd_nvidia_runtime=true", check=False, timeout=600)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0, said[-3000:]
+    lines = {line.split("gpuhost: ", 1)[-1].strip() for line in said.splitlines()
+             if "cannot read the CDI spec schema" in line}
+    assert lines == {
+        "gpu-02: container_runtime_mode is cdi but Docker 20.10.24+dfsg1 and containerd "
+        "1.6.20~ds1 cannot read the CDI spec schema 0.7.0 that toolkit 1.20.0 writes (Docker "
+        "26.1.0 and containerd 1.7.16 are the first that do): upgrade to Docker 26.1.0 and "
+        "containerd 1.7.16 or newer, or keep this host on container_toolkit_version 1.18.2, or "
+        "use container_runtime_mode legacy; gpuhost left the runtime's configuration as it "
+        "was"}, said[-3000:]
+    assert "gpuhost cannot provision this host" in said
+    assert ssh("gpu-02", f"sha256sum {files}; {packages}") == before
+    assert ssh("gpu-02", "ls /etc/containerd/conf.d/99-nvidia.toml", check=False) == ""
+    assert ssh("gpu-02", "dpkg-query -W -f '${Version}' nvidia-container-toolkit") == "1.17.8-1"
+
+
 def test_cdi_mode_on_docker_ce_26_runs_cdi_devices(converged, ssh):
     """gpu-03: Docker's packages from Docker's (stand-in) repository, dockerd 26 with CDI
     enabled in daemon.json, the spec fresh, and the CDI device run lists the GPU."""
