@@ -11,7 +11,9 @@ gpu-03  H100 x1, bare (no Docker), Docker CE 26 from the sandbox's stand-in of D
 gpu-01, 1.20's (in /lib/systemd/system) one with schema 0.7.0 on gpu-03, and left failed there
 (started while the driver was not loaded) it is reset and rerun by the deploy; a second run changes nothing; a MIG change makes the audit flag the stale spec and
 the next deploy regenerates it; cdi mode is refused on a Docker without CDI (20.10) before
-daemon.json is touched; on gpu-03 cdi mode converges and Docker's own CDI
+daemon.json is touched, and with toolkit 1.20 (CDI spec schema 0.7.0) and gpuhost's containerd
+drop-in on, Debian 12's docker.io 20.10 and containerd 1.6.20 are refused before any change in
+one line; on gpu-03 cdi mode converges and Docker's own CDI
 (`docker run --device nvidia.com/gpu=all`, dockerd 26 applies the spec itself) lists the GPU,
 also right after a reboot (gpuhost-cdi-spec.service writes the spec before Docker starts), and
 a deploy after that reboot is one remote command and 0 changes;
