@@ -4,10 +4,13 @@ the host that read it (pure, no pyinfra).
 From toolkit 1.19.1, ``nvidia-ctk cdi generate`` (and so ``nvidia-cdi-refresh``) writes CDI
 spec schema 0.7.0 (device nodes with ``additionalGids``), which needs Docker 26.1.0,
 containerd 1.7.16, podman 5.1.0 and cri-o 1.30.0 (NVIDIA/nvidia-container-toolkit#1860,
-NVIDIA/cloud-native-docs PR #419, 2026-05-29). An older engine does not read the file at
+NVIDIA/cloud-native-docs PR #419, 2026-05-29). An older engine may not read the file at
 all: podman 4.9.3 logs ``failed to parse CDI Spec ... json: unknown field "additionalGids"``
 and every ``nvidia.com/gpu`` device of it is unresolvable (toolkit#1860); podman gained
 schema 0.7.0 with container-device-interface v0.7.1 in 5.1 (containers/podman PR #22280).
+Debian 12's podman 4.3.1, installed in the sandbox (2026-11-29), did not report an
+unresolvable CDI device even for a name no spec has, so its behaviour could not be observed
+there: gpuhost follows NVIDIA's list.
 
 What gpuhost does with it (docs/container-runtime.md, "CDI spec schema"):
 
@@ -148,7 +151,7 @@ def podman_problem(state: Mapping[str, Any]) -> str | None:
     if not specs:
         return None
     paths = ", ".join(s["path"] for s in specs)
-    return (f"podman {engine_version(podman)} cannot read the CDI spec schema 0.7.0 of {paths} "
-            f"(podman 5.1.0 is the first that can; toolkit 1.19.1 and newer write it): podman "
-            "skips the file and --device nvidia.com/gpu=... is unresolvable; upgrade podman, "
-            "or keep this host on container_toolkit_version 1.18.2")
+    return (f"podman {engine_version(podman)} is older than 5.1.0, the first podman NVIDIA lists "
+            f"as reading the CDI spec schema 0.7.0 of {paths} (toolkit 1.19.1 and newer write "
+            "it; podman 4.9.3 rejects such a file): podman run --device nvidia.com/gpu=... may "
+            "not resolve; upgrade podman, or keep this host on container_toolkit_version 1.18.2")
