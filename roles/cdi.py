@@ -170,11 +170,9 @@ def require_docker_cdi(toolkit_version: str | None = None):
         yield fail_command(cdi.schema_refusal("Docker", toolkit_version, version))
         return
     if cdi.docker_lacks_cdi(version):
-        yield fail_command(
-            f"container_runtime_mode is cdi but Docker {version} has no CDI support (Docker "
-            "25.0 is the first with --device nvidia.com/gpu=...): upgrade Docker "
-            "(docker_version) or use container_runtime_mode legacy or auto; gpuhost left "
-            "daemon.json as it was")
+        from gpuhost.runtime import cdi_schema
+
+        yield fail_command(cdi_schema.docker_without_cdi(version))
         return
     host.noop(f"Docker {version or '(installed by this run)'} supports CDI devices")
 
@@ -195,11 +193,12 @@ def preflight_problem() -> str | None:
     docker_cdi = runtime_mode(config, state) == "cdi"
     containerd_cdi = bool(config.containerd_nvidia_runtime) and (
         docker_cdi or kubernetes.cdi_in_containerd(config.kubernetes_profile))
-    problem = cdi_schema.preflight_problem(config, state, docker_cdi, containerd_cdi)
-    if problem is None and containerd_cdi and cdi_schema.docker_packages_kept(config, state):
+    if containerd_cdi and cdi_schema.docker_packages_kept(config, state):  # no CDI at all
         problem = kubernetes.containerd_problem(config.kubernetes_profile,
                                                 (state.get("containerd") or {}).get("version"))
-    return problem
+        if problem:
+            return problem
+    return cdi_schema.preflight_problem(config, state, docker_cdi, containerd_cdi)
 
 
 def check_docker() -> None:

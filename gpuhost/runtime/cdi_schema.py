@@ -74,27 +74,52 @@ def _need(runtime: str) -> str:
     return f"{runtime} {'.'.join(map(str, SCHEMA_0_7_NEEDS[runtime]))}"
 
 
-def refusal(toolkit_version: str, engines: list[tuple[str, str]]) -> str:
-    """The one line that refuses cdi mode where the engines ([(runtime, version)], one or
-    two) cannot read the toolkit's spec: what is wrong, then the three ways out."""
+MODE_CDI = ("container_runtime_mode is cdi", "use container_runtime_mode legacy")
+
+
+def why_cdi(config: Any, mode_cdi: bool) -> tuple[str, str]:
+    """Why CDI is on (for the refusal's first words) and the setting that turns it off:
+    cdi mode, else a DRA profile's CDI in containerd."""
+    if mode_cdi:
+        return MODE_CDI
+    profile = getattr(config, "kubernetes_profile", "none")
+    return (f"kubernetes_profile {profile} turns CDI on in containerd",
+            "use kubernetes_profile none")
+
+
+def refusal(toolkit_version: str, engines: list[tuple[str, str]],
+            why: tuple[str, str] = MODE_CDI) -> str:
+    """The one line that refuses CDI where the engines ([(runtime, version)], one or two)
+    cannot read the toolkit's spec: what is wrong, then the three ways out (``why``: the
+    setting that asked for CDI and how to turn it off, ``why_cdi``)."""
     have = " and ".join(f"{runtime} {engine_version(v) or v}" for runtime, v in engines)
     need = " and ".join(_need(runtime) for runtime, _ in engines)
     first = "is the first that does" if len(engines) == 1 else "are the first that do"
-    return (f"container_runtime_mode is cdi but {have} cannot read the CDI spec schema 0.7.0 "
-            f"that toolkit {toolkit_version} writes ({need} {first}): upgrade to {need} or "
-            "newer, or keep this host on container_toolkit_version 1.18.2, or use "
-            "container_runtime_mode legacy; gpuhost left the runtime's configuration as it was")
+    return (f"{why[0]} but {have} cannot read the CDI spec schema 0.7.0 that toolkit "
+            f"{toolkit_version} writes ({need} {first}): upgrade to {need} or newer, or keep "
+            f"this host on container_toolkit_version 1.18.2, or {why[1]}; gpuhost left the "
+            "runtime's configuration as it was")
 
 
-def schema_refusal(runtime: str, toolkit_version: str, runtime_version: str) -> str:
+def schema_refusal(runtime: str, toolkit_version: str, runtime_version: str,
+                   why: tuple[str, str] = MODE_CDI) -> str:
     """``refusal`` for one engine."""
-    return refusal(toolkit_version, [(runtime, runtime_version)])
+    return refusal(toolkit_version, [(runtime, runtime_version)], why)
 
 
 def docker_lacks_cdi(docker_version: str | None) -> bool:
     """A known Docker version older than 25.0 (no CDI devices)."""
     docker = version_tuple(docker_version)
     return docker is not None and docker < DOCKER_CDI
+
+
+def docker_without_cdi(docker_version: str) -> str:
+    """The one line that refuses cdi mode on a Docker older than 25.0 (a toolkit before 1.19.1:
+    with a newer one ``refusal`` names 26.1.0)."""
+    return (f"container_runtime_mode is cdi but Docker {docker_version} has no CDI support "
+            "(Docker 25.0 is the first with --device nvidia.com/gpu=...): upgrade Docker "
+            "(docker_version) or use container_runtime_mode legacy or auto; gpuhost left "
+            "daemon.json as it was")
 
 
 def docker_after_run(config: Any, state: Mapping[str, Any]) -> str | None:
@@ -136,7 +161,9 @@ def preflight_problem(config: Any, state: Mapping[str, Any], docker_cdi: bool,
         else None
     if runtime_too_old_for_schema("containerd", toolkit, containerd):
         engines.append(("containerd", containerd))
-    return refusal(toolkit, engines) if engines else None
+    if engines:
+        return refusal(toolkit, engines, why_cdi(config, docker_cdi))
+    return docker_without_cdi(docker) if docker_cdi and docker_lacks_cdi(docker) else None
 
 
 def podman_problem(state: Mapping[str, Any]) -> str | None:

@@ -47,8 +47,9 @@ def test_one_engine_alone_and_docker_older_than_25_is_told_26_1_not_25():
 
 
 @pytest.mark.parametrize("over, state, why", [
-    ({"container_toolkit_version": "1.18.2"}, host(), "schema 0.5.0: both read it"),
-    ({"container_toolkit_version": "1.19.0"}, host(), "1.19.0 still wrote the older schema"),
+    ({"container_toolkit_version": "1.18.2"}, host(docker="25.0.5"), "schema 0.5.0: read"),
+    ({"container_toolkit_version": "1.19.0"}, host(docker="25.0.5"),
+     "1.19.0 still wrote the older schema"),
     ({}, host(docker="26.1.5+dfsg1", containerd="containerd containerd.io 1.7.16 83031836b"),
      "new enough"),
     ({"docker_source": "docker"}, host(), "Docker's repository replaces docker.io: checked "
@@ -67,6 +68,13 @@ def test_a_pinned_docker_too_old_is_refused_before_it_is_installed():
                                host(docker=None, containerd=None, installed=False),
                                docker_cdi=True, containerd_cdi=True)
     assert "Docker 26.0.2 cannot read" in line
+
+
+def test_a_docker_without_cdi_on_toolkit_1_18_is_refused_before_any_change_too():
+    line = S.preflight_problem(settings(container_toolkit_version="1.18.2"), host(),
+                               docker_cdi=True, containerd_cdi=True)
+    assert line.startswith("container_runtime_mode is cdi but Docker 20.10.24+dfsg1 has no CDI "
+                           "support (Docker 25.0 is the first"), line
 
 
 def test_legacy_mode_and_no_drop_in_cdi_check_nothing():
@@ -150,3 +158,35 @@ def test_the_fact_reads_podmans_package_version():
 def test_which_runs_keep_dockers_packages(over, installed, kept):
     """What the before-any-change checks may trust (the DRA profile's containerd too)."""
     assert S.docker_packages_kept(settings(**over), host(installed=installed)) is kept
+
+
+def test_the_deploys_check_before_any_change_refuses_and_logs_podman(monkeypatch):
+    """roles.cdi.preflight_problem (called by roles.common.host_ready): cdi mode with the
+    containerd drop-in on Debian 12's engines is the one line; podman 4.3.1 beside a schema
+    0.7.0 spec is logged as a warning and refuses nothing; a DRA profile on containerd 1.6
+    with docker_source none is refused before any change too."""
+    from gpuhost.roles import cdi as role
+
+    logged = []
+    monkeypatch.setattr(role, "host", SimpleNamespace(log=lambda text, *a: logged.append(text)))
+    state = {**host(), "cdi": {"specs": [SPEC_07], "podman": "4.3.1+ds1"}}
+    monkeypatch.setattr(role, "host_state", lambda: state)
+    config = settings(container_runtime_mode="cdi", containerd_nvidia_runtime=True,
+                      kubernetes_profile="none")
+    monkeypatch.setattr(role, "host_settings", lambda: config)
+    line = role.preflight_problem()
+    assert "Docker 20.10.24+dfsg1 and containerd 1.6.20~ds1 cannot read" in line
+    assert len(logged) == 1 and logged[0].startswith("warning: podman 4.3.1+ds1 is older")
+
+    config = settings(container_runtime_mode="legacy", containerd_nvidia_runtime=False,
+                      kubernetes_profile="none")
+    assert role.preflight_problem() is None  # podman alone refuses nothing
+    config = settings(container_runtime_mode="legacy", containerd_nvidia_runtime=True,
+                      kubernetes_profile="dra", docker_source="none")
+    assert "kubernetes_profile: dra needs CDI in containerd" in role.preflight_problem()
+    state["containerd"]["version"] = "containerd containerd.io 1.7.10 4e1fe7492"
+    line = role.preflight_problem()
+    assert line.startswith("kubernetes_profile dra turns CDI on in containerd but containerd "
+                           "1.7.10 cannot read the CDI spec schema 0.7.0"), line
+    assert line.endswith("or use kubernetes_profile none; gpuhost left the runtime's "
+                         "configuration as it was"), line
