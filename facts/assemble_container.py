@@ -96,9 +96,11 @@ def cdi_state(sections: Sections) -> dict[str, Any]:
 
     rc, text = section(sections, "cdi_specs")
     unit_rc, unit_text = section(sections, "cdi_boot_unit")
+    podman = packages(sections).get("podman")  # it reads the specs itself (cdi_schema)
     return {"specs": cdi.parse_specs(text) if rc == 0 else [],
             "boot_unit": cdi.parse_boot_unit(unit_rc, unit_text),
-            "refresh_unit": cdi.parse_refresh_unit(*section(sections, "cdi_refresh_unit"))}
+            "refresh_unit": cdi.parse_refresh_unit(*section(sections, "cdi_refresh_unit")),
+            "podman": upstream_version(podman["version"]) if podman else None}
 
 
 def toolkit_state(sections: Sections) -> dict[str, Any]:

@@ -75,10 +75,12 @@ class CdiSpecs(SectionFact):
                     "driver_versions": ["570.172.08"], "error": None}],
          "boot_unit": {"sha256": "5f3c...", "enabled": True},
          "refresh_unit": {"active": "failed", "sub": "failed", "result": "start-limit-hit",
-                          "failed": True}}
+                          "failed": True},
+         "podman": "4.3.1+ds1" | None}
 
     ``refresh_unit``: NVIDIA's ``nvidia-cdi-refresh.service`` (toolkit 1.18+), None when the
-    host has none.
+    host has none. ``podman``: the installed podman package's version (from the ``dpkg``/``rpm``
+    sections of the host state; None here, or without podman).
     """
 
     sections = ("cdi_specs", "cdi_boot_unit", "cdi_refresh_unit")

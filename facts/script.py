@@ -133,7 +133,7 @@ SECTIONS: dict[str, str] = {
         "dpkg-query",
         "dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' 2>/dev/null"
         " | grep -E '^(nvidia|libnvidia|libcuda1|firmware-nvidia|cuda-drivers|linux-headers|docker|containerd|runc"
-        "|dkms|unattended-upgrades)'; true",
+        "|dkms|unattended-upgrades|podman)'; true",
     ),
     "rpm": _tool(
         "rpm",

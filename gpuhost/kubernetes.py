@@ -70,9 +70,12 @@ def settings_problems(v: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-# containerd's CRI plugin reads enable_cdi from 1.7.0 on (CDI device injection came with
-# containerd 1.7.0, containerd#6654 as remembered, not re-read; Debian 12's 1.6 CRI config
-# has no such key and ignores it), so DRA's devices would never reach a pod on 1.6
+# containerd's CRI plugin reads enable_cdi (default false) and cdi_spec_dirs from 1.7.0 on:
+# containerd PR #6654 "CRI: add support for CDI device injection" (merged 2022), listed under
+# "Runtime Features" in containerd's releases/v1.7.0.toml; on by default from 2.0 (containerd
+# commit c8e8a093, named in kubernetes-sigs/kind PR #3530). Debian 12's 1.6 CRI config has no
+# such key and ignores it, so DRA's devices would never reach a pod on 1.6. Schema 0.7.0 specs
+# need 1.7.16 (gpuhost.runtime.cdi_schema).
 CONTAINERD_CDI_FROM = (1, 7)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 
 from gpuhost.facts.container import DockerDaemonConfig
@@ -166,17 +166,39 @@ def require_docker_cdi(toolkit_version: str | None = None):
         version = host.get_fact(DockerDaemonConfig)["docker_version"]
     else:
         version = (host_state().get("docker") or {}).get("docker_version")
-    if cdi.docker_lacks_cdi(version):
-        yield fail_command(
-            f"container_runtime_mode is cdi but Docker {version} has no CDI support (Docker "
-            "25.0 is the first with --device nvidia.com/gpu=...): upgrade Docker "
-            "(docker_version) or use container_runtime_mode legacy or auto; gpuhost left "
-            "daemon.json as it was")
-        return
-    if cdi.runtime_too_old_for_schema("Docker", toolkit_version, version):
+    if cdi.runtime_too_old_for_schema("Docker", toolkit_version, version):  # names 26.1.0
         yield fail_command(cdi.schema_refusal("Docker", toolkit_version, version))
         return
+    if cdi.docker_lacks_cdi(version):
+        from gpuhost.runtime import cdi_schema
+
+        yield fail_command(cdi_schema.docker_without_cdi(version))
+        return
     host.noop(f"Docker {version or '(installed by this run)'} supports CDI devices")
+
+
+def preflight_problem() -> str | None:
+    """Before any change (``roles.common.host_ready``): cdi mode refused in one line when the
+    Docker this run leaves, or the containerd whose CDI gpuhost's drop-in turns on, cannot
+    read the spec schema of the toolkit the run installs (gpuhost.runtime.cdi_schema); a DRA
+    profile refused on a containerd without CDI. Engines this run installs or replaces are
+    checked later, right before their configuration is written. Logs the podman warning."""
+    from gpuhost import kubernetes
+    from gpuhost.runtime import cdi_schema
+
+    config, state = host_settings(), host_state()
+    podman = cdi_schema.podman_problem(state)
+    if podman:
+        host.log(f"warning: {podman}", logger.warning)
+    docker_cdi = runtime_mode(config, state) == "cdi"
+    containerd_cdi = bool(config.containerd_nvidia_runtime) and (
+        docker_cdi or kubernetes.cdi_in_containerd(config.kubernetes_profile))
+    if containerd_cdi and cdi_schema.docker_packages_kept(config, state):  # no CDI at all
+        problem = kubernetes.containerd_problem(config.kubernetes_profile,
+                                                (state.get("containerd") or {}).get("version"))
+        if problem:
+            return problem
+    return cdi_schema.preflight_problem(config, state, docker_cdi, containerd_cdi)
 
 
 def check_docker() -> None:

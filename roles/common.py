@@ -185,6 +185,11 @@ def host_ready() -> bool:
                 and not replace_conflicting(config):  # issue 13 item 2: before any change
             raise GpuhostError(el_packages.container_tools_message(host.name, tools))
         docker_conflicts_check(config, state)
+        from gpuhost.roles.cdi import preflight_problem as cdi_problem  # (imports this module)
+
+        refused = cdi_problem()  # CDI spec schema vs. the engines: before any change
+        if refused:
+            raise GpuhostError(f"{host.name}: {refused}")
     except GpuhostError as error:
         server.shell(name="gpuhost cannot provision this host", commands=[fail_command(str(error))])
         return False

@@ -116,7 +116,11 @@ def nvidia_runtime(default_runtime: bool = False, enable_cdi: bool = False,
         return
     if enable_cdi and cdi.runtime_too_old_for_schema("containerd", toolkit_version,
                                                      view["version"]):
-        yield fail_command(cdi.schema_refusal("containerd", toolkit_version, view["version"]))
+        from gpuhost.roles.cdi import runtime_mode
+        from gpuhost.runtime import cdi_schema
+
+        why = cdi_schema.why_cdi(host_settings(), runtime_mode() == "cdi")
+        yield fail_command(cdi.schema_refusal("containerd", toolkit_version, view["version"], why))
         return
     major = rules.major_version(view["version"])
     text = view["config"]

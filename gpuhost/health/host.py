@@ -113,6 +113,11 @@ def cdi_findings(state: Mapping[str, Any]) -> list[dict[str, Any]]:
             "spec after a driver or toolkit change; run gpuhost's deploy (it resets and reruns "
             f"the unit once the driver is loaded) or `systemctl reset-failed {cdi.REFRESH_UNIT}"
             f" && systemctl start {cdi.REFRESH_UNIT}`")))
+    from gpuhost.runtime import cdi_schema
+
+    podman = cdi_schema.podman_problem(state)
+    if podman is not None:
+        found.append(_finding("cdi-spec-podman-unreadable", "warning", None, podman))
     assumed = cdi.gpus_route_assumed((state.get("docker") or {}).get("docker_version"))
     if assumed is not None:
         found.append(_finding("docker-gpus-assumed", "info", None, assumed))

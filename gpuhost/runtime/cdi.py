@@ -36,6 +36,17 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+# the spec schema against the engines (toolkit 1.19.1+ writes 0.7.0): gpuhost.runtime.cdi_schema
+from gpuhost.runtime.cdi_schema import (  # noqa: F401 (re-exported: callers use cdi.*)
+    DOCKER_CDI,
+    SCHEMA_0_7_NEEDS,
+    TOOLKIT_SCHEMA_0_7,
+    docker_lacks_cdi,
+    runtime_too_old_for_schema,
+    schema_refusal,
+    version_tuple,
+)
+
 KIND = "nvidia.com/gpu"
 MODES = ("legacy", "cdi", "auto")
 SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -43,14 +54,7 @@ DEFAULT_OUTPUT = "/var/run/cdi/nvidia.yaml"  # nvidia-cdi-refresh.service's outp
 # The first toolkit whose packages ship and enable nvidia-cdi-refresh.{path,service} and whose
 # nvidia runtime resolves mode "auto" to jit-cdi (CHANGELOG v1.18.0-rc.1, packaging @v1.18.2).
 TOOLKIT_CDI = (1, 18, 0)
-# The first Docker Engine with CDI devices (`--device vendor/class=name`, behind
-# "features": {"cdi": true}); enabled by default from 28.2 (docs/container-runtime.md).
-DOCKER_CDI = (25, 0, 0)
 DOCKER_CDI_DEFAULT = (28, 2, 0)
-# From toolkit 1.19.1 the spec is written with CDI schema 0.7.0, which needs Docker 26.1.0,
-# containerd 1.7.16, podman 5.1.0, cri-o 1.30.0 (toolkit#1860, cloud-native-docs PR #419).
-TOOLKIT_SCHEMA_0_7 = (1, 19, 1)
-SCHEMA_0_7_NEEDS = {"Docker": (26, 1, 0), "containerd": (1, 7, 16)}
 
 # gpuhost's unit that writes the spec at every boot before the container engines start
 # (docs/container-runtime.md, "At boot"): NVIDIA's nvidia-cdi-refresh.service is not
@@ -122,16 +126,6 @@ def refresh_unit_failed(state: Mapping[str, Any]) -> dict[str, Any] | None:
 
 # a driver library's versioned name: libnvidia-ml.so.570.172.08, libcuda.so.550.54.15
 _DRIVER_LIB = re.compile(r"/lib[\w.+-]*\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
-
-
-def version_tuple(text: str | None) -> tuple[int, ...] | None:
-    """``"1.18.2"`` -> (1, 18, 2); ``"20.10.24+dfsg1"`` -> (20, 10, 24); None when unreadable."""
-    if not text:
-        return None
-    match = re.match(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text))
-    if not match:
-        return None
-    return tuple(int(part or 0) for part in match.groups())
 
 
 def resolve_mode(setting: str, toolkit_version: str | None, docker_version: str | None,
@@ -226,33 +220,6 @@ def state_gpus_route(state: Mapping[str, Any]) -> dict[str, Any]:
     """``gpus_route`` of a host state (facts.host.GpuHostState)."""
     return gpus_route((state.get("docker") or {}).get("docker_version"),
                       (state.get("toolkit") or {}).get("version"), state_cdi_feature(state))
-
-
-def runtime_too_old_for_schema(runtime: str, toolkit_version: str | None,
-                               runtime_version: str | None) -> bool:
-    """A known ``runtime`` ("Docker" or "containerd") version too old to read the CDI spec
-    schema that ``toolkit_version`` writes (0.7.0 from 1.19.1)."""
-    # `containerd --version` reads "containerd containerd.io 1.7.27 05044ec...": its first
-    words = [w for w in (runtime_version or "").split() if re.match(r"v?\d+\.\d+", w)]
-    toolkit, have = version_tuple(toolkit_version), version_tuple(words[0] if words else None)
-    return bool(toolkit and have and toolkit >= TOOLKIT_SCHEMA_0_7
-                and have < SCHEMA_0_7_NEEDS[runtime])
-
-
-def schema_refusal(runtime: str, toolkit_version: str, runtime_version: str) -> str:
-    """The one line that refuses cdi mode on a runtime that cannot read the toolkit's spec."""
-    need = ".".join(map(str, SCHEMA_0_7_NEEDS[runtime]))
-    return (f"container_runtime_mode is cdi but {runtime} {runtime_version} cannot read the CDI "
-            f"spec schema 0.7.0 that toolkit {toolkit_version} writes ({runtime} {need} is the "
-            f"first that does): upgrade {runtime} to {need} or newer, or keep this host on "
-            "container_toolkit_version 1.18.2, or use container_runtime_mode legacy; gpuhost "
-            "left the runtime's configuration as it was")
-
-
-def docker_lacks_cdi(docker_version: str | None) -> bool:
-    """A known Docker version older than 25.0 (no CDI devices)."""
-    docker = version_tuple(docker_version)
-    return docker is not None and docker < DOCKER_CDI
 
 
 # --- the specs ------------------------------------------------------------------------------

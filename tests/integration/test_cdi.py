@@ -11,7 +11,9 @@ gpu-03  H100 x1, bare (no Docker), Docker CE 26 from the sandbox's stand-in of D
 gpu-01, 1.20's (in /lib/systemd/system) one with schema 0.7.0 on gpu-03, and left failed there
 (started while the driver was not loaded) it is reset and rerun by the deploy; a second run changes nothing; a MIG change makes the audit flag the stale spec and
 the next deploy regenerates it; cdi mode is refused on a Docker without CDI (20.10) before
-daemon.json is touched; on gpu-03 cdi mode converges and Docker's own CDI
+daemon.json is touched, and with toolkit 1.20 (CDI spec schema 0.7.0) and gpuhost's containerd
+drop-in on, Debian 12's docker.io 20.10 and containerd 1.6.20 are refused before any change in
+one line; on gpu-03 cdi mode converges and Docker's own CDI
 (`docker run --device nvidia.com/gpu=all`, dockerd 26 applies the spec itself) lists the GPU,
 also right after a reboot (gpuhost-cdi-spec.service writes the spec before Docker starts), and
 a deploy after that reboot is one remote command and 0 changes;
@@ -194,6 +196,37 @@ def test_cdi_mode_is_refused_on_a_docker_without_cdi(converged, ssh, pyinfra):
     assert proc.returncode != 0
     assert "container_runtime_mode is cdi but Docker 20.10.24" in proc.stdout + proc.stderr
     assert ssh("gpu-02", "sha256sum /etc/docker/daemon.json") == before
+
+
+def test_debian12s_docker_and_containerd_are_refused_for_schema_0_7_before_any_change(
+        converged, ssh, pyinfra):
+    """gpu-02 runs Debian 12's own docker.io 20.10.24 and containerd 1.6.20 (real binaries).
+    In cdi mode with toolkit 1.20 (the default, writing CDI spec schema 0.7.0) and gpuhost's
+    containerd drop-in on, the host is refused before any change, in one line naming the
+    versions that read the spec and the ways out: daemon.json and config.toml unchanged, no
+    drop-in, no package installed or upgraded (the toolkit stays at 1.17.8)."""
+    files = "/etc/docker/daemon.json /etc/containerd/config.toml"
+    packages = "dpkg-query -W -f '${Package} ${Version} ${Status}\\n' | sha256sum"
+    before = ssh("gpu-02", f"sha256sum {files}; {packages}")
+    assert "1.6.20~ds1" in ssh("gpu-02", "containerd --version")
+    proc = pyinfra("-y", DEPLOY, "--limit", "gpu-02", "--data", "container_runtime_mode=cdi",
+                   "--data", "container_toolkit_version=1.20.0",
+                   "--data", "containerd_nvidia_runtime=true", check=False, timeout=600)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0, said[-3000:]
+    lines = {line.split("gpuhost: ", 1)[-1].strip() for line in said.splitlines()
+             if "cannot read the CDI spec schema" in line}
+    assert lines == {
+        "gpu-02: container_runtime_mode is cdi but Docker 20.10.24+dfsg1 and containerd "
+        "1.6.20~ds1 cannot read the CDI spec schema 0.7.0 that toolkit 1.20.0 writes (Docker "
+        "26.1.0 and containerd 1.7.16 are the first that do): upgrade to Docker 26.1.0 and "
+        "containerd 1.7.16 or newer, or keep this host on container_toolkit_version 1.18.2, or "
+        "use container_runtime_mode legacy; gpuhost left the runtime's configuration as it "
+        "was"}, said[-3000:]
+    assert "gpuhost cannot provision this host" in said
+    assert ssh("gpu-02", f"sha256sum {files}; {packages}") == before
+    assert ssh("gpu-02", "ls /etc/containerd/conf.d/99-nvidia.toml", check=False) == ""
+    assert ssh("gpu-02", "dpkg-query -W -f '${Version}' nvidia-container-toolkit") == "1.17.8-1"
 
 
 def test_cdi_mode_on_docker_ce_26_runs_cdi_devices(converged, ssh):

@@ -14,8 +14,10 @@ asked of the driver at every load. And the B200 board (gpu-03): `auto` sees its 
 switches (SW_MNG in their VPD), installs NVLSM and infiniband-diags (unversioned) with Fabric
 Manager, whose start script runs NVLSM first; Completed on every GPU, again after a reboot,
 before Docker. Last, the NVL host as a Kubernetes DRA node (kubernetes_profile: dra):
-nvidia-imex masked, CDI on in containerd, a second run changes nothing, and back to none
-IMEX runs again.
+nvidia-imex masked, CDI on in containerd, a second run changes nothing, and back (to the
+gpu-operator profile: the driver, the toolkit, containerd's nvidia runtime) IMEX runs again;
+then with host-managed IMEX (kubernetes_profile: dra-host-managed-imex) IMEX_CMD_ENABLED=1 and
+its control socket in config.cfg, nvidia-imex restarted, a rerun changing nothing.
 """
 from __future__ import annotations
 
@@ -290,7 +292,9 @@ def test_the_nvl_host_as_a_dra_node_masks_imex_turns_cdi_on_and_back(converged, 
                                                                      nvl_pyinfra):
     """kubernetes_profile: dra (docs/kubernetes.md): the DRA driver runs IMEX per
     ComputeDomain, so the host's nvidia-imex.service is disabled and masked, and CDI is on in
-    containerd's CRI plugin; a second run changes nothing; back to none, IMEX runs again."""
+    containerd's CRI plugin; a second run changes nothing; back to gpu-operator (IMEX as with
+    none), IMEX runs again and the node is what the GPU Operator on the host's driver and
+    toolkit expects."""
     assert converged["first"].returncode == 0, converged["first"].output[-3000:]
     # the node's containerd as a Kubernetes node setup leaves it: CRI on (Docker's
     # containerd.io ships it disabled), conf.d imported
@@ -309,8 +313,49 @@ def test_the_nvl_host_as_a_dra_node_masks_imex_turns_cdi_on_and_back(converged, 
     assert second.returncode == 0, second.output[-3000:]
     assert second.totals["changed"] == 0, second.changed()
 
+    # back from dra to gpu-operator, which wants IMEX as none does (docs/kubernetes.md): the
+    # unit unmasked and running again, and what the GPU Operator with driver.enabled=false and
+    # toolkit.enabled=false expects of the node: the driver loaded, the toolkit installed,
+    # containerd's nvidia runtime (CDI as container_runtime_mode says: legacy here)
     back = nvl_pyinfra("-y", "deploys/gpu_host.py", "--limit", "gpu-02", "--data",
-                       "containerd_nvidia_runtime=true", check=False, timeout=900)
+                       "containerd_nvidia_runtime=true", "--data",
+                       "kubernetes_profile=gpu-operator", check=False, timeout=900)
     assert back.returncode == 0, back.output[-4000:]
     assert ssh("gpu-02", "systemctl is-enabled nvidia-imex; systemctl is-active nvidia-imex"
                ).stdout.split() == ["enabled", "active"]
+    dump = ssh("gpu-02", "containerd config dump").stdout
+    assert ".containerd.runtimes.nvidia]" in dump and "/usr/bin/nvidia-container-runtime" in dump
+    assert "enable_cdi = true" not in ssh("gpu-02", "cat /etc/containerd/conf.d/99-nvidia.toml"
+                                          ).stdout
+    assert ssh("gpu-02", "nvidia-smi -L").stdout.startswith("GPU 0:")
+    assert ssh("gpu-02", "nvidia-ctk --version").returncode == 0
+
+
+
+def test_the_nvl_host_with_host_managed_imex_for_the_dra_driver(converged, ssh, nvl_pyinfra):
+    """After the DRA test (profile gpu-operator, IMEX running): kubernetes_profile
+    dra-host-managed-imex puts IMEX_CMD_ENABLED=1 and the control socket's path in config.cfg
+    (the rest of the file kept), restarts nvidia-imex with them, keeps CDI on in containerd;
+    a rerun changes nothing. (The sandbox's IMEX has no control socket: `nvidia-imex-ctl -q`
+    is not checked.)"""
+    assert converged["first"].returncode == 0, converged["first"].output[-3000:]
+    before = ssh("gpu-02", "cat /etc/nvidia-imex/config.cfg").stdout.splitlines()
+    pid = ssh("gpu-02", "systemctl show -p MainPID --value nvidia-imex").stdout.strip()
+    managed = ("--limit", "gpu-02", "--data", "containerd_nvidia_runtime=true",
+               "--data", "kubernetes_profile=dra-host-managed-imex")
+    first = nvl_pyinfra("-y", "deploys/gpu_host.py", *managed, check=False, timeout=600)
+    assert first.returncode == 0, first.output[-4000:]
+    config = ssh("gpu-02", "cat /etc/nvidia-imex/config.cfg").stdout.splitlines()
+    assert "IMEX_CMD_ENABLED=1" in config, config
+    assert "IMEX_CMD_UNIX_DOMAIN_PATH=/etc/nvidia-imex/imex_ctrl.sock" in config, config
+    assert [line for line in config if not line.startswith(("IMEX_CMD_ENABLED=",
+                                                               "IMEX_CMD_UNIX_DOMAIN_PATH="))] \
+        == [line for line in before if not line.startswith(("IMEX_CMD_ENABLED=",
+                                                             "IMEX_CMD_UNIX_DOMAIN_PATH="))]
+    assert ssh("gpu-02", "systemctl is-enabled nvidia-imex; systemctl is-active nvidia-imex"
+               ).stdout.split() == ["enabled", "active"]
+    assert ssh("gpu-02", "systemctl show -p MainPID --value nvidia-imex").stdout.strip() != pid
+    assert "enable_cdi = true" in ssh("gpu-02", "containerd config dump").stdout
+    again = nvl_pyinfra("-y", "deploys/gpu_host.py", *managed, check=False, timeout=600)
+    assert again.returncode == 0, again.output[-3000:]
+    assert again.totals["changed"] == 0, again.changed()
