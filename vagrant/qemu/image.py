@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -52,21 +53,26 @@ BASE_PACKAGES = [
     "apparmor",
 ]
 # Optional layers already installed in the image (GPUHOST_VM_PRESEED, comma-separated,
-# default "docker,headers"; "none" for a bare host). Under TCG, apt installing these takes
+# default "docker,headers,verify"; "none" for a bare host). Under TCG, apt installing these takes
 # 5-15 minutes (thousands of header files); the sandbox hosts exercise those install paths
 # from the same mirror, so by default the VM starts as "a host that already runs Debian's
 # Docker and has its kernel headers", and the VM test spends its time on what only a real
 # kernel and systemd can show: the Docker restart, the DKMS build, the reboot.
 PRESEED = {
     "docker": ["docker.io", "containerd", "runc"],
-    "headers": ["dkms", "gcc", "make", "libc6-dev", "linux-headers-{abi}"],
+    "headers": ["dkms", "gcc", "make", "libc6-dev", "linux-headers-{abi}", "linux-headers-amd64"],
+    # the deploy's verification image already in the image's Docker (loaded natively at
+    # build time, preload_verify_image): `docker load` of it under TCG took 35-150 s
+    "verify": [],
 }
+DEFAULT_PRESEED = "docker,headers,verify"
 IMAGE_SIZE = "8G"
 HOSTNAME = "gpuvm"
 # Everything that changes the image goes into this number or into recipe(): bump it when
 # customize() changes so cached images are rebuilt.
 RECIPE_VERSION = 4
 TOOLS = {"mmdebstrap": "mmdebstrap", "mkfs.ext4": "e2fsprogs", "qemu-img": "qemu-utils",
+         "systemd-nspawn": "systemd-container",
          "ssh-keygen": "openssh-client"}
 
 
@@ -130,7 +136,7 @@ def kernel(max_age: float | None = None) -> tuple[str, str]:
 
 
 def preseed_layers() -> list[str]:
-    wanted = os.environ.get("GPUHOST_VM_PRESEED", "docker,headers").strip()
+    wanted = os.environ.get("GPUHOST_VM_PRESEED", DEFAULT_PRESEED).strip()
     layers = [] if wanted in ("", "none") else [w.strip() for w in wanted.split(",")]
     unknown = sorted(set(layers) - set(PRESEED))
     if unknown:
@@ -143,10 +149,49 @@ def recipe(abi: str, image: str | None = None, layers: list[str] | None = None) 
     layers = preseed_layers() if layers is None else layers
     extra = [p.format(abi=abi) for layer in layers for p in PRESEED[layer]]
     image = image or f"linux-image-{abi}"
-    return {"version": RECIPE_VERSION, "suite": SUITE, "kernel_release": abi,
-            "kernel_image": image, "preseed": layers,
-            "packages": sorted(set(BASE_PACKAGES + [image] + extra)),
-            "sources": DEBIAN_SOURCES, "size": IMAGE_SIZE}
+    rec = {"version": RECIPE_VERSION, "suite": SUITE, "kernel_release": abi,
+           "kernel_image": image, "preseed": layers,
+           "packages": sorted(set(BASE_PACKAGES + [image] + extra)),
+           "sources": DEBIAN_SOURCES, "size": IMAGE_SIZE}
+    verify = verify_image() if "verify" in layers and "docker" in layers else None
+    if verify:   # the archive's path is not part of the recipe, its content is
+        rec["verify_image"] = {"name": verify["name"], "sha256": verify["sha256"]}
+    return rec
+
+
+def verify_image() -> dict | None:
+    """The sandbox's verification image (name, archive, its sha256) from the fake NVIDIA
+    artifacts' manifest, or None when they are not built (the deploy then loads it)."""
+    out = Path(os.environ.get("GPUHOST_NVIDIA_OUT",
+                              os.environ.get("GPUHOST_CACHE_DIR", "/var/cache/gpuhost") + "/nvidia"))
+    try:
+        image = json.loads((out / "manifest.json").read_text())["verify_image"]
+        archive = Path(image["archive"])
+        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    except (OSError, KeyError, ValueError):
+        return None
+    return {"name": image["name"], "sha256": digest, "archive": str(archive)}
+
+
+def preload_verify_image(root: Path, verify: dict) -> None:
+    """`docker load` the verification image into the image root's own Docker, natively: the
+    root's dockerd runs once under systemd-nspawn (overlay2, the driver the VM's dockerd uses
+    on its ext4 root) and stops again."""
+    script = (
+        "dockerd --storage-driver=overlay2 --iptables=false --ip6tables=false --bridge=none "
+        "--ip-forward=false --ip-masq=false >/run/preload-dockerd.log 2>&1 & pid=$!; i=0; "
+        "until docker info >/dev/null 2>&1; do i=$((i+1)); if [ $i -gt 240 ]; then "
+        "cat /run/preload-dockerd.log >&2; exit 1; fi; sleep 0.25; done; "
+        "docker load -q -i /run/verify-image.tar && "
+        f"docker image inspect {shlex.quote(verify['name'])} >/dev/null; rc=$?; "
+        "kill $pid; wait $pid; exit $rc")
+    # the flags of the sandbox's hosts (sandbox/files/boot.sh): no machine registration or
+    # scope of its own (no system bus needed), the unified cgroup hierarchy
+    run(["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "--as-pid2",
+         f"--directory={root}", "--machine=gpuvm-image", "--capability=CAP_NET_ADMIN",
+         "--system-call-filter=@keyring bpf",
+         f"--bind-ro={verify['archive']}:/run/verify-image.tar", "/bin/sh", "-c", script],
+        capture_output=True, env={**os.environ, "SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "1"})
 
 
 def recipe_id(rec: dict) -> str:
@@ -259,6 +304,10 @@ def _build_in(stage: Path, root: Path, rec: dict, rid: str, cache: Path) -> dict
          SUITE, str(root), *DEBIAN_SOURCES], capture_output=True)
     t_strap = time.monotonic() - t0
     customize(root, stage)
+    verify = verify_image() if rec.get("verify_image") else None
+    if verify:
+        log(f"preloading {verify['name']} into the image's Docker (systemd-nspawn)")
+        preload_verify_image(root, verify)
     raw = stage / "base.raw"
     log(f"mkfs.ext4 -d {root} ({IMAGE_SIZE} sparse) and qemu-img convert")
     run(["mkfs.ext4", "-q", "-F", "-L", "gpuhost-root", "-d", str(root), str(raw), IMAGE_SIZE],
