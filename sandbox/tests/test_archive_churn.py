@@ -173,9 +173,10 @@ def installable(*pkgs: str) -> subprocess.CompletedProcess:
 
 
 def vm_kernel_packages(image_module, max_age: float | None = None) -> list[str]:
-    """The kernel packages the VM image's recipe installs (image and headers)."""
+    """The kernel packages of one ABI the VM image's recipe installs (image and headers; the
+    headers meta, which follows the archive, left out)."""
     rec = image_module.recipe(*image_module.kernel(max_age=max_age), layers=["headers"])
-    return [p for p in rec["packages"] if p.startswith("linux-")]
+    return [p for p in rec["packages"] if p.startswith("linux-") and p != "linux-headers-amd64"]
 
 
 def served(prefix: str) -> list[str]:
