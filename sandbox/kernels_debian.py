@@ -144,12 +144,17 @@ def _recipe() -> str:
 
 def ensure() -> Path:
     """Build the repository when missing or made from another recipe (a few seconds)."""
+    return build_repo(OUT / OS_NAME, _recipe(), packages, "Newer Debian kernels (simulated)")
+
+
+def build_repo(repo: Path, recipe: str, packages, description: str) -> Path:
+    """A signed flat apt repository of ``packages()`` in ``repo``, built again only when
+    ``recipe`` (its stamp) changed (the Debian and Ubuntu kernel repositories)."""
     from .nvidia.pkg.deb import build_deb, build_flat_repo
     from .nvidia.pkg.signing import SigningKey
 
-    repo = OUT / OS_NAME
     stamp = repo / "recipe"
-    if stamp.is_file() and stamp.read_text().strip() == _recipe() and \
+    if stamp.is_file() and stamp.read_text().strip() == recipe and \
             (repo / "InRelease").is_file():
         return repo
     repo.mkdir(parents=True, exist_ok=True)
@@ -158,6 +163,6 @@ def ensure() -> Path:
     for pkg in packages():
         build_deb(pkg, repo)
     build_flat_repo(repo, SigningKey().ensure(), origin="gpuhost sandbox",
-                    label="Kernel updates", description="Newer Debian kernels (simulated)")
-    stamp.write_text(_recipe() + "\n")
+                    label="Kernel updates", description=description)
+    stamp.write_text(recipe + "\n")
     return repo

@@ -127,20 +127,5 @@ def _recipe() -> str:
 
 def ensure() -> Path:
     """Build the repository when missing or made from another recipe (a few seconds)."""
-    from .nvidia.pkg.deb import build_deb, build_flat_repo
-    from .nvidia.pkg.signing import SigningKey
-
-    repo = OUT / OS_NAME
-    stamp = repo / "recipe"
-    if stamp.is_file() and stamp.read_text().strip() == _recipe() and \
-            (repo / "InRelease").is_file():
-        return repo
-    repo.mkdir(parents=True, exist_ok=True)
-    for old in repo.glob("*.deb"):
-        old.unlink()
-    for pkg in packages():
-        build_deb(pkg, repo)
-    build_flat_repo(repo, SigningKey().ensure(), origin="gpuhost sandbox",
-                    label="Kernel updates", description="Newer Ubuntu 24.04 kernels (simulated)")
-    stamp.write_text(_recipe() + "\n")
-    return repo
+    return kernels_debian.build_repo(OUT / OS_NAME, _recipe(), packages,
+                                     "Newer Ubuntu 24.04 kernels (simulated)")
