@@ -29,8 +29,11 @@ DOCKER_REPO_URL = {
     "ubuntu": "https://download.docker.com/linux/ubuntu",
     "rhel": "https://download.docker.com/linux/rhel/$releasever/$basearch/stable",
 }
-DOCKER_REPO_GPGKEY = {family: f"https://download.docker.com/linux/{family}/gpg"
-                      for family in ("debian", "ubuntu", "rhel")}
+DOCKER_REPO_GPGKEY = {
+    "debian": "https://download.docker.com/linux/debian/gpg",
+    "ubuntu": "https://download.docker.com/linux/ubuntu/gpg",
+    "rhel": "https://download.docker.com/linux/rhel/gpg",
+}
 TOOLKIT_REPO_URL = {
     "apt": "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)",
     "rpm": "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch",
@@ -253,9 +256,6 @@ class Settings:
         "int (seconds)", "how long a reboot may take until SSH answers again (install, "
         "upgrade, a MIG mode change); HGX/DGX servers often need more than 10 minutes to POST",
         _check_reboot_timeout, 1800)
-    reboot_delay: int = _key(
-        "int (seconds)", "how long gpuhost waits after a reboot command before it tries SSH "
-        "again (every answer is checked against the host's uptime)", check_seconds(1, 600), 10)
     http_proxy: str | None = _key(
         "URL or null", "proxy for controller downloads and host package managers",
         lambda k, v: check_url(k, v, nullable=True, schemes=("http", "https")), None)

@@ -99,9 +99,6 @@ def sandbox_settings(fleet: dict, manifest: dict | None) -> dict:
         container_toolkit_gpgkey={"apt": toolkit["apt"]["gpgkey"], "rpm": toolkit["rpm"]["gpgkey"]},
         docker_source="distro",
         reboot_policy="when_needed",
-        # a sandbox host is back in about a second (sandbox/supervisor.py restarts it): wait
-        # 2 s before reconnecting, not the 10 s real machines get by default
-        reboot_delay=2,
         offline=True,
         offline_mirror_urls=[mirror],
     )

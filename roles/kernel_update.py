@@ -148,7 +148,6 @@ def _update(plan: dict[str, Any], config: settings.Settings) -> None:
                        "Boot key)", running=running, release=target,
                   module_signing_cert=config.nvidia_module_signing_cert, family=family)
     server.reboot(name=f"Reboot into kernel {target}", reboot_timeout=config.reboot_timeout,
-                  delay=config.reboot_delay,
                   _if=lambda: host.get_fact(GpuHostState)["os"]["kernel_release"] != target)
     runlock.renew()
     # 4. after the reboot: the new kernel with the module loaded, the GPUs, the health gate

@@ -345,7 +345,7 @@ def _reboot_when_pending(config) -> None:
     if config.reboot_policy == "when_needed":
         server.reboot(
             name="Reboot to apply the pending MIG mode (reboot_policy: when_needed)",
-            reboot_timeout=config.reboot_timeout, delay=config.reboot_delay,
+            reboot_timeout=config.reboot_timeout,
             _if=lambda: any(g["pending_change"] for g in host.get_fact(MigState)["gpus"]),
         )
 

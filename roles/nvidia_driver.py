@@ -273,7 +273,7 @@ def install() -> None:
     if config.reboot_policy == "when_needed":
         server.reboot(
             name="Reboot to load the NVIDIA driver (reboot_policy: when_needed)",
-            reboot_timeout=config.reboot_timeout, delay=config.reboot_delay,
+            reboot_timeout=config.reboot_timeout,
             _if=lambda: reboot_needed(version),
         )
 

@@ -290,7 +290,6 @@ def run() -> None:
     if reboot:
         server.reboot(name="Reboot: the GPU reset failed (--reboot-fallback, reboot_policy: "
                            "when_needed)", reboot_timeout=config.reboot_timeout,
-                      delay=config.reboot_delay,
                       _if=lambda: reset_failed(run_id))
     if before.get("fabric"):  # a reset GPU registers with the fabric again (gpu.c gpuStatePostLoad)
         server.shell(name=f"Wait for GPU {index} to join the NVLink fabric again (up to "

@@ -194,8 +194,7 @@ def _upgrade(plan: dict[str, Any], config: settings.Settings) -> None:
         gate(name="The NVIDIA module is installed for the next boot's kernel", version=target,
              _if=lambda: nvidia_driver.reboot_needed(target))
         server.reboot(name=f"Reboot into driver {target} (reboot_policy: when_needed)",
-                      reboot_timeout=config.reboot_timeout, delay=config.reboot_delay,
-                      _if=lambda: nvidia_driver.reboot_needed(target))
+                      reboot_timeout=config.reboot_timeout, _if=lambda: nvidia_driver.reboot_needed(target))
     else:
         ops.load_modules(name=f"Load the driver {target} modules", modules=before["modules"])
     runlock.renew()  # after the reboot or reload
