@@ -170,9 +170,7 @@ def require_docker_cdi(toolkit_version: str | None = None):
         yield fail_command(cdi.schema_refusal("Docker", toolkit_version, version))
         return
     if cdi.docker_lacks_cdi(version):
-        from gpuhost.runtime import cdi_schema
-
-        yield fail_command(cdi_schema.docker_without_cdi(version))
+        yield fail_command(cdi.docker_without_cdi(version))
         return
     host.noop(f"Docker {version or '(installed by this run)'} supports CDI devices")
 

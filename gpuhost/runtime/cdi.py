@@ -42,6 +42,7 @@ from gpuhost.runtime.cdi_schema import (  # noqa: F401 (re-exported: callers use
     SCHEMA_0_7_NEEDS,
     TOOLKIT_SCHEMA_0_7,
     docker_lacks_cdi,
+    docker_without_cdi,
     runtime_too_old_for_schema,
     schema_refusal,
     version_tuple,

@@ -128,12 +128,10 @@ def docker_after_run(config: Any, state: Mapping[str, Any]) -> str | None:
     packages as they are (``docker_source: none``, or ``distro`` with Docker installed and
     no pin: apt keeps an installed package); else None (gpuhost installs or replaces Docker,
     the check waits for the Docker step)."""
-    docker = state.get("docker") or {}
-    source = config.docker_source
-    if config.docker_version and source in ("docker", "distro"):
+    if config.docker_version and config.docker_source in ("docker", "distro"):
         return config.docker_version
-    if source == "none" or (source == "distro" and docker.get("docker_installed")):
-        return docker.get("docker_version")
+    if docker_packages_kept(config, state):
+        return (state.get("docker") or {}).get("docker_version")
     return None
 
 
